@@ -1,0 +1,159 @@
+"""Compile a rule: the target's rewritten forward, ready to bind to a module instance.
+
+`compile_rule` resolves the rule's target, peels its decorators
+(`decorators.peel`), reads the innermost function's source from its code
+object, rewrites it (`rewriter.rewrite`), checks the sites against the rule
+(`DriftError` otherwise) and compiles the result under the original file name
+and line numbers, inside a shell function whose parameters are the original's
+free variables plus the site helper, so that they compile as free variables
+again. The result is cached per (original code object, rule name), for the life of
+the process: building a second model reuses it.
+
+`Instrumented.build(site)` makes the function to install: the compiled code
+with the original ``__globals__`` (the same dict, so a later patch of the
+module is seen), the original closure cells matched by name (``__class__``
+included, for zero-argument ``super()``), a new cell holding ``site``, the
+original defaults and names, and the peeled decorators rebuilt around it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import inspect
+import textwrap
+from dataclasses import dataclass
+from types import CellType, CodeType, FunctionType
+from typing import Callable
+
+from .decorators import Layer, UnknownDecorator, copy_function, peel, rebuild
+from .rewriter import SITE, Rewritten, RewriteError, rewrite
+from .rule import Rule
+
+#: Name of the function the rewritten definition is compiled inside.
+SHELL = "__vlm_shell__"
+
+
+class DriftError(RuntimeError):
+    """The installed library's target does not have the sites its rule expects."""
+
+
+@dataclass(frozen=True)
+class Instrumented:
+    """A rule compiled against the installed library."""
+
+    rule: Rule
+    target: FunctionType  #: the target as its owner holds it (decorated)
+    innermost: FunctionType  #: the undecorated original function
+    layers: tuple[Layer, ...]  #: its decorators, outermost first
+    rewritten: Rewritten  #: the rewritten source and its sites
+    original_source: str  #: the original source, dedented, decorators included
+    filename: str  #: the file the original was defined in
+    first_line: int  #: the file line of the source's first line
+    code: CodeType  #: the rewritten code, under the original file name and lines
+
+    @property
+    def site_names(self) -> tuple[str, ...]:
+        return tuple(site.name for site in self.rewritten.sites)
+
+    def build(self, site: Callable) -> FunctionType:
+        """The rewritten target, decorators and all, calling ``site`` at each site."""
+        cells = dict(zip(self.innermost.__code__.co_freevars, self.innermost.__closure__ or ()))
+        cells[SITE] = CellType(site)
+        closure = tuple(cells[name] for name in self.code.co_freevars)
+        return rebuild(self.layers, copy_function(self.innermost, self.code, closure))
+
+
+def library_version(module_name: str) -> str:
+    """The installed version of the distribution a module belongs to (``transformers 5.24.0``)."""
+    top = module_name.partition(".")[0]
+    try:
+        return f"{top} {importlib.metadata.version(top)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{top} (version unknown)"
+
+
+def _where(rule: Rule, filename: str | None = None) -> str:
+    place = f"{rule.qualname} in {filename or rule.module_name}"
+    return f"rule {rule.name!r}: {place} ({library_version(rule.module_name)})"
+
+
+def _drift(rule: Rule, rewritten: Rewritten, filename: str) -> str | None:
+    """What the target has instead of the rule's sites, or None when they match."""
+    problems = []
+    for callee, expected in rule.sites.items():
+        found = tuple(site.name for site in rewritten.sites if site.callee == callee)
+        if found != tuple(expected):
+            lines = ", ".join(f"{s.name} (line {s.line})" for s in rewritten.sites if s.callee == callee)
+            problems.append(
+                f"expected call sites {list(expected)} of `{callee}`, found "
+                + (f"{list(found)}: {lines}" if found else "none")
+            )
+    return "; ".join(problems) or None
+
+
+def _compile(source: str, filename: str, first_line: int, function_name: str, freevars: tuple[str, ...]) -> CodeType:
+    """Compile ``source`` (one function definition) as a closure over ``freevars`` plus the site helper.
+
+    The decorators are dropped here, on the ``ast``, so the text keeps its lines;
+    the peeled decorators are rebuilt around the result instead.
+    """
+    tree = ast.parse(source)
+    definition = tree.body[0]
+    definition.decorator_list = []
+    parameters = [ast.arg(arg=name) for name in (*freevars, SITE)]
+    shell = ast.FunctionDef(
+        name=SHELL,
+        args=ast.arguments(posonlyargs=[], args=parameters, kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=[definition, ast.Return(value=ast.Name(id=definition.name, ctx=ast.Load()))],
+        decorator_list=[],
+    )
+    tree.body[0] = ast.copy_location(shell, definition)
+    ast.increment_lineno(tree, first_line - 1)
+    ast.fix_missing_locations(tree)
+    module = compile(tree, filename, "exec", dont_inherit=True)
+    shell_code = next(c for c in module.co_consts if isinstance(c, CodeType) and c.co_name == SHELL)
+    return next(c for c in shell_code.co_consts if isinstance(c, CodeType) and c.co_name == function_name)
+
+
+_CACHE: dict[tuple[CodeType, str], Instrumented] = {}
+
+
+def compile_rule(rule: Rule) -> Instrumented:
+    """The rule's target rewritten and compiled, cached per (original code object, rule name).
+
+    Raises `DriftError` (naming the rule, the target, its file, the library
+    version and what was found) when the target is missing, cannot be read or
+    rewritten, or does not have exactly the rule's sites.
+    """
+    try:
+        _, target = rule.resolve()
+    except (ImportError, LookupError) as error:
+        raise DriftError(f"{_where(rule)}: the target is missing: {error}") from error
+    try:
+        innermost, layers = peel(target)
+    except UnknownDecorator as error:
+        raise DriftError(f"{_where(rule)}: {error}") from error
+    key = (innermost.__code__, rule.name)
+    if key in _CACHE:
+        return _CACHE[key]
+    code = innermost.__code__
+    try:
+        lines, first_line = inspect.getsourcelines(code)
+    except (OSError, TypeError) as error:
+        raise DriftError(f"{_where(rule, code.co_filename)}: no source to rewrite ({error})") from error
+    source = textwrap.dedent("".join(lines))
+    try:
+        rewritten = rewrite(source, set(rule.sites))
+    except RewriteError as error:
+        raise DriftError(f"{_where(rule, code.co_filename)}: {error}") from error
+    problem = _drift(rule, rewritten, code.co_filename)
+    if problem:
+        raise DriftError(
+            f"{_where(rule, f'{code.co_filename}:{first_line}')}: {problem}. "
+            "The library's forward changed: update the rule (rewrites/) and its snapshot."
+        )
+    compiled = _compile(rewritten.source, code.co_filename, first_line, code.co_name, code.co_freevars)
+    instrumented = Instrumented(rule, target, innermost, layers, rewritten, source, code.co_filename, first_line, compiled)
+    _CACHE[key] = instrumented
+    return instrumented

@@ -1,0 +1,114 @@
+"""Peel the decorators transformers puts on a forward, and rebuild them around its replacement.
+
+A decorated forward is a chain of wrappers, each holding the next function in
+a closure cell (``func``). Only decorators named in `KNOWN` are peeled: their
+wrapper code objects are read off the decorator factories themselves, so a
+wrapper is recognised by identity, not by its name. A closure that looks like
+a wrapper but is not known is refused with a reason (`UnknownDecorator`),
+leaving everything untouched. ``auto_docstring`` returns the function itself
+and needs no peeling.
+
+Rebuilding never edits a wrapper in place: the wrappers belong to the class,
+shared by every instance, so each is copied with a fresh cell for the
+function it calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+from types import CellType, CodeType, FunctionType
+from typing import Callable
+
+#: Decorator factories whose wrappers are peeled, and the closure cell holding the wrapped function.
+KNOWN: dict[str, str] = {
+    "transformers.utils.generic:can_return_tuple": "func",
+    "transformers.utils.generic:merge_with_config_defaults": "func",
+    "transformers.utils.output_capturing:capture_outputs": "func",
+    "transformers.utils.deprecation:deprecate_kwarg": "func",
+}
+
+
+class UnknownDecorator(ValueError):
+    """The target is wrapped by a decorator this module does not know how to peel."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One peeled wrapper: the wrapper function and which closure cell holds what it wraps."""
+
+    wrapper: FunctionType
+    cell: int
+
+
+def _nested_codes(code: CodeType):
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            yield constant
+            yield from _nested_codes(constant)
+
+
+@cache
+def known_wrappers() -> dict[CodeType, str]:
+    """The wrapper code objects of every importable decorator in `KNOWN`, with their cell name."""
+    wrappers: dict[CodeType, str] = {}
+    for path, cell_name in KNOWN.items():
+        module_name, _, attribute = path.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError):
+            continue  # a release without this decorator cannot have wrapped anything with it
+        for code in _nested_codes(factory.__code__):
+            if cell_name in code.co_freevars:
+                wrappers[code] = cell_name
+    return wrappers
+
+
+def _closes_over_a_function(function: FunctionType) -> bool:
+    cells = function.__closure__ or ()
+    return "<locals>" in function.__qualname__ and any(
+        isinstance(getattr(cell, "cell_contents", None), FunctionType) for cell in cells
+    )
+
+
+def peel(function: Callable) -> tuple[FunctionType, tuple[Layer, ...]]:
+    """The innermost function under ``function``'s known decorators, and the wrappers, outermost first.
+
+    Raises `UnknownDecorator` for a wrapper it does not know.
+    """
+    if not isinstance(function, FunctionType):
+        raise UnknownDecorator(f"{function!r} is not a Python function")
+    layers: list[Layer] = []
+    wrappers = known_wrappers()
+    while function.__code__ in wrappers:
+        index = function.__code__.co_freevars.index(wrappers[function.__code__])
+        layers.append(Layer(function, index))
+        function = function.__closure__[index].cell_contents
+    if _closes_over_a_function(function):
+        raise UnknownDecorator(
+            f"{function.__qualname__} ({function.__code__.co_filename}:{function.__code__.co_firstlineno}) "
+            "is a wrapper this compiler does not know; add its decorator factory to instrument.decorators.KNOWN"
+        )
+    return function, tuple(layers)
+
+
+def copy_function(function: FunctionType, code: CodeType, closure: tuple[CellType, ...] | None) -> FunctionType:
+    """A new function like ``function`` (same globals dict, defaults, names, doc, attributes) but running ``code``."""
+    new = FunctionType(code, function.__globals__, function.__name__, function.__defaults__, closure)
+    new.__kwdefaults__ = function.__kwdefaults__
+    new.__qualname__ = function.__qualname__
+    new.__doc__ = function.__doc__
+    new.__module__ = function.__module__
+    new.__annotations__ = function.__annotations__
+    new.__dict__.update(function.__dict__)
+    return new
+
+
+def rebuild(layers: tuple[Layer, ...], innermost: FunctionType) -> FunctionType:
+    """Wrap ``innermost`` in copies of ``layers``' wrappers, inside out."""
+    for layer in reversed(layers):
+        cells = list(layer.wrapper.__closure__)
+        cells[layer.cell] = CellType(innermost)
+        innermost = copy_function(layer.wrapper, layer.wrapper.__code__, tuple(cells))
+    return innermost

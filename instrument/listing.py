@@ -1,0 +1,81 @@
+"""Text renderings of a compiled rule: the marked listing, the diff, the snapshot.
+
+Every rendering names files relative to the directory holding the library's
+top package (``transformers/models/llava/modeling_llava.py``), so the text is
+the same on every machine.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+from .compiler import Instrumented, library_version
+
+
+def relative_path(instrumented: Instrumented) -> str:
+    """The target's file, relative to its library's install directory."""
+    top = sys.modules[instrumented.rule.module_name.partition(".")[0]]
+    base = Path(top.__file__).resolve().parent.parent
+    path = Path(instrumented.filename).resolve()
+    return path.relative_to(base).as_posix() if path.is_relative_to(base) else path.as_posix()
+
+
+def header(instrumented: Instrumented) -> str:
+    """Comment lines naming the rule, the target, its file and line, and its sites."""
+    rule = instrumented.rule
+    sites = ", ".join(f"{s.name} (line {instrumented.first_line + s.line - 1})" for s in instrumented.rewritten.sites)
+    return (
+        f"# rule {rule.name}: {rule.purpose}\n"
+        f"# {rule.target}\n"
+        f"# {relative_path(instrumented)}:{instrumented.first_line} ({library_version(rule.module_name)})\n"
+        f"# sites: {sites}\n"
+    )
+
+
+def listing(instrumented: Instrumented) -> str:
+    """The rewritten forward, each line with its number in the original file, sites marked in a gutter."""
+    by_line: dict[int, list[str]] = {}
+    for site in instrumented.rewritten.sites:
+        by_line.setdefault(site.line, []).append(site.name)
+    width = max((len(s.name) for s in instrumented.rewritten.sites), default=0)
+    lines = []
+    for number, text in enumerate(instrumented.rewritten.source.splitlines(), start=1):
+        names = by_line.get(number, [])
+        marks = [f"{name:<{width}} ->" for name in names] or [" " * (width + 3)]
+        for extra in marks[:-1]:
+            lines.append(f"{extra} {'+':>5}")
+        lines.append(f"{marks[-1]} {instrumented.first_line + number - 1:>5}  {text}".rstrip())
+    return header(instrumented) + "\n" + "\n".join(lines) + "\n"
+
+
+def diff(instrumented: Instrumented, context: int = 3) -> str:
+    """A unified diff of the original forward against the rewritten one, in file line numbers."""
+    before = instrumented.original_source.splitlines(keepends=True)
+    after = instrumented.rewritten.source.splitlines(keepends=True)
+    path = relative_path(instrumented)
+    offset = instrumented.first_line - 1
+    out = [f"--- a/{path}\n", f"+++ b/{path}\n"]
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        a_start, a_end, b_start, b_end = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        out.append(f"@@ -{a_start + 1 + offset},{a_end - a_start} +{b_start + 1 + offset},{b_end - b_start} @@\n")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out.extend(" " + line for line in before[i1:i2])
+                continue
+            out.extend("-" + line for line in before[i1:i2])
+            out.extend("+" + line for line in after[j1:j2])
+    return "".join(out)
+
+
+def snapshot(instrumented: Instrumented) -> str:
+    """What a snapshot file holds: the header and the rewritten source."""
+    return header(instrumented) + "\n" + instrumented.rewritten.source
+
+
+def snapshot_file_name(instrumented: Instrumented) -> str:
+    """One file per rewritten forward: ``modeling_llava.LlavaModel.forward.py``."""
+    rule = instrumented.rule
+    return f"{rule.module_name.rpartition('.')[2]}.{rule.qualname}.py"

@@ -1,0 +1,68 @@
+"""What a rule is: one target function and the calls in it to expose as sites.
+
+A rule is data. The compiler (`instrument.compiler`) resolves the target, finds
+the calls and checks that each callee occurs as often as the rule says, so a
+transformers release that moved or renamed a call fails at build with a
+`DriftError` instead of serving nothing in the middle of a trace.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Expose the calls of ``target`` whose callee is a key of ``sites``.
+
+    ``target`` is ``"package.module:Class.method"`` or ``"package.module:function"``.
+    ``sites`` maps each dotted callee as written in the source
+    (``"inputs_embeds.masked_scatter"``) to the labels its calls must get there,
+    one per call site, as nnsight's ``.source`` names them
+    (``("inputs_embeds_masked_scatter_0",)``). Every call of the callee becomes
+    a site; the labels pin both how many there are and where they fall in the
+    forward's numbering, which the envoys address them by.
+    """
+
+    name: str  #: short unique name, e.g. ``"llava-image-scatter"``
+    target: str  #: ``"module:Qualified.name"`` of the function to rewrite
+    sites: Mapping[str, tuple[str, ...]]  #: dotted callee -> the labels of its call sites
+    model_types: tuple[str, ...] = ()  #: the model_types whose models run this forward
+    purpose: str = ""  #: one line: what the sites are for
+
+    @property
+    def module_name(self) -> str:
+        return self.target.partition(":")[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.target.partition(":")[2]
+
+    @property
+    def owner_name(self) -> str | None:
+        """The class holding the target, or None for a module-level function."""
+        owner, _, _ = self.qualname.rpartition(".")
+        return owner or None
+
+    @property
+    def attribute(self) -> str:
+        return self.qualname.rpartition(".")[2]
+
+    def resolve(self) -> tuple[ModuleType | type, Any]:
+        """Import the target: its owner (class or module) and the attribute as the owner holds it.
+
+        Raises ``LookupError`` naming what is missing.
+        """
+        module = importlib.import_module(self.module_name)
+        owner: Any = module
+        for part in self.qualname.split(".")[:-1]:
+            owner = getattr(owner, part, None)
+            if owner is None:
+                raise LookupError(f"{self.module_name} has no {part!r} (looking for {self.qualname})")
+        function = owner.__dict__.get(self.attribute) if isinstance(owner, type) else getattr(owner, self.attribute, None)
+        if function is None:
+            raise LookupError(f"{self.module_name}:{self.owner_name or ''} has no {self.attribute!r}")
+        return owner, function

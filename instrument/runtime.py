@@ -1,0 +1,39 @@
+"""The helper every inserted site calls, one per module instance.
+
+``__vlm_site__(label, fn, *args, **kwargs)`` runs ``fn(*args, **kwargs)``.
+Outside a trace that is all it does. Inside an nnsight trace of a model that
+wraps this module, it hands the call to nnsight's own operation bracket
+(`nnsight.intervention.source.run_op`) at
+``{the module's envoy path}.source.{label}``: ``.input`` (the call's
+``(args, kwargs)``) is served before the call, ``.output`` after it, each
+occurrence in turn, and a value written there replaces what the model uses.
+That is the location nnsight's ``.source`` op of the same call uses, so values
+bound to it work whichever body runs.
+
+Which trace is running is read, on every call, off the state nnsight keeps on
+the module (``module.__dict__["__nnsight__"]``, present once an envoy wraps
+it); the helper holds the module weakly, so it keeps nothing alive.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+import torch
+from nnsight.intervention.source import STATE, run_op
+
+
+def site_for(module: torch.nn.Module) -> Callable[..., Any]:
+    """The site helper for ``module``'s rewritten forward."""
+    module_ref = weakref.ref(module)
+
+    def site(label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        state = module_ref().__dict__.get(STATE)
+        if state is not None:
+            interleaver, path, _ = state.active()
+            if interleaver is not None:
+                return run_op(interleaver, f"{path}.source.{label}", fn, args, kwargs)
+        return fn(*args, **kwargs)
+
+    return site

@@ -1,0 +1,61 @@
+"""``python -m instrument.show [TARGET] [--diff]``: print rewritten forwards, sites marked.
+
+TARGET is a class name (``Qwen3VLModel``), a dotted path, a model_type
+(``qwen3_vl``: every rewritten forward of that family) or a rule name. With no
+TARGET, lists every rule. Offline; needs no weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .compiler import DriftError, compile_rule
+from .listing import diff, listing
+from .targets import all_rules, select
+
+
+def rule_table() -> str:
+    """One line per rule: its name, its target and its site names."""
+    rules = all_rules()
+    width = max(len(rule.name) for rule in rules)
+    lines = []
+    for rule in rules:
+        labels = ", ".join(label for labels in rule.sites.values() for label in labels)
+        lines.append(f"{rule.name:<{width}}  {rule.target}\n{'':<{width}}  sites: {labels}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m instrument.show", description=__doc__.splitlines()[0])
+    parser.add_argument("target", nargs="?", help="class name, dotted path, model_type or rule name")
+    parser.add_argument("--diff", action="store_true", help="print a unified diff against the original")
+    args = parser.parse_args(argv)
+    if args.target is None:
+        sys.stdout.write(rule_table())
+        return 0
+    rules = select(args.target)
+    if not rules:
+        names = ", ".join(sorted({t for r in all_rules() for t in r.model_types}))
+        print(
+            f"no rewritten forward matches {args.target!r}; try a class name (Qwen3VLModel), "
+            f"a model_type ({names}) or run with no target to list every rule",
+            file=sys.stderr,
+        )
+        return 2
+    status = 0
+    for index, rule in enumerate(rules):
+        try:
+            instrumented = compile_rule(rule)
+        except DriftError as error:
+            print(f"error: {error}", file=sys.stderr)
+            status = 1
+            continue
+        if index:
+            sys.stdout.write("\n")
+        sys.stdout.write(diff(instrumented) if args.diff else listing(instrumented))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
