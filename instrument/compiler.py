@@ -116,28 +116,23 @@ def _compile(source: str, filename: str, first_line: int, function_name: str, fr
     return next(c for c in shell_code.co_consts if isinstance(c, CodeType) and c.co_name == function_name)
 
 
-_CACHE: dict[tuple[CodeType, str], Instrumented] = {}
+@dataclass(frozen=True)
+class _Compiled:
+    """What depends only on the original code object: the rewrite and its compiled code."""
+
+    original: CodeType  #: held so that its id, the cache key, is never reused
+    rewritten: Rewritten
+    source: str
+    first_line: int
+    code: CodeType
 
 
-def compile_rule(rule: Rule) -> Instrumented:
-    """The rule's target rewritten and compiled, cached per (original code object, rule name).
+#: Compiled rewrites by (id of the original code object, rule name), for the life of the process.
+#: By identity: code objects compare equal across files and closures that differ.
+_CACHE: dict[tuple[int, str], _Compiled] = {}
 
-    Raises `DriftError` (naming the rule, the target, its file, the library
-    version and what was found) when the target is missing, cannot be read or
-    rewritten, or does not have exactly the rule's sites.
-    """
-    try:
-        _, target = rule.resolve()
-    except (ImportError, LookupError) as error:
-        raise DriftError(f"{_where(rule)}: the target is missing: {error}") from error
-    try:
-        innermost, layers = peel(target)
-    except UnknownDecorator as error:
-        raise DriftError(f"{_where(rule)}: {error}") from error
-    key = (innermost.__code__, rule.name)
-    if key in _CACHE:
-        return _CACHE[key]
-    code = innermost.__code__
+
+def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
     try:
         lines, first_line = inspect.getsourcelines(code)
     except (OSError, TypeError) as error:
@@ -154,6 +149,31 @@ def compile_rule(rule: Rule) -> Instrumented:
             "The library's forward changed: update the rule (rewrites/) and its snapshot."
         )
     compiled = _compile(rewritten.source, code.co_filename, first_line, code.co_name, code.co_freevars)
-    instrumented = Instrumented(rule, target, innermost, layers, rewritten, source, code.co_filename, first_line, compiled)
-    _CACHE[key] = instrumented
-    return instrumented
+    return _Compiled(code, rewritten, source, first_line, compiled)
+
+
+def compile_rule(rule: Rule) -> Instrumented:
+    """The rule's target rewritten and compiled against the installed library.
+
+    The rewrite and its code are cached per (original code object, rule name);
+    the returned object pairs them with the target as it is now (its closure,
+    its decorators). Raises `DriftError` (naming the rule, the target, its
+    file, the library version and what was found) when the target is missing,
+    cannot be read or rewritten, or does not have exactly the rule's sites.
+    """
+    try:
+        _, target = rule.resolve()
+    except (ImportError, LookupError) as error:
+        raise DriftError(f"{_where(rule)}: the target is missing: {error}") from error
+    try:
+        innermost, layers = peel(target)
+    except UnknownDecorator as error:
+        raise DriftError(f"{_where(rule)}: {error}") from error
+    key = (id(innermost.__code__), rule.name)
+    if key not in _CACHE:
+        _CACHE[key] = _compile_code(rule, innermost.__code__)
+    cached = _CACHE[key]
+    return Instrumented(
+        rule, target, innermost, layers, cached.rewritten, cached.source,
+        innermost.__code__.co_filename, cached.first_line, cached.code,
+    )

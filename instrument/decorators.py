@@ -67,7 +67,7 @@ def known_wrappers() -> dict[CodeType, str]:
 
 def _closes_over_a_function(function: FunctionType) -> bool:
     cells = function.__closure__ or ()
-    return "<locals>" in function.__qualname__ and any(
+    return "<locals>" in function.__code__.co_qualname and any(
         isinstance(getattr(cell, "cell_contents", None), FunctionType) for cell in cells
     )
 
@@ -87,7 +87,7 @@ def peel(function: Callable) -> tuple[FunctionType, tuple[Layer, ...]]:
         function = function.__closure__[index].cell_contents
     if _closes_over_a_function(function):
         raise UnknownDecorator(
-            f"{function.__qualname__} ({function.__code__.co_filename}:{function.__code__.co_firstlineno}) "
+            f"{function.__code__.co_qualname} ({function.__code__.co_filename}:{function.__code__.co_firstlineno}) "
             "is a wrapper this compiler does not know; add its decorator factory to instrument.decorators.KNOWN"
         )
     return function, tuple(layers)
