@@ -1,0 +1,99 @@
+"""``python -m instrument.show``: its exact text, and the command as a person runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import transformers
+
+from instrument.show import main
+
+LLAVA_FILE = Path(transformers.__file__).parent / "models" / "llava" / "modeling_llava.py"
+SCATTER_LINE = 236  # LlavaModel.forward's masked_scatter line in transformers 5.24.0
+
+LLAVA_DIFF = "".join(
+    line + "\n"
+    for line in [
+        "--- a/transformers/models/llava/modeling_llava.py",
+        "+++ b/transformers/models/llava/modeling_llava.py",
+        "@@ -233,7 +233,7 @@",
+        "         special_image_mask = self.get_placeholder_mask(",
+        "             input_ids, inputs_embeds=inputs_embeds, image_features=image_features",
+        "         )",
+        "-        inputs_embeds = inputs_embeds.masked_scatter(special_image_mask, image_features)",
+        '+        inputs_embeds = __vlm_site__("inputs_embeds_masked_scatter_0", inputs_embeds.masked_scatter, special_image_mask, image_features)',
+        " ",  # an empty context line keeps its leading space
+        "     outputs = self.language_model(",
+        "         attention_mask=attention_mask,",
+    ]
+)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_diff_is_exact(capsys):
+    assert run(capsys, "LlavaModel", "--diff") == (0, LLAVA_DIFF, "")
+
+
+def test_listing_is_the_file_with_line_numbers_and_the_site_marked(capsys):
+    status, out, _ = run(capsys, "LlavaModel")
+    assert status == 0
+    head, body = out.split("\n\n", 1)
+    assert head.splitlines() == [
+        "# rule llava.image-scatter: image features scattered into the embeddings",
+        "# transformers.models.llava.modeling_llava:LlavaModel.forward",
+        f"# transformers/models/llava/modeling_llava.py:193 (transformers {transformers.__version__})",
+        f"# sites: inputs_embeds_masked_scatter_0 (line {SCATTER_LINE})",
+    ]
+    file_lines = LLAVA_FILE.read_text().splitlines()
+    gutter = " " * len("inputs_embeds_masked_scatter_0 ->")
+    for row in body.splitlines():
+        number = int(row[len(gutter) : len(gutter) + 6])
+        original = file_lines[number - 1][4:]  # the method's source, dedented one level
+        if number == SCATTER_LINE:
+            wrapped = original.replace(
+                "inputs_embeds.masked_scatter(", '__vlm_site__("inputs_embeds_masked_scatter_0", inputs_embeds.masked_scatter, '
+            )
+            assert row == f"inputs_embeds_masked_scatter_0 -> {number:>5}  {wrapped}"
+        else:
+            assert row == f"{gutter} {number:>5}  {original}".rstrip()
+    assert int(body.splitlines()[0][len(gutter) : len(gutter) + 6]) == 193
+
+
+def test_a_model_type_shows_every_forward_of_the_family(capsys):
+    status, out, _ = run(capsys, "qwen3_vl")
+    assert status == 0
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule qwen3_vl.image-scatter",
+        "# rule qwen3_vl.vision-attention",
+        "# rule qwen3_vl.deepstack",
+    ]
+    assert "self__deepstack_process_0 ->" in out and "attention_interface_2 ->" in out
+
+
+def test_no_target_lists_every_rule(capsys):
+    from rewrites import RULES
+
+    status, out, _ = run(capsys)
+    assert status == 0
+    assert [line.split()[0] for line in out.splitlines() if not line.startswith(" ")] == [r.name for r in RULES]
+
+
+def test_an_unknown_target_says_what_to_type(capsys):
+    status, out, err = run(capsys, "NoSuchModel")
+    assert (status, out) == (2, "")
+    assert "no rewritten forward matches 'NoSuchModel'" in err and "qwen3_vl" in err
+
+
+def test_the_command_as_the_readme_writes_it():
+    done = subprocess.run(
+        [sys.executable, "-m", "instrument.show", "Qwen3VLModel"], capture_output=True, text=True, check=True
+    )
+    marked = [line for line in done.stdout.splitlines() if line.startswith("inputs_embeds_masked_scatter_0 ->")]
+    assert len(marked) == 1 and '__vlm_site__("inputs_embeds_masked_scatter_0"' in marked[0]
