@@ -15,7 +15,7 @@ The compiler knows no model family: the rules live in ``rewrites``.
 """
 
 from .compiler import DriftError, Instrumented, compile_rule
-from .install import InstallError, install, installed
+from .install import InstallError, install, install_all, installed
 from .rewriter import RewriteError, Rewritten, Site, rewrite
 from .rule import Rule
 
@@ -29,6 +29,7 @@ __all__ = [
     "Site",
     "compile_rule",
     "install",
+    "install_all",
     "installed",
     "rewrite",
 ]

@@ -13,11 +13,13 @@ before the module is touched, so a failed install leaves it as it was.
 from __future__ import annotations
 
 from types import MethodType
+from typing import Iterable
 
 import torch
 from nnsight.intervention.source import STATE
 
-from .compiler import Instrumented
+from .compiler import Instrumented, compile_rule
+from .rule import Rule
 from .runtime import site_for
 
 #: Instance attribute recording the rules installed on a module, by rule name.
@@ -33,33 +35,60 @@ def installed(module: torch.nn.Module) -> dict[str, Instrumented]:
     return module.__dict__.get(INSTALLED, {})
 
 
-def install(module: torch.nn.Module, instrumented: Instrumented) -> None:
-    """Make ``module`` run ``instrumented``'s rewritten forward; idempotent per rule."""
+def _check(module: torch.nn.Module, instrumented: Instrumented) -> bool:
+    """Raise `InstallError` if the rule cannot go on ``module``; False if it is already there."""
     rule = instrumented.rule
-    if rule.owner_name is None:
-        raise InstallError(f"rule {rule.name!r} targets a function, not a method; it has no module to install on")
+    if rule.owner_name is None or rule.attribute != "forward":
+        raise InstallError(f"rule {rule.name!r} targets {rule.qualname}, not a module's forward; it cannot be installed")
     if rule.name in installed(module):
-        return
-    owner, target = rule.resolve()
-    if getattr(type(module), rule.attribute, None) is not target:
+        return False
+    if type(module).forward is not instrumented.target:
         raise InstallError(
-            f"rule {rule.name!r} rewrites {rule.qualname}, but {type(module).__qualname__}.{rule.attribute} "
+            f"rule {rule.name!r} rewrites {rule.qualname}, but {type(module).__qualname__}.forward "
             "is a different function; install it on an instance whose class uses that method"
         )
-    if rule.attribute != "forward":
-        raise InstallError(f"rule {rule.name!r}: only a module's forward can be installed, not {rule.attribute!r}")
     state = module.__dict__.get(STATE)
     if state is not None and state.sourced:
         raise InstallError(
             f"{type(module).__qualname__}: nnsight's .source was opened on this module before the rule "
             f"{rule.name!r} was installed; install rules when the model is built, before any trace"
         )
-    if "forward" in module.__dict__ and state is None:
+    if state is None and "forward" in module.__dict__:
         raise InstallError(f"{type(module).__qualname__} already has an instance forward; refusing to replace it")
+    return True
 
+
+def _apply(module: torch.nn.Module, instrumented: Instrumented) -> None:
     forward = instrumented.build(site_for(module))
+    state = module.__dict__.get(STATE)
     if state is None:
         module.__dict__["forward"] = MethodType(forward, module)
     else:
         state.body = state.original = forward
-    module.__dict__[INSTALLED] = {**installed(module), rule.name: instrumented}
+    module.__dict__[INSTALLED] = {**installed(module), instrumented.rule.name: instrumented}
+
+
+def install(module: torch.nn.Module, instrumented: Instrumented) -> None:
+    """Make ``module`` run ``instrumented``'s rewritten forward; a no-op if that rule is already on it."""
+    if _check(module, instrumented):
+        _apply(module, instrumented)
+
+
+def install_all(root: torch.nn.Module, rules: Iterable[Rule]) -> dict[str, tuple[str, ...]]:
+    """Install each rule on every module under ``root`` (``root`` included) whose class runs its target.
+
+    All or nothing: every rule is compiled and every module checked before the
+    first one is changed. Returns, per rule name, the paths it was installed at
+    (``""`` for the root). Raises `DriftError` or `InstallError`.
+    """
+    compiled = [compile_rule(rule) for rule in rules]
+    plan = [
+        (path, module, instrumented)
+        for path, module in root.named_modules(remove_duplicate=True)
+        for instrumented in compiled
+        if type(module).forward is instrumented.target
+    ]
+    plan = [(path, module, instrumented) for path, module, instrumented in plan if _check(module, instrumented)]
+    for _, module, instrumented in plan:
+        _apply(module, instrumented)
+    return {i.rule.name: tuple(path for path, _, j in plan if j is i) for i in compiled}
