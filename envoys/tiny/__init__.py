@@ -1,0 +1,96 @@
+"""Tiny random checkpoints of the vision-language families, built offline.
+
+Each named builder makes a model of the family's real class with a few
+layers and widths of 32, random float32 weights drawn from a seed, and the
+processor its real users load (stock processor, image processor and, for
+Qwen-VL, video processor; a small generated tokenizer with a chat template).
+:func:`build_checkpoint` saves both with ``save_pretrained`` so that
+``AutoProcessor.from_pretrained(path)`` and
+``AutoModelForImageTextToText.from_pretrained(path)`` load them back.
+
+=============== ================================ =================================
+name            imitates                          module
+=============== ================================ =================================
+llava-siglip    llava-interleave-qwen-0.5b        :mod:`envoys.tiny.llava`
+llava-clip      llava-1.5-7b                      :mod:`envoys.tiny.llava`
+qwen2_vl        Qwen2-VL-2B-Instruct              :mod:`envoys.tiny.qwen`
+qwen2_5_vl      Qwen2.5-VL-3B-Instruct            :mod:`envoys.tiny.qwen`
+qwen3_vl        Qwen3-VL-2B-Instruct              :mod:`envoys.tiny.qwen`
+qwen3_5         Qwen3.5 (gated-DeltaNet hybrid)   :mod:`envoys.tiny.qwen`
+=============== ================================ =================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, ProcessorMixin
+
+from .images import chat_prompt, noise_image
+from .llava import build_llava_clip, build_llava_siglip
+from .qwen import build_qwen2_5_vl, build_qwen2_vl, build_qwen3_5, build_qwen3_vl
+
+Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
+
+#: Builders by checkpoint name; each returns an unsaved (model, processor).
+BUILDERS: dict[str, Builder] = {
+    "llava-siglip": build_llava_siglip,
+    "llava-clip": build_llava_clip,
+    "qwen2_vl": build_qwen2_vl,
+    "qwen2_5_vl": build_qwen2_5_vl,
+    "qwen3_vl": build_qwen3_vl,
+    "qwen3_5": build_qwen3_5,
+}
+
+NAMES: tuple[str, ...] = tuple(BUILDERS)
+
+
+def _builder(name: str) -> Builder:
+    try:
+        return BUILDERS[name]
+    except KeyError:
+        raise ValueError(f"unknown tiny checkpoint {name!r}; known names: {', '.join(NAMES)}") from None
+
+
+def build(name: str, seed: int = 0) -> tuple[PreTrainedModel, ProcessorMixin]:
+    """The model (float32, eager attention, eval mode) and processor of `name`, in memory.
+
+    Weights depend only on `seed`: the global torch generator is seeded
+    before construction, inside a forked RNG state so the caller's is left
+    as it was.
+    """
+    builder = _builder(name)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model, processor = builder()
+    model = model.to(torch.float32)
+    model.set_attn_implementation("eager")
+    return model.eval(), processor
+
+
+def build_checkpoint(name: str, directory: str | os.PathLike[str], seed: int = 0) -> Path:
+    """Build the tiny random checkpoint `name` with its processor, save both with save_pretrained into `directory`, return the directory.
+
+    transformers does not serialise the attention implementation, so
+    ``"attn_implementation": "eager"`` is written into the saved
+    ``config.json`` afterwards: a load without ``attn_implementation=`` gets
+    eager attention in every sub-model, and an explicit argument still wins.
+    Raises ValueError for a name not in :data:`NAMES`.
+    """
+    model, processor = build(name, seed)
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    config_file = path / "config.json"
+    config = json.loads(config_file.read_text())
+    config["attn_implementation"] = "eager"
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+__all__ = ["BUILDERS", "NAMES", "build", "build_checkpoint", "chat_prompt", "noise_image"]

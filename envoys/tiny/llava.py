@@ -1,0 +1,196 @@
+"""Tiny LLaVA checkpoints: a SigLIP tower on a Qwen2 text model, and a CLIP tower on a Llama one.
+
+Each builder returns an unsaved (`LlavaForConditionalGeneration`,
+`LlavaProcessor`) pair with random float32 weights (seed the torch generator
+first; :func:`envoys.tiny.build` does). Images are 32x32 with 8x8 patches, so
+every image gives 16 image tokens whatever its input size: the image
+processor resizes (and for CLIP centre-crops) it to 32x32.
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    CLIPImageProcessor,
+    CLIPVisionConfig,
+    LlamaConfig,
+    LlavaConfig,
+    LlavaForConditionalGeneration,
+    LlavaProcessor,
+    Qwen2Config,
+    SiglipImageProcessor,
+    SiglipVisionConfig,
+    TokenizersBackend,
+)
+
+from .tokenizer import word_level_tokenizer
+
+IMAGE_SIZE = 32
+PATCH_SIZE = 8
+IMAGE_TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2  # 16
+
+#: ChatML like llava-interleave-qwen: each image is ``<image>`` on its own line, before the text.
+INTERLEAVE_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}"
+    "{{ '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+#: Vicuna style like llava-1.5: ``USER: <image>\n... ASSISTANT:``.
+VICUNA_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] != 'system' %}{{ message['role'].upper() + ': ' }}{% endif %}"
+    "{% if message['content'] is string %}{{ message['content'] + ' ' }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] + ' ' }}{% endif %}"
+    "{% endfor %}{% endif %}"
+    "{% if message['role'] == 'assistant' %}{{ '</s>' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+
+def _interleave_tokenizer() -> TokenizersBackend:
+    return word_level_tokenizer(
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        named_tokens={"image_token": "<image>"},
+        chat_template=INTERLEAVE_TEMPLATE,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+
+
+def _vicuna_tokenizer() -> TokenizersBackend:
+    return word_level_tokenizer(
+        special_tokens=["<s>", "</s>", "<pad>"],
+        named_tokens={"image_token": "<image>"},
+        chat_template=VICUNA_TEMPLATE,
+        bos_token="<s>",
+        add_bos_token=True,
+        eos_token="</s>",
+        pad_token="<pad>",
+    )
+
+
+def build_llava_siglip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
+    """Imitates llava-hf/llava-interleave-qwen-0.5b-hf.
+
+    SigLIP tower (no CLS token, no pooling head): 2 blocks, width 32, 2 heads,
+    patch 8 on 32x32 images. Qwen2 text model: 2 layers, width 32, 2 query
+    heads / 1 key-value head, tied embeddings. The projector reads the last
+    block's output (``vision_feature_layer=-1``, before the tower's
+    post-layernorm) with every patch kept (strategy ``"full"``), so an image
+    gives 16 features and the processor writes 16 ``<image>`` tokens
+    (``num_additional_image_tokens=0``).
+    """
+    tokenizer = _interleave_tokenizer()
+    vision = SiglipVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+        vision_use_head=False,
+    )
+    text = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.image_token_id,
+        image_seq_length=IMAGE_TOKENS,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        projector_hidden_act="gelu",
+        tie_word_embeddings=True,
+    )
+    processor = LlavaProcessor(
+        image_processor=SiglipImageProcessor(
+            size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+            image_mean=[0.5, 0.5, 0.5],
+            image_std=[0.5, 0.5, 0.5],
+        ),
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="full",
+        num_additional_image_tokens=0,
+        chat_template=INTERLEAVE_TEMPLATE,
+    )
+    return LlavaForConditionalGeneration(config), processor
+
+
+def build_llava_clip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
+    """Imitates llava-hf/llava-1.5-7b-hf.
+
+    CLIP tower (CLS token first, ``pre_layrnorm``): 3 blocks, width 32, 2
+    heads, patch 8 on 32x32 images, so 1 + 16 positions. Llama text model: 2
+    layers, width 32, 2 heads (no grouped keys/values), BOS prepended by the
+    tokenizer. The projector reads block -2's output (the middle block; the
+    last block still runs, unused) without the CLS token (strategy
+    ``"default"``), so an image gives 16 features; the processor writes
+    16 + 1 (``num_additional_image_tokens``) - 1 (``"default"``) = 16
+    ``<image>`` tokens. CLIPImageProcessor resizes the shortest edge to 32 and
+    centre-crops 32x32.
+    """
+    tokenizer = _vicuna_tokenizer()
+    vision = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+        projection_dim=32,
+    )
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.image_token_id,
+        image_seq_length=IMAGE_TOKENS,
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        projector_hidden_act="gelu",
+    )
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(
+            size={"shortest_edge": IMAGE_SIZE},
+            crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+        ),
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=VICUNA_TEMPLATE,
+    )
+    return LlavaForConditionalGeneration(config), processor

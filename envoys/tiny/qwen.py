@@ -1,0 +1,335 @@
+"""Tiny Qwen-VL checkpoints: Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5.
+
+Each builder returns a randomly initialised float32 model and the family's
+stock processor (its stock image processor and video processor) with small
+pixel bounds. All text models are 32 wide with 2 query heads and 1 key-value
+head; all towers are 32 wide with 2 heads and merge 2x2 patches into one
+image token (``spatial_merge_size=2``), so an image of ``h x w`` pixels (both
+multiples of ``2 * patch``) gives ``(h / patch) * (w / patch)`` patches and a
+quarter as many image tokens.
+
+Pixel bounds: ``min_pixels = 4 * f**2`` and ``max_pixels = 64 * f**2`` with
+``f = 2 * patch``, so an image becomes 4 to 64 image tokens. Images are
+resized to multiples of ``f`` (``smart_resize``). The video processors use
+the same patch and merge sizes, ``temporal_patch_size`` 2, and the per-frame
+pixel cap of the reference implementation (``cap_pixels_per_frame=True``).
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    PreTrainedModel,
+    ProcessorMixin,
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen2_5_VLProcessor,
+    Qwen2VLConfig,
+    Qwen2VLForConditionalGeneration,
+    Qwen2VLImageProcessor,
+    Qwen2VLProcessor,
+    Qwen2VLVideoProcessor,
+    Qwen3_5Config,
+    Qwen3_5ForConditionalGeneration,
+    Qwen3VLConfig,
+    Qwen3VLForConditionalGeneration,
+    Qwen3VLProcessor,
+    Qwen3VLVideoProcessor,
+    TokenizersBackend,
+)
+
+from .tokenizer import byte_level_tokenizer, word_level_tokenizer
+
+MERGE = 2
+OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+OPENAI_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+HALF = [0.5, 0.5, 0.5]
+
+#: ChatML with Qwen-VL's vision markers; no default system prompt.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{% elif item['type'] == 'video' %}{{ '<|vision_start|><|video_pad|><|vision_end|>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}"
+    "{{ '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+_NAMED = {
+    "image_token": "<|image_pad|>",
+    "video_token": "<|video_pad|>",
+    "vision_start_token": "<|vision_start|>",
+    "vision_end_token": "<|vision_end|>",
+}
+
+
+def _tokenizer(byte_level: bool = False) -> TokenizersBackend:
+    build = byte_level_tokenizer if byte_level else word_level_tokenizer
+    return build(
+        special_tokens=_SPECIAL,
+        named_tokens=_NAMED,
+        chat_template=CHAT_TEMPLATE,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+
+
+def _token_ids(tokenizer: TokenizersBackend) -> dict[str, int]:
+    """The top-level config's token ids, read off the tokenizer."""
+    return {
+        "image_token_id": tokenizer.convert_tokens_to_ids(_NAMED["image_token"]),
+        "video_token_id": tokenizer.convert_tokens_to_ids(_NAMED["video_token"]),
+        "vision_start_token_id": tokenizer.convert_tokens_to_ids(_NAMED["vision_start_token"]),
+        "vision_end_token_id": tokenizer.convert_tokens_to_ids(_NAMED["vision_end_token"]),
+    }
+
+
+def _text(tokenizer: TokenizersBackend, **overrides: object) -> dict[str, object]:
+    """Text config fields shared by the four families: width 32, 2 layers, 2/1 heads."""
+    fields: dict[str, object] = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 1024,
+        "bos_token_id": tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    fields.update(overrides)
+    return fields
+
+
+def _pixels(patch: int) -> dict[str, int]:
+    factor = patch * MERGE
+    return {"min_pixels": 4 * factor**2, "max_pixels": 64 * factor**2}
+
+
+def _image_processor(patch: int, mean: list[float], std: list[float]) -> Qwen2VLImageProcessor:
+    return Qwen2VLImageProcessor(
+        patch_size=patch,
+        merge_size=MERGE,
+        temporal_patch_size=2,
+        image_mean=mean,
+        image_std=std,
+        **_pixels(patch),
+    )
+
+
+def _video_size(patch: int) -> dict[str, int]:
+    """Video pixel bounds over all frames: from the image ``min_pixels`` to 4 x its ``max_pixels``."""
+    pixels = _pixels(patch)
+    return {"shortest_edge": pixels["min_pixels"], "longest_edge": 4 * pixels["max_pixels"]}
+
+
+def build_qwen2_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
+    """Imitates Qwen/Qwen2-VL-2B-Instruct.
+
+    Tower: 2 blocks, ``embed_dim`` 32, 2 heads, MLP ratio 4, quick-GELU, patch
+    8 (``temporal_patch_size`` 2), merger to the text width 32. Text: 2 layers,
+    width 32, head_dim 16, M-RoPE sections [2, 3, 3] (sum 8 = head_dim / 2),
+    tied embeddings. 32x32 image: 16 patches, 4 tokens; 48x64: 48 patches,
+    12 tokens.
+    """
+    patch = 8
+    tokenizer = _tokenizer()
+    config = Qwen2VLConfig(
+        text_config=_text(
+            tokenizer,
+            rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
+            tie_word_embeddings=True,
+        ),
+        vision_config={
+            "depth": 2,
+            "embed_dim": 32,
+            "hidden_size": 32,
+            "num_heads": 2,
+            "mlp_ratio": 4,
+            "hidden_act": "quick_gelu",
+            "patch_size": patch,
+            "spatial_merge_size": MERGE,
+            "temporal_patch_size": 2,
+        },
+        tie_word_embeddings=True,
+        **_token_ids(tokenizer),
+    )
+    processor = Qwen2VLProcessor(
+        image_processor=_image_processor(patch, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
+        tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(
+            patch_size=patch,
+            merge_size=MERGE,
+            temporal_patch_size=2,
+            image_mean=OPENAI_CLIP_MEAN,
+            image_std=OPENAI_CLIP_STD,
+            size=_video_size(patch),
+            cap_pixels_per_frame=True,
+        ),
+        chat_template=CHAT_TEMPLATE,
+    )
+    return Qwen2VLForConditionalGeneration(config), processor
+
+
+def build_qwen2_5_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
+    """Imitates Qwen/Qwen2.5-VL-3B-Instruct.
+
+    Tower: 2 blocks, width 32, 2 heads, SiLU MLP 64 wide, patch 4, merger to
+    the text width 32. ``window_size`` 16 px = 2x2 merge units = 4x4 patches,
+    block 0 windowed and block 1 full attention (``fullatt_block_indexes``
+    [1], as the real model's every eighth block), so every image of 32 px or
+    more has several windows: 32x32 is 64 patches in 4 windows, 16 tokens;
+    48x64 is 192 patches in 12 windows, 48 tokens. Text: 2 layers, width 32,
+    head_dim 16, M-RoPE sections [2, 3, 3], tied embeddings.
+    """
+    patch = 4
+    tokenizer = _tokenizer()
+    config = Qwen2_5_VLConfig(
+        text_config=_text(
+            tokenizer,
+            rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
+            tie_word_embeddings=True,
+        ),
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "hidden_act": "silu",
+            "patch_size": patch,
+            "spatial_merge_size": MERGE,
+            "temporal_patch_size": 2,
+            "window_size": 16,
+            "fullatt_block_indexes": [1],
+            "out_hidden_size": 32,
+            "tokens_per_second": 2,
+        },
+        tie_word_embeddings=True,
+        **_token_ids(tokenizer),
+    )
+    processor = Qwen2_5_VLProcessor(
+        image_processor=_image_processor(patch, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
+        tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(
+            patch_size=patch,
+            merge_size=MERGE,
+            temporal_patch_size=2,
+            image_mean=OPENAI_CLIP_MEAN,
+            image_std=OPENAI_CLIP_STD,
+            size=_video_size(patch),
+            cap_pixels_per_frame=True,
+        ),
+        chat_template=CHAT_TEMPLATE,
+    )
+    return Qwen2_5_VLForConditionalGeneration(config), processor
+
+
+def _qwen3_vision(patch: int, **extra: object) -> dict[str, object]:
+    """Qwen3-VL / Qwen3.5 tower fields: learned position embeddings on a 4x4 grid (16, a square)."""
+    return {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "hidden_act": "gelu_pytorch_tanh",
+        "patch_size": patch,
+        "spatial_merge_size": MERGE,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 32,
+        "num_position_embeddings": 16,
+        **extra,
+    }
+
+
+def _qwen3_processor(patch: int, tokenizer: TokenizersBackend) -> Qwen3VLProcessor:
+    return Qwen3VLProcessor(
+        image_processor=_image_processor(patch, HALF, HALF),
+        tokenizer=tokenizer,
+        video_processor=Qwen3VLVideoProcessor(
+            patch_size=patch,
+            merge_size=MERGE,
+            temporal_patch_size=2,
+            image_mean=HALF,
+            image_std=HALF,
+            size=_video_size(patch),
+            cap_pixels_per_frame=True,
+        ),
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def build_qwen3_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
+    """Imitates Qwen/Qwen3-VL-2B-Instruct.
+
+    Tower: 3 blocks, width 32, 2 heads, patch 8, 16 learned position
+    embeddings (4x4, interpolated to the image's grid), DeepStack taps after
+    blocks 0 and 1 (``deepstack_visual_indexes`` [0, 1]; block 2 is past the
+    taps). Text: 4 layers (the two taps are added after layers 0 and 1, layers
+    2 and 3 follow), width 32, head_dim 16, interleaved M-RoPE sections
+    [4, 2, 2], tied embeddings. 32x32 image: 16 patches, 4 tokens; 48x64: 48
+    patches, 12 tokens.
+    """
+    patch = 8
+    tokenizer = _tokenizer()
+    config = Qwen3VLConfig(
+        text_config=_text(
+            tokenizer,
+            num_hidden_layers=4,
+            head_dim=16,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 5_000_000.0,
+                "mrope_section": [4, 2, 2],
+                "mrope_interleaved": True,
+            },
+            tie_word_embeddings=True,
+        ),
+        vision_config=_qwen3_vision(patch, depth=3, deepstack_visual_indexes=[0, 1]),
+        tie_word_embeddings=True,
+        **_token_ids(tokenizer),
+    )
+    return Qwen3VLForConditionalGeneration(config), _qwen3_processor(patch, tokenizer)
+
+
+def build_qwen3_5() -> tuple[PreTrainedModel, ProcessorMixin]:
+    """Imitates the Qwen3.5 checkpoints (e.g. Qwen/Qwen3.5-27B): a gated-DeltaNet hybrid.
+
+    Tower: Qwen3-VL's without DeepStack, 2 blocks, width 32, 2 heads, patch 8,
+    16 position embeddings. Text: 4 layers, ``layer_types`` linear, linear,
+    linear, full (the real 3:1 pattern); full attention with 2 query heads
+    (output-gated) / 1 key-value head, head_dim 32 with partial rotary factor
+    0.25 (8 rotary dims, interleaved M-RoPE sections [2, 1, 1]); linear
+    attention with 2 key heads / 4 value heads of dim 16, conv kernel 4.
+    Tokenizer: a byte-level BPE (see :func:`.tokenizer.byte_level_tokenizer`).
+    32x32 image: 16 patches, 4 tokens; 48x64: 48 patches, 12 tokens.
+    """
+    patch = 8
+    tokenizer = _tokenizer(byte_level=True)
+    config = Qwen3_5Config(
+        text_config=_text(
+            tokenizer,
+            num_hidden_layers=4,
+            head_dim=32,
+            layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+            linear_conv_kernel_dim=4,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10_000_000.0,
+                "partial_rotary_factor": 0.25,
+                "mrope_section": [2, 1, 1],
+                "mrope_interleaved": True,
+            },
+        ),
+        vision_config=_qwen3_vision(patch, depth=2),
+        **_token_ids(tokenizer),
+    )
+    return Qwen3_5ForConditionalGeneration(config), _qwen3_processor(patch, tokenizer)

@@ -1,0 +1,230 @@
+"""The tiny checkpoints load as their families' users load them, and run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+from transformers.vision_utils import get_vision_window_index
+
+from envoys.tiny import NAMES, build_checkpoint
+from envoys.tiny.images import chat_prompt, noise_image
+
+#: (model class, processor class, tokenizer class) each checkpoint loads as.
+CLASSES = {
+    "llava-siglip": ("LlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend"),
+    "llava-clip": ("LlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend"),
+    "qwen2_vl": ("Qwen2VLForConditionalGeneration", "Qwen2VLProcessor", "TokenizersBackend"),
+    "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend"),
+    "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
+    "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
+}
+
+#: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
+IMAGE_TOKENS = {
+    "llava-siglip": (16, 16),
+    "llava-clip": (16, 16),
+    "qwen2_vl": (4, 12),
+    "qwen2_5_vl": (16, 48),
+    "qwen3_vl": (4, 12),
+    "qwen3_5": (4, 12),
+}
+
+TEXT = "Describe the image."
+
+
+def _images(n: int) -> list[Any]:
+    """1 image: 32x32; 2 images: 32x32 then 48 high x 64 wide."""
+    return [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)][:n]
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_checkpoint: Callable[..., Path]) -> Callable[[str], tuple[Any, Any]]:
+    """``loaded(name)``: (model, processor) loaded from the saved checkpoint, once per module."""
+    cache: dict[str, tuple[Any, Any]] = {}
+
+    def get(name: str) -> tuple[Any, Any]:
+        if name not in cache:
+            path = tiny_checkpoint(name)
+            processor = transformers.AutoProcessor.from_pretrained(path)
+            model = transformers.AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager")
+            cache[name] = (model.eval(), processor)
+        return cache[name]
+
+    return get
+
+
+def test_names() -> None:
+    assert NAMES == ("llava-siglip", "llava-clip", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")
+
+
+def test_unknown_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="llava-siglip.*qwen3_5"):
+        build_checkpoint("llava-next", tmp_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_loads_with_auto_classes(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
+    model, processor = loaded(name)
+    model_class, processor_class, tokenizer_class = CLASSES[name]
+    assert type(model).__name__ == model_class
+    assert type(processor).__name__ == processor_class
+    assert type(processor.tokenizer).__name__ == tokenizer_class
+    assert model.dtype == torch.float32
+    assert model.config._attn_implementation == "eager"
+    assert model.config.get_text_config().vocab_size >= len(processor.tokenizer)
+    assert processor.image_token_id == model.config.image_token_id
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_saved_config_defaults_to_eager(name: str, tiny_checkpoint: Callable[..., Path]) -> None:
+    model = transformers.AutoModelForImageTextToText.from_pretrained(tiny_checkpoint(name))
+    implementations = {
+        sub.config._attn_implementation for sub in model.modules() if isinstance(sub, transformers.PreTrainedModel)
+    }
+    assert implementations == {"eager"}
+
+
+def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the forward; return (rows of the text model's input that differ from the token
+    embeddings of input_ids, those rows), i.e. where and what the model scattered."""
+    seen: dict[str, torch.Tensor] = {}
+
+    def grab(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+        seen["embeds"] = kwargs["inputs_embeds"].detach().clone()
+
+    handle = model.model.language_model.register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            out = model(**inputs)
+    finally:
+        handle.remove()
+    assert out.logits.shape[:2] == inputs["input_ids"].shape
+    assert torch.isfinite(out.logits).all()
+    with torch.no_grad():
+        plain = model.get_input_embeddings()(inputs["input_ids"])
+    changed = (seen["embeds"] != plain).any(dim=-1)
+    return changed, seen["embeds"][changed]
+
+
+def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The projected image features, all images concatenated in order."""
+    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw") if k in inputs}
+    with torch.no_grad():
+        features = model.model.get_image_features(**kwargs).pooler_output
+    return torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
+
+
+@pytest.mark.parametrize("n_images", [1, 2])
+@pytest.mark.parametrize("name", NAMES)
+def test_forward_scatters_one_feature_per_image_token(
+    name: str, n_images: int, loaded: Callable[[str], tuple[Any, Any]]
+) -> None:
+    model, processor = loaded(name)
+    prompt = chat_prompt(processor, n_images, TEXT)
+    inputs = processor(images=_images(n_images), text=prompt, return_tensors="pt")
+
+    image_positions = inputs["input_ids"] == model.config.image_token_id
+    assert int(image_positions.sum()) == sum(IMAGE_TOKENS[name][:n_images])
+
+    features = _image_features(model, inputs)
+    assert features.shape[0] == int(image_positions.sum())
+
+    changed, rows = _scattered_rows(model, inputs)
+    assert torch.equal(changed, image_positions)
+    torch.testing.assert_close(rows, features)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_seed_same_weights(name: str, tiny_checkpoint: Callable[..., Path], tmp_path: Path) -> None:
+    first = load_file(tiny_checkpoint(name) / "model.safetensors")
+    again = load_file(build_checkpoint(name, tmp_path / "again", seed=0) / "model.safetensors")
+    other = load_file(build_checkpoint(name, tmp_path / "other", seed=1) / "model.safetensors")
+    assert first.keys() == again.keys() == other.keys()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)
+    assert all(t.dtype == torch.float32 for t in first.values())
+
+
+def test_noise_image_is_deterministic_noise() -> None:
+    image = noise_image(48, 32, seed=3)
+    assert image.mode == "RGB" and image.size == (48, 32)
+    pixels = np.asarray(image)
+    assert np.array_equal(pixels, np.asarray(noise_image(48, 32, seed=3)))
+    assert not np.array_equal(pixels, np.asarray(noise_image(48, 32, seed=4)))
+    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 100
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_chat_prompt_has_one_placeholder_per_image(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
+    _, processor = loaded(name)
+    for n in (1, 2, 3):
+        prompt = chat_prompt(processor, n, TEXT)
+        assert prompt.count(processor.image_token) == n
+        assert TEXT in prompt
+
+
+def test_llava_placeholder_count_matches_image_seq_length(loaded: Callable[[str], tuple[Any, Any]]) -> None:
+    for name in ("llava-siglip", "llava-clip"):
+        model, _ = loaded(name)
+        assert IMAGE_TOKENS[name] == (model.config.image_seq_length,) * 2
+
+
+def test_qwen2_5_vl_has_windowed_and_full_blocks_with_several_windows(
+    loaded: Callable[[str], tuple[Any, Any]],
+) -> None:
+    model, processor = loaded("qwen2_5_vl")
+    vision = model.config.vision_config
+    assert 0 < len(vision.fullatt_block_indexes) < vision.depth
+    for image in _images(2):
+        grid = processor.image_processor(images=[image], return_tensors="pt")["image_grid_thw"]
+        _, cu_windows = get_vision_window_index(
+            grid, spatial_merge_size=vision.spatial_merge_size, window_size=vision.window_size,
+            patch_size=vision.patch_size,
+        )  # fmt: skip
+        window_lengths = torch.as_tensor(cu_windows).unique_consecutive().diff()
+        assert len(window_lengths) > 1
+        assert int(window_lengths.sum()) == int(grid.prod())
+
+
+def test_qwen3_vl_deepstack_taps_leave_blocks_after_them(loaded: Callable[[str], tuple[Any, Any]]) -> None:
+    model, processor = loaded("qwen3_vl")
+    vision = model.config.vision_config
+    taps = vision.deepstack_visual_indexes
+    assert len(taps) == 2 and max(taps) < vision.depth - 1
+    assert model.config.text_config.num_hidden_layers > len(taps) + 1
+    assert math.isqrt(vision.num_position_embeddings) ** 2 == vision.num_position_embeddings
+    inputs = processor(images=_images(2), text=chat_prompt(processor, 2, TEXT), return_tensors="pt")
+    with torch.no_grad():
+        out = model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"])
+    assert len(out.deepstack_features) == len(taps)
+
+
+@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+def test_qwen_mrope_sections_cover_the_rotary_dims(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
+    model, _ = loaded(name)
+    text = model.config.text_config
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    rotary = int(head_dim * text.rope_parameters.get("partial_rotary_factor", 1.0))
+    assert sum(text.rope_parameters["mrope_section"]) == rotary // 2
+
+
+def test_qwen3_5_mixes_layer_types_and_its_tokenizer_round_trips(
+    loaded: Callable[[str], tuple[Any, Any]],
+) -> None:
+    model, processor = loaded("qwen3_5")
+    assert set(model.config.text_config.layer_types) == {"linear_attention", "full_attention"}
+    tokenizer = processor.tokenizer
+    text = chat_prompt(processor, 2, "Compare the two images: zebra, élan, 42?")
+    ids = tokenizer(text)["input_ids"]
+    assert tokenizer.decode(ids) == text
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    assert tokens.count("<|image_pad|>") == 2 and tokens[0] == "<|im_start|>"
+    assert "Ġthe" in tokens and "Ġimages" in tokens  # the trained merges survived the rebuild
