@@ -51,6 +51,7 @@ class Instrumented:
     filename: str  #: the file the original was defined in
     first_line: int  #: the file line of the source's first line
     code: CodeType  #: the rewritten code, under the original file name and lines
+    drills: dict[str, "Instrumented"]  #: site label -> the compiled rule of the function it calls
 
     @property
     def site_names(self) -> tuple[str, ...]:
@@ -173,7 +174,11 @@ def compile_rule(rule: Rule) -> Instrumented:
     if key not in _CACHE:
         _CACHE[key] = _compile_code(rule, innermost.__code__)
     cached = _CACHE[key]
+    unknown = set(rule.drill) - {site.name for site in cached.rewritten.sites}
+    if unknown:
+        raise DriftError(f"{_where(rule)}: drill names {sorted(unknown)}, which are not sites of this rule")
+    drills = {label: compile_rule(inner) for label, inner in rule.drill.items()}
     return Instrumented(
         rule, target, innermost, layers, cached.rewritten, cached.source,
-        innermost.__code__.co_filename, cached.first_line, cached.code,
+        innermost.__code__.co_filename, cached.first_line, cached.code, drills,
     )

@@ -58,8 +58,17 @@ def _check(module: torch.nn.Module, instrumented: Instrumented) -> bool:
     return True
 
 
+def build_for(module: torch.nn.Module, instrumented: Instrumented, prefix: str = "source"):
+    """``instrumented``'s function with sites served for ``module`` under ``prefix``, drills included."""
+    substitutes = {
+        label: (inner.target, build_for(module, inner, f"{prefix}.{label}.source"))
+        for label, inner in instrumented.drills.items()
+    }
+    return instrumented.build(site_for(module, prefix, substitutes))
+
+
 def _apply(module: torch.nn.Module, instrumented: Instrumented) -> None:
-    forward = instrumented.build(site_for(module))
+    forward = build_for(module, instrumented)
     state = module.__dict__.get(STATE)
     if state is None:
         module.__dict__["forward"] = MethodType(forward, module)
@@ -81,7 +90,7 @@ def install_all(root: torch.nn.Module, rules: Iterable[Rule]) -> dict[str, tuple
     first one is changed. Returns, per rule name, the paths it was installed at
     (``""`` for the root). Raises `DriftError` or `InstallError`.
     """
-    compiled = [compile_rule(rule) for rule in rules]
+    compiled = [compile_rule(rule) for rule in rules if rule.owner_name is not None]
     plan = [
         (path, module, instrumented)
         for path, module in root.named_modules(remove_duplicate=True)

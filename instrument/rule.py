@@ -9,7 +9,7 @@ transformers release that moved or renamed a call fails at build with a
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Mapping
 
@@ -25,6 +25,13 @@ class Rule:
     (``("inputs_embeds_masked_scatter_0",)``). Every call of the callee becomes
     a site; the labels pin both how many there are and where they fall in the
     forward's numbering, which the envoys address them by.
+
+    ``drill`` maps a site's label to a rule for the function that site calls
+    (``attention_interface_1`` -> the rule for ``eager_attention_forward``):
+    when that function is what the call reaches at run time, its rewritten
+    form runs instead, its sites nested under the outer one exactly where
+    nnsight's ``.source`` drill puts them
+    (``{module}.source.attention_interface_1.source.nn_functional_softmax_0``).
     """
 
     name: str  #: short unique name, e.g. ``"llava-image-scatter"``
@@ -32,6 +39,7 @@ class Rule:
     sites: Mapping[str, tuple[str, ...]]  #: dotted callee -> the labels of its call sites
     model_types: tuple[str, ...] = ()  #: the model_types whose models run this forward
     purpose: str = ""  #: one line: what the sites are for
+    drill: Mapping[str, "Rule"] = field(default_factory=dict)  #: site label -> rule for the function it calls
 
     @property
     def module_name(self) -> str:

@@ -18,14 +18,24 @@ it); the helper holds the module weakly, so it keeps nothing alive.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 from nnsight.intervention.source import STATE, run_op
 
 
-def site_for(module: torch.nn.Module) -> Callable[..., Any]:
-    """The site helper for ``module``'s rewritten forward."""
+def site_for(
+    module: torch.nn.Module,
+    prefix: str = "source",
+    substitutes: Mapping[str, tuple[Callable[..., Any], Callable[..., Any]]] | None = None,
+) -> Callable[..., Any]:
+    """The site helper for a rewritten function running on behalf of ``module``.
+
+    Sites are served at ``{the module's path}.{prefix}.{label}``. ``substitutes``
+    maps a label to ``(original, replacement)``: when that site's callee is
+    ``original``, ``replacement`` runs in its place (a drilled rule's rewritten
+    function, whose own sites use a longer prefix).
+    """
     module_ref = weakref.ref(module)
 
     def site(label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -33,7 +43,16 @@ def site_for(module: torch.nn.Module) -> Callable[..., Any]:
         if state is not None:
             interleaver, path, _ = state.active()
             if interleaver is not None:
-                return run_op(interleaver, f"{path}.source.{label}", fn, args, kwargs)
+                return run_op(interleaver, f"{path}.{prefix}.{label}", fn, args, kwargs)
         return fn(*args, **kwargs)
 
-    return site
+    if not substitutes:
+        return site
+
+    def drilling_site(label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        substitute = substitutes.get(label)
+        if substitute is not None and fn is substitute[0]:
+            fn = substitute[1]
+        return site(label, fn, *args, **kwargs)
+
+    return drilling_site

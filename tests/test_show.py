@@ -73,6 +73,8 @@ def test_a_model_type_shows_every_forward_of_the_family(capsys):
         "# rule qwen3_vl.image-scatter",
         "# rule qwen3_vl.vision-attention",
         "# rule qwen3_vl.deepstack",
+        "# rule qwen3_vl.eager-attention",
+        "# rule qwen3_vl.Qwen3VLTextAttention",
     ]
     assert "self__deepstack_process_0 ->" in out and "attention_interface_2 ->" in out
 
