@@ -1,5 +1,11 @@
 """The user layer: standard names for a vision-language model's values, over the rewritten sites.
 
-``envoys.tiny`` builds tiny random checkpoints (model and processor) locally,
-for the tests and the demo.
+``from envoys import StandardizedTransformer, Unavailable``. ``envoys.tiny``
+builds tiny random checkpoints (model and processor) locally, for the tests
+and the demo; ``python -m envoys.demo`` runs the walkthrough on one.
 """
+
+from .model import StandardizedTransformer
+from .values import Unavailable
+
+__all__ = ["StandardizedTransformer", "Unavailable"]

@@ -1,0 +1,51 @@
+"""The layouts of the standard values: names for tensor shapes, shown in reprs and docstrings.
+
+Each is an annotation only (the values are plain ``torch.Tensor``); its
+docstring is the axes, in order.
+"""
+
+from __future__ import annotations
+
+
+class Layout:
+    """A tensor layout: the class name is what a repr shows, the docstring the axes."""
+
+
+class Hidden(Layout):
+    """[batch, seq, hidden_size]: the text model's stream."""
+
+
+class Patches(Layout):
+    """[images, patches, vision_hidden_size]: a tower's stream, one row per image (a packed tower's one row holds every image)."""
+
+
+class Pattern(Layout):
+    """[batch, heads, query, key]: attention scores or probabilities."""
+
+
+class Queries(Layout):
+    """[batch, heads, query, head_dim]: the queries as the attention kernel receives them."""
+
+
+class Keys(Layout):
+    """[batch, key_value_heads, key, head_dim]: the keys as the attention kernel receives them."""
+
+
+class Values(Layout):
+    """[batch, key_value_heads, key, head_dim]: the values as the attention kernel receives them."""
+
+
+class HeadOutputs(Layout):
+    """[batch, query, heads, head_dim]: each head's output, before the output projection."""
+
+
+class ImageTokenMask(Layout):
+    """[batch, seq] bool: which positions of the text batch hold an image token."""
+
+
+class ImageFeatures(Layout):
+    """[image_tokens, hidden_size]: what the wrapper scatters into the token embeddings, flat over the image tokens."""
+
+
+class Logits(Layout):
+    """[batch, seq, vocab]: the language-model head's output."""

@@ -1,0 +1,157 @@
+"""`StandardizedTransformer`: load an image-text-to-text checkpoint under the standard names.
+
+Loading, in order: the config names the family (an unsupported model_type is
+refused, listing the supported ones); the model is loaded with real weights
+(a hub id and a local ``save_pretrained`` directory alike); the family's
+rewrite rules are compiled and installed on the modules whose forwards they
+rewrite (a rule that does not match the installed transformers is recorded
+as the reason its values are unavailable, not raised); the processor is
+loaded from the same path (``task="image-text-to-text"``) or only the
+tokenizer (no task: no image can reach the model); then nnsight wraps the
+model with the family's ``rename=`` and the envoys found for it. Everything
+that can fail happens before the model is changed.
+
+Under ``generate`` the image is encoded inside the first step's forward, as
+transformers did before 5.24 (this instance, not the class, answers that it
+takes no pre-computed encoder outputs), so reads follow the forward's order
+on every step: ``image_token_mask``, the tower, the projector,
+``image_features``, the text model. The tower runs once, on step 0.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from nnsight import TransformersModel
+from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+
+from instrument import DriftError, compile_rule, install_all
+from rewrites import RULES
+
+from .families import Family, family_for
+from .layouts import Logits
+from .standard import rows_over
+from .values import EProperty, Field, standard_values
+from .vision import no_images
+
+IMAGE_TEXT_TO_TEXT = "image-text-to-text"
+TEXT_GENERATION = "text-generation"
+
+#: Keyword arguments that pick the checkpoint rather than configure the model.
+HUB_KEYWORDS = ("revision", "token", "trust_remote_code", "cache_dir", "local_files_only")
+
+
+def rules_for_model(model: torch.nn.Module) -> list:
+    """The rules whose target is the forward of some module class in ``model``."""
+    classes = {(type(m).__module__, type(m).__qualname__) for m in model.modules()}
+    return [rule for rule in RULES if (rule.module_name, rule.owner_name) in classes]
+
+
+def instrument(model: torch.nn.Module) -> dict[str, str]:
+    """Install every applicable rule on ``model``; the failures, as reasons keyed ``module:Class``."""
+    usable, failures = [], {}
+    for rule in rules_for_model(model):
+        try:
+            compile_rule(rule)
+        except DriftError as error:
+            failures[f"{rule.module_name}:{rule.owner_name}"] = str(error)
+            continue
+        usable.append(rule)
+    install_all(model, usable)
+    return failures
+
+
+class StandardizedTransformer(TransformersModel):
+    """An image-text-to-text checkpoint under standard names, with its vision side readable and writable.
+
+    ``StandardizedTransformer(name_or_path, task="image-text-to-text",
+    device="cpu", attn_implementation="eager")``. Other keyword arguments go
+    to ``from_pretrained``. ``model.processor``, ``model.tokenizer`` and
+    ``model.config`` are there; ``model.layers[i]``, ``embed_tokens``,
+    ``norm``, ``lm_head``, ``logits`` name the text model, ``model.vision``
+    and ``model.projector`` the vision side.
+    """
+
+    def __init__(
+        self,
+        name_or_path: str | os.PathLike[str],
+        task: str | None = None,
+        device: str | torch.device | None = None,
+        processor: Any = None,
+        tokenizer: Any = None,
+        **load_kwargs: Any,
+    ) -> None:
+        if task not in (None, IMAGE_TEXT_TO_TEXT, TEXT_GENERATION):
+            raise ValueError(f"task must be {IMAGE_TEXT_TO_TEXT!r} (or None for text only); got {task!r}")
+        name_or_path = str(name_or_path)
+        hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
+        config = AutoConfig.from_pretrained(name_or_path, **hub)
+        family = family_for(config.model_type)
+        model = AutoModelForImageTextToText.from_pretrained(name_or_path, **load_kwargs)
+        if device is not None:
+            model = model.to(device)
+        model.eval()
+        if task == IMAGE_TEXT_TO_TEXT:
+            processor = processor if processor is not None else AutoProcessor.from_pretrained(name_or_path, **hub)
+            tokenizer = getattr(processor, "tokenizer", tokenizer)
+        else:
+            processor = None
+            tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name_or_path, **hub)
+        failures = instrument(model)
+        # generate would otherwise run the tower before step 0's forward (transformers 5.24);
+        # an instance attribute, so only this model answers differently.
+        model._supports_mm_encoder_outputs = lambda: False
+        self.family: Family = family
+        self.rewrite_failures: dict[str, str] = failures
+        super().__init__(
+            model,
+            task=IMAGE_TEXT_TO_TEXT if processor is not None else TEXT_GENERATION,
+            processor=processor,
+            tokenizer=tokenizer,
+            rename=family.rename_for(config),
+            envoys=family.envoys_for(model),
+        )
+
+    @EProperty(key="output", description="the language-model head's output [batch, seq, vocab]", select=Field("logits"))
+    def logits(self, logits: torch.Tensor) -> Logits:
+        """The language-model head's output, ``[batch, seq, vocab]``."""
+        return logits
+
+    @property
+    def config(self) -> Any:
+        return self._module.config
+
+    @property
+    def text_config(self) -> Any:
+        return getattr(self.config, "text_config", self.config)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.text_config.hidden_size
+
+    def support(self) -> dict[str, Any]:
+        """Every standard value of this checkpoint: None when available (on every block), else why not.
+
+        The root's values, every text block value over ``layers``
+        (``{layer: reason}`` where some blocks lack it), and the tower's values
+        under ``vision.`` (none on a load no image reaches).
+        """
+        rows: dict[str, Any] = {name: value.reason(self) for name, value in standard_values(type(self)).items()}
+        rows.update(rows_over(list(self.layers)))
+        vision = self.__dict__.get("vision")
+        if vision is not None and no_images(vision) is None:
+            rows.update({f"vision.{name}": reason for name, reason in vision.support().items()})
+        return rows
+
+    def probs_to_dict(self, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
+        """The ``k`` most probable tokens of a probability vector over the vocabulary, decoded, with their probabilities."""
+        if probs.dim() != 1:
+            raise ValueError(f"probs_to_dict takes one distribution, shape [vocab]; got shape {tuple(probs.shape)}")
+        values, indices = probs.topk(k)
+        return {self.tokenizer.decode([int(i)]): float(v) for v, i in zip(values, indices)}

@@ -1,0 +1,175 @@
+"""The text model's standard envoys: a block, its attention, its MLP.
+
+A block (`Layer`) is pre-norm attention + MLP on a residual stream, so
+``layer_input + attention_output + mlp_output == layer_output`` exactly. The
+attention interior is read at the attention kernel's call site
+(``attention_interface_1``, exposed by the rewrite rules) and, under eager
+attention, inside the eager kernel at its softmax
+(``...attention_interface_1.source.nn_functional_softmax_0``): nnsight's own
+``.source`` names for both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
+from .standard import Standard, child, missing_site
+from .values import Argument, EProperty, First, Selector
+
+#: The attention kernel's call in every attention forward on the shared interface.
+KERNEL_SITE = "attention_interface_1"
+#: The softmax call inside the eager kernel, nested under the kernel's site.
+SOFTMAX_SITE = "nn_functional_softmax_0"
+
+
+def value(
+    name: str,
+    layout: type,
+    description: str,
+    key: str | Callable[[Any], str],
+    select: Selector | None = None,
+    unavailable: Any = None,
+) -> EProperty:
+    """A standard value that serves the selected part as it is, annotated with its layout."""
+
+    def identity(self: Any, part: Any) -> Any:
+        return part
+
+    identity.__name__ = name
+    identity.__annotations__ = {"return": layout}
+    identity.__doc__ = f"{description} ({layout.__doc__.split(':')[0]})"
+    return EProperty(key=key, description=f"{description} {layout.__doc__.split(':')[0]}", select=select, unavailable=unavailable)(identity)
+
+
+def _lacks(name: str) -> Callable[[Any], str | None]:
+    def reason(block: Any) -> str | None:
+        if child(block, name) is not None:
+            return None
+        names = ", ".join(c.path.rpartition(".")[2] for c in block._children)
+        return f"this block has no {name} (it holds {names})"
+
+    return reason
+
+
+def either(gate: Callable[[Any], str | None] | None, reason: Callable[[Any], str | None] | None) -> Any:
+    """An unavailability check: ``gate``'s reason first, then ``reason``'s (either may be None)."""
+    checks = [check for check in (gate, reason) if check is not None]
+    if not checks:
+        return None
+
+    def check(envoy: Any) -> str | None:
+        return next((found for found in (c(envoy) for c in checks) if found is not None), None)
+
+    return check
+
+
+def stream_values(layout: type, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:
+    """A block's stream values in ``layout``: layer_input, attention_output, mlp_output, layer_output.
+
+    ``gate`` is checked before each value's own reason (the tower's `no_images`).
+    """
+    return (
+        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"), either(gate, None)),
+        value(
+            "attention_output", layout, "what the attention adds to the stream",
+            lambda block: f"{child(block, 'self_attn').path}.output", First(), either(gate, _lacks("self_attn")),
+        ),
+        value(
+            "mlp_output", layout, "what the MLP adds to the stream",
+            lambda block: f"{child(block, 'mlp').path}.output", First(), either(gate, _lacks("mlp")),
+        ),
+        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None)),
+    )
+
+
+class Layer(Standard):
+    """A text block: ``layer_input + attention_output + mlp_output == layer_output``, each ``[batch, seq, hidden_size]``."""
+
+    layer_input, attention_output, mlp_output, layer_output = stream_values(Hidden)
+
+
+def kernel(attention: Any) -> str:
+    """The location of the attention kernel's call on ``attention``."""
+    return f"{attention.path}.source.{KERNEL_SITE}"
+
+
+def no_kernel_site(attention: Any) -> str | None:
+    """Why the attention kernel's call is not served on this module, or None."""
+    return missing_site(attention, KERNEL_SITE)
+
+
+def not_eager(attention: Any) -> str | None:
+    """Why the eager kernel's scores and probabilities are not served here, or None."""
+    reason = no_kernel_site(attention)
+    if reason is not None:
+        return reason
+    implementation = getattr(attention._module.config, "_attn_implementation", None)
+    if implementation != "eager":
+        return (
+            f"the scores and probabilities exist only inside eager attention, and this model runs "
+            f"{implementation!r}: load it with attn_implementation='eager'"
+        )
+    from instrument import installed
+
+    if not any(i.drills for i in installed(attention._module).values()):
+        return f"no rewrite rule drills into {type(attention._module).__qualname__}'s eager kernel"
+    return None
+
+
+def softmax(attention: Any) -> str:
+    return f"{kernel(attention)}.source.{SOFTMAX_SITE}"
+
+
+def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:
+    """The attention interior at the kernel call; ``rows`` names the batch axis (``batch`` or ``images``).
+
+    In order: queries, keys, values, scores, probabilities, head outputs.
+    """
+    return (
+        value(
+            "attention_queries", Queries, f"the queries the kernel receives, one row per {rows}",
+            lambda a: f"{kernel(a)}.input", Argument(1, "query"), either(gate, no_kernel_site),
+        ),
+        value(
+            "attention_keys", Keys, f"the keys the kernel receives, one row per {rows}",
+            lambda a: f"{kernel(a)}.input", Argument(2, "key"), either(gate, no_kernel_site),
+        ),
+        value(
+            "attention_values", Values, f"the values the kernel receives, one row per {rows}",
+            lambda a: f"{kernel(a)}.input", Argument(3, "value"), either(gate, no_kernel_site),
+        ),
+        value(
+            "attention_scores", Pattern, "the scores entering the softmax, mask added",
+            lambda a: f"{softmax(a)}.input", Argument(0, "input"), either(gate, not_eager),
+        ),
+        value(
+            "attention_probabilities", Pattern, "the softmax's output, before it weights the values",
+            lambda a: f"{softmax(a)}.output", None, either(gate, not_eager),
+        ),
+        value(
+            "attention_head_outputs", HeadOutputs, "each head's output, before the output projection",
+            lambda a: f"{kernel(a)}.output", First(), either(gate, no_kernel_site),
+        ),
+    )
+
+
+class Attention(Standard):
+    """A text block's attention: its output, and its interior at the kernel call (causal)."""
+
+    (
+        attention_queries,
+        attention_keys,
+        attention_values,
+        attention_scores,
+        attention_probabilities,
+        attention_head_outputs,
+    ) = interior_values("batch")
+
+
+class Mlp(Standard):
+    """A block's MLP: its own input and output are the values."""
+
+
+class TextModel(Standard):
+    """The text model (embeddings, blocks, final norm); its values are on the root and the blocks."""

@@ -1,0 +1,185 @@
+"""Standard values: nnsight eproperties that know their location, their part of it, and when they are unavailable.
+
+An `EProperty` is an nnsight ``eproperty`` with three additions:
+
+- its location may be computed from the envoy (``key=lambda envoy: ...``,
+  an absolute location such as ``model.model.source.inputs_embeds_masked_scatter_0.input``),
+  or is ``{envoy.path}.{key}`` as usual;
+- ``select`` picks the part of the served value the user reads (an argument
+  of the call, an item of a returned tuple, a field of a model output), and
+  puts a written value back in its place;
+- ``unavailable`` says why the value cannot be had on this envoy (a reason
+  string, or a function of the envoy returning one or None). Reading or
+  writing an unavailable value raises `Unavailable` with the reason before
+  anything is requested from the model, and `support` lists the reasons.
+
+A write must keep the shape of the value it replaces; another shape raises
+``ValueError`` naming both, before it reaches the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from nnsight.intervention.eproperty import eproperty
+from nnsight.intervention.interleaver import Mediator
+
+
+class Unavailable(Exception):
+    """A standard value this model does not have, with the reason; raised before anything runs."""
+
+
+# -- selectors: which part of a served value a standard value is -------------------------------
+
+
+class Selector:
+    """Reads a part of a served value and puts a new part back (returning the value to swap in)."""
+
+    def get(self, raw: Any) -> Any:
+        raise NotImplementedError
+
+    def put(self, raw: Any, part: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Argument(Selector):
+    """An argument of a call served as ``(args, kwargs)``: positional ``index``, else keyword ``name``."""
+
+    index: int
+    name: str
+
+    def get(self, raw: Any) -> Any:
+        args, kwargs = raw
+        return args[self.index] if len(args) > self.index else kwargs[self.name]
+
+    def put(self, raw: Any, part: Any) -> Any:
+        args, kwargs = raw
+        if len(args) > self.index:
+            return (*args[: self.index], part, *args[self.index + 1 :]), kwargs
+        return args, {**kwargs, self.name: part}
+
+
+@dataclass(frozen=True)
+class First(Selector):
+    """The value itself, or its first item when it is a tuple (a module returning ``(output, weights)``)."""
+
+    def get(self, raw: Any) -> Any:
+        return raw[0] if isinstance(raw, tuple) else raw
+
+    def put(self, raw: Any, part: Any) -> Any:
+        return (part, *raw[1:]) if isinstance(raw, tuple) else part
+
+
+@dataclass(frozen=True)
+class Field(Selector):
+    """A field of a transformers ``ModelOutput`` (``logits``, ``last_hidden_state``)."""
+
+    name: str
+
+    def get(self, raw: Any) -> Any:
+        return getattr(raw, self.name)
+
+    def put(self, raw: Any, part: Any) -> Any:
+        raw[self.name] = part
+        return raw
+
+
+Reason = str | Callable[[Any], "str | None"] | None
+
+
+class EProperty(eproperty):
+    """A standard value on an envoy (see the module docstring).
+
+    ``key``: the location's suffix under the envoy's path, or a function of the
+    envoy returning the whole location. ``select``: a `Selector`, or None for
+    the whole served value. ``unavailable``: a reason, or a function of the
+    envoy returning one or None. ``read_only``: a reason, which makes assignment raise.
+    The decorated stub maps the selected part to what the user reads (its
+    return annotation is the layout a repr shows); ``inverse``, when given,
+    maps a written value back (``inverse(envoy, written, current_part)``).
+    """
+
+    def __init__(
+        self,
+        key: str | Callable[[Any], str] | None = None,
+        description: str | None = None,
+        unavailable: Reason = None,
+        select: Selector | None = None,
+        read_only: str | None = None,
+    ) -> None:
+        super().__init__(key=key if isinstance(key, str) else None, description=description)
+        self.locate = key if callable(key) else None
+        self.unavailable = unavailable
+        self.select = select
+        self.read_only = read_only
+        self._inverse: Callable[[Any, Any, Any], Any] | None = None
+
+    def inverse(self, func: Callable[[Any, Any, Any], Any]) -> "EProperty":
+        """Register the map from a written (user-layout) value back to the served part's layout."""
+        self._inverse = func
+        return self
+
+    def _location(self, obj: Any) -> str:
+        return self.locate(obj) if self.locate is not None else super()._location(obj)
+
+    def reason(self, obj: Any) -> str | None:
+        """Why this value is unavailable on ``obj``, or None."""
+        if self.unavailable is None or isinstance(self.unavailable, str):
+            return self.unavailable
+        return self.unavailable(obj)
+
+    def check(self, obj: Any) -> None:
+        reason = self.reason(obj)
+        if reason is not None:
+            raise Unavailable(f"{_label(obj, self.name)} is unavailable: {reason}")
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        self.check(obj)
+        raw = Mediator.value(self._location(obj))
+        part = self.select.get(raw) if self.select is not None else raw
+        return self._preprocess(obj, part) if self._preprocess is not None else part
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self.check(obj)
+        if self.read_only is not None:
+            raise AttributeError(f"{_label(obj, self.name)} is read-only: {self.read_only}")
+        location = self._location(obj)
+        raw = Mediator.value(location)
+        current = self.select.get(raw) if self.select is not None else raw
+        shown = self._preprocess(obj, current) if self._preprocess is not None else current
+        _check_shape(_label(obj, self.name), value, shown)
+        if self._inverse is not None:
+            value = self._inverse(obj, value, current)
+        Mediator.swap(location, self.select.put(raw, value) if self.select is not None else value)
+
+
+def _label(obj: Any, name: str | None) -> str:
+    path = getattr(obj, "path", "") or ""
+    return f"{path}.{name}" if path else str(name)
+
+
+def _check_shape(label: str, value: Any, current: Any) -> None:
+    if not isinstance(current, torch.Tensor):
+        return
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{label} takes a tensor of shape {tuple(current.shape)}; got {type(value).__name__}")
+    if value.shape != current.shape:
+        raise ValueError(
+            f"{label} takes a tensor of shape {tuple(current.shape)}, the shape of the value it replaces; "
+            f"got {tuple(value.shape)}. Edit it in place, or build the replacement from the value you read."
+        )
+
+
+def standard_values(envoy_class: type) -> dict[str, EProperty]:
+    """Every `EProperty` of an envoy class, by name, in definition order (base classes first)."""
+    found: dict[str, EProperty] = {}
+    for cls in reversed(envoy_class.__mro__):
+        for name, attribute in vars(cls).items():
+            if isinstance(attribute, EProperty):
+                found[name] = attribute
+    return found

@@ -1,0 +1,213 @@
+"""The vision side's standard envoys: the tower, its blocks, and where the image meets the text model.
+
+The tower answers to ``model.vision``, its blocks to ``vision.layers[i]`` (the
+same block values as a text block, as `Patches`), the last module before the
+scatter to ``model.projector``. Two values say where the image enters the text
+model: ``vision.image_token_mask``, off the root's inputs, and
+``vision.image_features``, read at the scatter call in the forward of the
+module the family keys `ImageScatter` on (or the root's own, for a family
+with ``ROOT_SCATTER``), so
+``layers[0].input[vision.image_token_mask] == vision.image_features``.
+
+Every tower value is gated by `no_images`: a load no image can reach (no
+processor) has no vision values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .layouts import ImageFeatures, ImageTokenMask, Patches
+from .standard import Standard, child, missing_site, rows_over
+from .text import interior_values, stream_values
+from .values import Argument, EProperty, Field
+
+TEXT_ONLY = (
+    "this model was loaded without task='image-text-to-text', so it has no processor and no image can "
+    "reach it; load it with StandardizedTransformer(name, task='image-text-to-text')"
+)
+
+
+def no_images(envoy: Any) -> str | None:
+    """Why no image reaches the model ``envoy`` belongs to, or None: the one place that decides."""
+    root = envoy.root
+    if getattr(root, "processor", None) is None:
+        return TEXT_ONLY
+    if scatter_host(root) is None:
+        return "this model's family names no module that scatters the image features into the text stream"
+    return None
+
+
+class ImageScatter(Standard):
+    """The module whose forward scatters the image features into the token embeddings.
+
+    ``scatter_operation`` is the site of ``inputs_embeds.masked_scatter(mask,
+    features)`` in its forward and ``scatter_argument`` which argument is the
+    features. A wrapper that writes the features in elsewhere subclasses it
+    with its own operation and argument. Carries no values of its own.
+    """
+
+    scatter_operation = "inputs_embeds_masked_scatter_0"
+    scatter_argument = Argument(1, "source")
+
+
+def scatter_host(root: Any) -> tuple[Any, str, Argument] | None:
+    """``(host envoy, operation, argument)`` of the image scatter, or None.
+
+    The root's child keyed `ImageScatter`, or the root itself when its family
+    names the operation in ``ROOT_SCATTER`` (a wrapper that scatters in its
+    own forward).
+    """
+    family = getattr(root, "family", None)
+    operation = getattr(family, "ROOT_SCATTER", None)
+    if operation is not None:
+        return root, operation, ImageScatter.scatter_argument
+    for candidate in root._children:
+        if isinstance(candidate, ImageScatter):
+            return candidate, candidate.scatter_operation, candidate.scatter_argument
+    return None
+
+
+def no_image_features(vision: Any) -> str | None:
+    """Why ``vision.image_features`` is unavailable, or None."""
+    reason = no_images(vision)
+    if reason is not None:
+        return reason
+    host, operation, _ = scatter_host(vision.root)
+    return missing_site(host, operation)
+
+
+def no_patch_embed(vision: Any) -> str | None:
+    """Why ``vision.patch_embeddings`` is unavailable, or None."""
+    return no_images(vision) or (None if child(vision, "patch_embed") is not None else "this tower names no patch_embed")
+
+
+def image_scatter(vision: Any) -> str:
+    """The location of the scatter's arguments: ``model.model.source.inputs_embeds_masked_scatter_0.input``."""
+    host, operation, _ = scatter_host(vision.root)
+    return f"{host.path}.source.{operation}.input"
+
+
+def image_token_id(config: Any) -> int:
+    """The id of the token the processor puts where an image's features go."""
+    for name in ("image_token_id", "image_token_index"):
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    raise AttributeError(f"{type(config).__name__} names no image token id (image_token_id / image_token_index)")
+
+
+class Vision(Standard):
+    """``model.vision``: a vision tower's root. Its blocks are ``layers``; its sizes are its own config's."""
+
+    @EProperty(key=lambda v: f"{v.root.path}.input", description="which positions hold an image token [batch, seq] bool",
+               unavailable=no_images, read_only="it is where the prompt has image tokens; change the prompt instead")
+    def image_token_mask(self, inputs: Any) -> ImageTokenMask:
+        """Which positions of the text batch hold an image token, ``[batch, seq]`` bool, off the root's ``input_ids``."""
+        args, kwargs = inputs
+        input_ids = kwargs.get("input_ids", args[0] if args else None)
+        if input_ids is None:
+            raise ValueError("vision.image_token_mask reads input_ids, and this forward was given none")
+        return input_ids == image_token_id(self.root.config)
+
+    @EProperty(key=image_scatter, description="what the wrapper scatters into the embeddings [image_tokens, hidden_size]",
+               unavailable=no_image_features, select=ImageScatter.scatter_argument)
+    def image_features(self, features: torch.Tensor) -> ImageFeatures:
+        """What the wrapper scatters into the token embeddings at the image tokens, ``[image_tokens, hidden_size]``, row-major over the tokens."""
+        return features.reshape(-1, features.shape[-1])
+
+    @image_features.inverse
+    def image_features(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+        return written.reshape(current.shape)
+
+    @EProperty(key=lambda v: f"{v.patch_embed.path}.output", description="the patch embedding's output [images, patches, vision_hidden_size]",
+               unavailable=no_patch_embed)
+    def patch_embeddings(self, grid: torch.Tensor) -> Patches:
+        """The patch embedding's output, one row per patch in raster order, before position embeddings, CLS or pre-norm."""
+        return grid.flatten(2).transpose(1, 2)
+
+    @patch_embeddings.inverse
+    def patch_embeddings(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+        return written.transpose(1, 2).reshape(current.shape)
+
+    @EProperty(key="output", description="the last block's stream after the tower's final norm [images, patches, vision_hidden_size]",
+               unavailable=no_images, select=Field("last_hidden_state"))
+    def tower_output(self, hidden: torch.Tensor) -> Patches:
+        """The tower's last_hidden_state: the last block's stream after its final norm where it has one, before pooling or CLS dropping."""
+        return hidden
+
+    # -- sizes, off the tower's own config ----------------------------------------------------
+
+    @property
+    def vision_config(self) -> Any:
+        return self._module.config
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def vision_hidden_size(self) -> int:
+        return self.vision_config.hidden_size
+
+    @property
+    def num_heads(self) -> int:
+        return self.vision_config.num_attention_heads
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one head: the config's head_dim when it says, else vision_hidden_size // num_heads."""
+        return getattr(self.vision_config, "head_dim", None) or self.vision_hidden_size // self.num_heads
+
+    @property
+    def intermediate_size(self) -> int:
+        return self.vision_config.intermediate_size
+
+    @property
+    def patch_size(self) -> int:
+        return self.vision_config.patch_size
+
+    @property
+    def image_size(self) -> int:
+        """Side of the square image the tower is configured for, in pixels."""
+        return self.vision_config.image_size
+
+    def support(self, layer: int | None = None) -> dict[str, Any]:
+        """Which tower values this checkpoint has: None when available (on every block), else the reason.
+
+        The tower's own values plus every block value over ``layers``
+        (``"layer_output"``, ``"self_attn.attention_probabilities"``, ...), a
+        block value being ``{layer: reason}`` where some blocks lack it. With
+        ``layer``, that block's values alone. Empty on a load no image reaches.
+        """
+        if no_images(self) is not None:
+            return {}
+        rows = rows_over(list(self.layers), layer)
+        if layer is not None:
+            return rows
+        return {**super().support(), **rows}
+
+
+class VisionLayer(Standard):
+    """A tower block: the text block's values as Patches, ``layer_input + attention_output + mlp_output == layer_output``."""
+
+    layer_input, attention_output, mlp_output, layer_output = stream_values(Patches, no_images)
+
+
+class VisionAttention(Standard):
+    """A tower block's attention: the text attention's interior, one row per image, no causal mask."""
+
+    (
+        attention_queries,
+        attention_keys,
+        attention_values,
+        attention_scores,
+        attention_probabilities,
+        attention_head_outputs,
+    ) = interior_values("image", no_images)
+
+
+class VisionMlp(Standard):
+    """A tower block's MLP."""
