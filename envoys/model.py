@@ -33,6 +33,7 @@ from rewrites import RULES
 from .families import Family, family_for
 from .layouts import Logits
 from .standard import rows_over
+from .tree import standard_tree
 from .values import EProperty, Field, standard_values
 from .vision import no_images
 
@@ -148,6 +149,15 @@ class StandardizedTransformer(TransformersModel):
         if vision is not None and no_images(vision) is None:
             rows.update({f"vision.{name}": reason for name, reason in vision.support().items()})
         return rows
+
+    def __repr__(self) -> str:
+        vision = self.__dict__.get("vision")
+        towers = f"; vision: {vision.num_layers} blocks of width {vision.vision_hidden_size}" if vision is not None else ""
+        title = (
+            f"StandardizedTransformer({self.family.model_type}: {type(self._module).__name__}; "
+            f"text: {self.num_layers} blocks of width {self.hidden_size}{towers})"
+        )
+        return standard_tree(self, title)
 
     def probs_to_dict(self, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
         """The ``k`` most probable tokens of a probability vector over the vocabulary, decoded, with their probabilities."""

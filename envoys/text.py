@@ -164,7 +164,7 @@ class Attention(Standard):
         attention_scores,
         attention_probabilities,
         attention_head_outputs,
-    ) = interior_values("batch")
+    ) = interior_values("sequence")
 
 
 class Mlp(Standard):

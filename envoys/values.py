@@ -26,6 +26,8 @@ import torch
 from nnsight.intervention.eproperty import eproperty
 from nnsight.intervention.interleaver import Mediator
 
+from .paths import standard_path
+
 
 class Unavailable(Exception):
     """A standard value this model does not have, with the reason; raised before anything runs."""
@@ -159,8 +161,9 @@ class EProperty(eproperty):
 
 
 def _label(obj: Any, name: str | None) -> str:
-    path = getattr(obj, "path", "") or ""
-    return f"{path}.{name}" if path else str(name)
+    """The value's name as a user spells it: ``vision.layers[0].self_attn.attention_probabilities``."""
+    path = standard_path(obj)
+    return str(name) if path == "model" else f"{path}.{name}"
 
 
 def _check_shape(label: str, value: Any, current: Any) -> None:

@@ -24,6 +24,9 @@ from .standard import Standard, child, missing_site, rows_over
 from .text import interior_values, stream_values
 from .values import Argument, EProperty, Field
 
+#: The forward arguments that carry an image (pixels, or what the tower made of them).
+IMAGE_INPUTS = ("pixel_values", "mm_encoder_outputs")
+
 TEXT_ONLY = (
     "this model was loaded without task='image-text-to-text', so it has no processor and no image can "
     "reach it; load it with StandardizedTransformer(name, task='image-text-to-text')"
@@ -105,11 +108,17 @@ class Vision(Standard):
     @EProperty(key=lambda v: f"{v.root.path}.input", description="which positions hold an image token [batch, seq] bool",
                unavailable=no_images, read_only="it is where the prompt has image tokens; change the prompt instead")
     def image_token_mask(self, inputs: Any) -> ImageTokenMask:
-        """Which positions of the text batch hold an image token, ``[batch, seq]`` bool, off the root's ``input_ids``."""
+        """Which positions of the text batch hold an image token, ``[batch, seq]`` bool, off the root's ``input_ids``.
+
+        All false on a forward that carries no image (a decode step under
+        generate), even where a generated token happens to be the image token.
+        """
         args, kwargs = inputs
         input_ids = kwargs.get("input_ids", args[0] if args else None)
         if input_ids is None:
             raise ValueError("vision.image_token_mask reads input_ids, and this forward was given none")
+        if not any(kwargs.get(name) is not None for name in IMAGE_INPUTS):
+            return torch.zeros_like(input_ids, dtype=torch.bool)
         return input_ids == image_token_id(self.root.config)
 
     @EProperty(key=image_scatter, description="what the wrapper scatters into the embeddings [image_tokens, hidden_size]",

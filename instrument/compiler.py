@@ -6,7 +6,7 @@ object, rewrites it (`rewriter.rewrite`), checks the sites against the rule
 (`DriftError` otherwise) and compiles the result under the original file name
 and line numbers, inside a shell function whose parameters are the original's
 free variables plus the site helper, so that they compile as free variables
-again. The result is cached per (original code object, rule name), for the life of
+again. The compiled code is cached per (original code object, sites selected), for the life of
 the process: building a second model reuses it.
 
 `Instrumented.build(site)` makes the function to install: the compiled code
@@ -128,9 +128,9 @@ class _Compiled:
     code: CodeType
 
 
-#: Compiled rewrites by (id of the original code object, rule name), for the life of the process.
+#: Compiled rewrites by (id of the original code object, the rule's sites), for the life of the process.
 #: By identity: code objects compare equal across files and closures that differ.
-_CACHE: dict[tuple[int, str], _Compiled] = {}
+_CACHE: dict[tuple[int, tuple], _Compiled] = {}
 
 
 def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
@@ -156,7 +156,7 @@ def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
 def compile_rule(rule: Rule) -> Instrumented:
     """The rule's target rewritten and compiled against the installed library.
 
-    The rewrite and its code are cached per (original code object, rule name);
+    The rewrite and its code are cached per (original code object, sites selected);
     the returned object pairs them with the target as it is now (its closure,
     its decorators). Raises `DriftError` (naming the rule, the target, its
     file, the library version and what was found) when the target is missing,
@@ -170,7 +170,7 @@ def compile_rule(rule: Rule) -> Instrumented:
         innermost, layers = peel(target)
     except UnknownDecorator as error:
         raise DriftError(f"{_where(rule)}: {error}") from error
-    key = (id(innermost.__code__), rule.name)
+    key = (id(innermost.__code__), tuple(sorted((callee, tuple(labels)) for callee, labels in rule.sites.items())))
     if key not in _CACHE:
         _CACHE[key] = _compile_code(rule, innermost.__code__)
     cached = _CACHE[key]

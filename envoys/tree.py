@@ -1,0 +1,70 @@
+"""The standard tree: what ``repr(model)`` shows.
+
+The standard names only (``layers``, ``embed_tokens``, ``norm``, ``lm_head``,
+``vision`` and its ``layers``, ``projector``, ...), each with its module in one
+line and its standard values, a value being ``name -> Layout: description
+[shape]``, or the reason it is unavailable. A stack of blocks shows its first
+block; ``support()`` says where blocks differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from nnsight import Envoy
+
+from .values import standard_values
+
+ROOT_NAMES = ("embed_tokens", "layers", "norm", "lm_head", "vision", "projector")
+BLOCK_PARTS = ("self_attn", "mlp")
+
+
+def module_line(module: torch.nn.Module) -> str:
+    """``Linear(in_features=32, out_features=97, bias=False)``: the module's class and its extra_repr."""
+    extra = module.extra_repr()
+    return f"{type(module).__name__}({extra})" if "\n" not in extra else type(module).__name__
+
+
+def value_lines(envoy: Envoy, indent: str) -> list[str]:
+    lines = []
+    for name, value in standard_values(type(envoy)).items():
+        reason = value.reason(envoy)
+        shown = str(value).removeprefix(f"({name})")
+        lines.append(f"{indent}{name}{shown}" + (f"  [unavailable: {reason}]" if reason else ""))
+    return lines
+
+
+def node_lines(name: str, envoy: Any, indent: str) -> list[str]:
+    """One standard node: its line, its values, and its standard children."""
+    module = envoy._module
+    if isinstance(module, torch.nn.ModuleList):
+        blocks = list(envoy)
+        kinds = sorted({type(block._module).__name__ for block in blocks})
+        lines = [f"{indent}{name}: {len(blocks)} x {' / '.join(kinds)}"]
+        if blocks:
+            first = blocks[0]
+            lines += value_lines(first, indent + "  ")
+            for part in BLOCK_PARTS:
+                child = first.__dict__.get(part)
+                if isinstance(child, Envoy):
+                    lines += node_lines(part, child, indent + "  ")
+        return lines
+    lines = [f"{indent}{name}: {module_line(module)}"]
+    lines += value_lines(envoy, indent + "  ")
+    for alias in getattr(envoy, "_aliases", {}):
+        child = envoy.__dict__.get(alias)
+        if isinstance(child, Envoy) and "." not in alias:
+            lines += node_lines(alias, child, indent + "  ")
+    return lines
+
+
+def standard_tree(root: Any, title: str) -> str:
+    """The whole standard tree under ``root``, headed by ``title``."""
+    lines = [title]
+    lines += value_lines(root, "  ")
+    for name in ROOT_NAMES:
+        child = root.__dict__.get(name)
+        if isinstance(child, Envoy):
+            lines += node_lines(name, child, "  ")
+    return "\n".join(lines)

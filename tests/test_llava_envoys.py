@@ -1,0 +1,295 @@
+"""StandardizedTransformer on tiny LLaVA checkpoints: the spec's values, shapes and equalities, exact.
+
+Two checkpoints: llava-interleave-like (SigLIP tower, no CLS, Qwen2 text,
+vision_feature_layer -1, strategy "full") and Llava 1.5-like (CLIP tower, CLS
+first, Llama text, block -2, strategy "default", CLS dropped).
+"""
+
+from __future__ import annotations
+
+import nnsight
+import pytest
+import torch
+from nnsight.intervention.interleaver import OutOfOrderError
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+
+CHECKPOINTS = ["llava-siglip", "llava-clip"]
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]
+
+
+@pytest.fixture(scope="module", params=CHECKPOINTS)
+def model(request, tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What colour is this?")
+
+
+def has_cls(model) -> bool:
+    return model.config.vision_config.model_type == "clip_vision_model"
+
+
+def patches_per_image(model) -> int:
+    config = model.config.vision_config
+    return (config.image_size // config.patch_size) ** 2
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
+def test_walkthrough_shapes_and_the_scatter_equality(model, images):
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
+        patches = model.vision.layers[0].layer_output.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+        logits = model.logits.save()
+    n, rows = len(images), patches_per_image(model) + has_cls(model)
+    heads, width = model.vision.num_heads, model.vision.vision_hidden_size
+    tokens = int(mask.sum())
+    assert mask.dtype == torch.bool and mask.shape == logits.shape[:2]
+    assert tokens == n * patches_per_image(model)
+    assert pattern.shape == (n, heads, rows, rows)
+    assert patches.shape == (n, rows, width)
+    assert projected.shape == (n, patches_per_image(model), model.hidden_size)
+    assert features.shape == (tokens, model.hidden_size)
+    assert torch.equal(first[mask], features)
+    assert torch.equal(projected.reshape(-1, model.hidden_size), features)
+    assert logits.shape[-1] == model.config.text_config.vocab_size
+
+
+def test_sizes_are_the_configs(model):
+    vision, text = model.config.vision_config, model.config.text_config
+    assert (model.num_layers, model.hidden_size) == (text.num_hidden_layers, text.hidden_size)
+    assert model.vision.num_layers == vision.num_hidden_layers
+    assert (model.vision.vision_hidden_size, model.vision.num_heads) == (vision.hidden_size, vision.num_attention_heads)
+    assert model.vision.head_dim == vision.hidden_size // vision.num_attention_heads
+    assert (model.vision.intermediate_size, model.vision.patch_size, model.vision.image_size) == (
+        vision.intermediate_size, vision.patch_size, vision.image_size,
+    )
+
+
+def test_block_values_add_up_on_text_and_tower_blocks(model):
+    tower_block, text_block = model.vision.layers[0], model.layers[1]
+    with model.trace(prompt(model, TWO), images=TWO):
+        tower = nnsight.save([tower_block.layer_input, tower_block.attention_output,
+                              tower_block.mlp_output, tower_block.layer_output])
+        block_input = text_block.input.save()
+        text = nnsight.save([text_block.layer_input, text_block.attention_output,
+                             text_block.mlp_output, text_block.layer_output])
+    for layer_input, attention, mlp, output in (tower, text):
+        assert torch.equal(layer_input + attention + mlp, output)
+    assert torch.equal(text[0], block_input)
+    assert tower[0].shape == (2, patches_per_image(model) + has_cls(model), model.vision.vision_hidden_size)
+
+
+def test_attention_interior_is_consistent_and_probabilities_are_writable(model):
+    text = prompt(model, ONE)
+    attention = model.vision.layers[0].self_attn
+    with model.trace(text, images=ONE):
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        scores = attention.attention_scores.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+        clean = model.vision.layers[0].attention_output.save()
+    rows = patches_per_image(model) + has_cls(model)
+    head_dim = model.vision.head_dim
+    assert queries.shape == keys.shape == values.shape == (1, model.vision.num_heads, rows, head_dim)
+    assert torch.equal(scores.softmax(-1), probabilities)
+    assert torch.equal(probabilities @ values, heads.transpose(1, 2))
+    assert torch.equal(heads.reshape(1, rows, -1), projected_in)
+
+    with model.trace(text, images=ONE):
+        attention.attention_probabilities[:] = 1.0 / rows  # every patch attends evenly
+        edited = model.vision.layers[0].attention_output.save()
+    assert not torch.equal(edited, clean)
+    uniform = values.mean(dim=2, keepdim=True).expand_as(values).transpose(1, 2).reshape(1, rows, -1)
+    assert torch.allclose(edited, attention._module.out_proj(uniform), atol=1e-6)
+
+
+def test_text_attention_probabilities_are_causal(model):
+    with model.trace(prompt(model, ONE), images=ONE):
+        probabilities = model.layers[0].self_attn.attention_probabilities.save()
+    above = torch.ones(probabilities.shape[-2:], dtype=torch.bool).triu(1)
+    assert torch.equal(probabilities[..., above], torch.zeros_like(probabilities[..., above]))
+
+
+def test_patch_embeddings_are_the_convolution_before_positions(model):
+    vision = model.vision
+    with model.trace(prompt(model, TWO), images=TWO):
+        patches = vision.patch_embeddings.save()
+        if has_cls(model):
+            first = vision.pre_layrnorm.input.save()
+        else:
+            first = vision.layers[0].layer_input.save()
+    positions = vision._module.vision_model.embeddings.position_embedding.weight if hasattr(
+        vision._module, "vision_model") else vision._module.embeddings.position_embedding.weight
+    assert patches.shape == (2, patches_per_image(model), vision.vision_hidden_size)
+    if has_cls(model):
+        assert torch.equal(first[:, 1:], patches + positions[1:])
+    else:
+        assert torch.equal(first, patches + positions)
+
+
+def test_writing_patch_embeddings_reaches_the_tower(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        clean = model.vision.layers[0].layer_output.save()
+    with model.trace(text, images=ONE):
+        model.vision.patch_embeddings = torch.zeros(1, patches_per_image(model), model.vision.vision_hidden_size)
+        edited = model.vision.layers[0].layer_output.save()
+    assert not torch.equal(edited, clean)
+
+
+def test_what_the_projector_receives(model):
+    with model.trace(prompt(model, TWO), images=TWO):
+        second_last = model.vision.layers[-2].layer_output.save()
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+    if has_cls(model):  # Llava 1.5: block -2 without its CLS token; no final norm over the patches
+        assert torch.equal(received, second_last[:, 1:])
+        assert torch.equal(tower, last)
+    else:  # llava-interleave: the last block, before the final norm
+        assert torch.equal(received, last)
+        assert not torch.equal(received, tower)
+        assert torch.equal(tower, model.vision.norm._module(last))
+
+
+def test_ablation_one_sided_edits_and_nothing_leaks(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        clean = model.logits.save()
+    with model.trace(text, images=ONE):
+        model.vision.image_features[:] = 0
+        ablated = model.logits.save()
+    assert not torch.equal(ablated, clean)
+    with model.trace(text, images=ONE):
+        mask = model.vision.image_token_mask.save()
+        before = model.layers[0].layer_output.clone().save()
+        model.layers[0].layer_output[mask] = 0
+        after = model.layers[1].input.save()
+        edited = model.logits.save()
+    assert torch.equal(after[mask], torch.zeros_like(after[mask]))
+    assert torch.equal(after[~mask], before[~mask])
+    assert not torch.equal(edited, clean)
+    with model.trace(text, images=ONE):
+        again = model.logits.save()
+    assert torch.equal(again, clean)
+
+
+def test_image_features_can_be_replaced_whole(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        mask = model.vision.image_token_mask.save()
+        features = model.vision.image_features
+        model.vision.image_features = torch.ones_like(features)
+        first = model.layers[0].input.save()
+    assert torch.equal(first[mask], torch.ones_like(first[mask]))
+
+
+def test_a_bad_shape_written_to_image_features_is_refused_and_the_next_run_is_clean(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        clean = model.logits.save()
+    with pytest.raises(ValueError, match=r"vision\.image_features takes a tensor of shape \(16, 32\).*got \(3, 32\)"):
+        with model.trace(text, images=ONE):
+            model.vision.image_features = torch.zeros(3, 32)
+    with model.trace(text, images=ONE):
+        after = model.logits.save()
+    assert torch.equal(after, clean)
+
+
+def test_the_mask_is_read_only(model):
+    with pytest.raises(AttributeError, match="vision.image_token_mask is read-only"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.vision.image_token_mask = torch.zeros(1, 3, dtype=torch.bool)
+
+
+def test_reads_follow_the_forward(model):
+    with pytest.raises(OutOfOrderError):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.layers[0].input.save()
+            model.vision.layers[0].layer_output.save()
+
+
+def test_a_second_image_invoke_is_refused(model):
+    text = prompt(model, ONE)
+    with pytest.raises(NotImplementedError, match="Can't batch these inputs"):
+        with model.trace() as tracer:
+            with tracer.invoke(text, images=ONE):
+                model.logits.save()
+            with tracer.invoke(text, images=ONE):
+                model.logits.save()
+
+
+def test_generation_runs_the_tower_once_on_step_zero(model):
+    text = prompt(model, ONE)
+    steps = 3
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        masks, features = nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[:]:
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                patches = model.vision.layers[0].layer_output.save()
+                features.append(model.vision.image_features.save())
+    prompt_length = model.processor(text=[text], images=ONE, return_tensors="pt")["input_ids"].shape[1]
+    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == patches_per_image(model) and not any(m.any() for m in masks[1:])
+    assert patches.shape[0] == 1 and features[0].shape == (patches_per_image(model), model.hidden_size)
+
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        later = nnsight.save([])
+        for step in tracer.iter[1:]:
+            later.append(model.vision.tower_output.save())  # the tower does not run again
+    assert later == []
+
+
+def test_generation_output_is_the_plain_models(model):
+    from transformers import AutoModelForImageTextToText
+
+    text = prompt(model, ONE)
+    inputs = model.processor(text=[text], images=ONE, return_tensors="pt")
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager")
+    expected = plain.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    with model.generate(text, images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
+        ids = tracer.result.save()
+    assert torch.equal(ids, expected)
+
+
+def test_support_lists_every_value(model):
+    support = model.support()
+    for name in ("logits", "layer_output", "self_attn.attention_probabilities", "vision.image_features",
+                 "vision.image_token_mask", "vision.tower_output", "vision.patch_embeddings",
+                 "vision.layer_output", "vision.self_attn.attention_probabilities"):
+        assert support[name] is None, name
+    tower = model.vision.support()
+    assert tower["image_features"] is None and tower["self_attn.attention_probabilities"] is None
+    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))}
+
+
+def test_repr_shows_the_standard_tree(model):
+    text = repr(model)
+    assert text.startswith("StandardizedTransformer(llava: LlavaForConditionalGeneration;")
+    for line in ("  layers: 2 x", "  vision: ", "    layers: ", "  projector: LlavaMultiModalProjector",
+                 "image_features -> ImageFeatures: what the wrapper scatters into the embeddings [image_tokens, hidden_size]",
+                 "attention_probabilities -> Pattern:"):
+        assert line in text, line
+
+
+def test_probs_to_dict(model):
+    probabilities = torch.zeros(model.config.text_config.vocab_size)
+    probabilities[[5, 7]] = torch.tensor([0.75, 0.25])
+    table = model.probs_to_dict(probabilities, k=2)
+    assert table == {model.tokenizer.decode([5]): 0.75, model.tokenizer.decode([7]): 0.25}
+    with pytest.raises(ValueError, match=r"one distribution, shape \[vocab\]"):
+        model.probs_to_dict(probabilities[None], k=2)

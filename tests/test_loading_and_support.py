@@ -1,0 +1,101 @@
+"""Loading StandardizedTransformer, and what it says it cannot serve: support() and Unavailable."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import envoys.model
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+from instrument import Rule
+
+IMAGE = [noise_image(32, 32, seed=0)]
+
+
+def test_a_local_directory_loads_with_its_processor(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
+    assert type(model.processor).__name__ == "LlavaProcessor"
+    assert model.tokenizer is model.processor.tokenizer
+    assert model.config.model_type == "llava"
+    assert all(p.device.type != "meta" for p in model._module.parameters())  # real weights before the first trace
+    assert model.family.model_type == "llava"
+
+
+def test_an_unsupported_model_type_lists_the_supported_ones(tmp_path):
+    from transformers import Idefics3Config
+
+    Idefics3Config().save_pretrained(tmp_path)  # a config alone: the refusal comes before any weights
+    with pytest.raises(ValueError, match=r"model_type 'idefics3' is not supported; supported model_types: .*llava"):
+        StandardizedTransformer(tmp_path, task="image-text-to-text")
+
+
+def test_an_unknown_task_is_refused(tiny_checkpoint):
+    with pytest.raises(ValueError, match="task must be 'image-text-to-text'"):
+        StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-classification")
+
+
+def test_without_a_task_no_image_can_reach_the_model(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"))
+    assert model.processor is None and model.tokenizer is not None
+    assert model.vision.support() == {}
+    assert not [name for name in model.support() if name.startswith("vision.")]
+    assert model.support()["layer_output"] is None
+    for read in (lambda: model.vision.image_features, lambda: model.vision.layers[0].layer_output,
+                 lambda: model.vision.layers[0].self_attn.attention_probabilities):
+        with pytest.raises(Unavailable, match="load it with StandardizedTransformer\\(name, task='image-text-to-text'\\)"):
+            read()
+    with model.trace("hello there"):  # the text model still works
+        logits = model.logits.save()
+    assert logits.shape[:2] == (1, 2)
+
+
+def test_unavailable_is_raised_before_anything_runs(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("llava-clip"), task="image-text-to-text", attn_implementation="sdpa")
+    reason = "exist only inside eager attention, and this model runs 'sdpa': load it with attn_implementation='eager'"
+    with pytest.raises(Unavailable, match=r"vision\.layers\[0\]\.self_attn\.attention_probabilities is unavailable: the scores"):
+        model.vision.layers[0].self_attn.attention_probabilities  # outside a trace: the reason, not nnsight's error
+    assert reason in model.vision.support()["self_attn.attention_probabilities"][0]
+    assert set(model.vision.support()["self_attn.attention_scores"]) == set(range(model.vision.num_layers))
+    assert reason in model.support()["self_attn.attention_probabilities"][1]
+    assert model.support()["self_attn.attention_queries"] is None  # the kernel call is served under sdpa too
+    prompt = chat_prompt(model.processor, 1, "hi")
+    with model.trace(prompt, images=IMAGE):
+        queries = model.layers[0].self_attn.attention_queries.save()
+        heads = model.layers[0].self_attn.attention_head_outputs.save()
+    assert queries.shape[:2] == (1, model.config.text_config.num_attention_heads)
+    assert heads.shape[2] == model.config.text_config.num_attention_heads
+
+
+def test_a_rule_that_does_not_match_is_a_reason_not_a_crash(tiny_checkpoint, monkeypatch):
+    drifted = Rule(
+        "llava.image-scatter",
+        "transformers.models.llava.modeling_llava:LlavaModel.forward",
+        {"inputs_embeds.masked_scatter": ("inputs_embeds_masked_scatter_7",)},
+    )
+    rules = tuple(r for r in envoys.model.RULES if r.name != "llava.image-scatter") + (drifted,)
+    monkeypatch.setattr(envoys.model, "RULES", rules)
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
+    reason = model.vision.support()["image_features"]
+    assert "rule 'llava.image-scatter'" in reason and "inputs_embeds_masked_scatter_7" in reason
+    assert "found ['inputs_embeds_masked_scatter_0']" in reason
+    with pytest.raises(Unavailable, match="vision.image_features is unavailable: rule 'llava.image-scatter'"):
+        model.vision.image_features
+    assert model.vision.support()["tower_output"] is None  # the rest still works
+    prompt = chat_prompt(model.processor, 1, "hi")
+    with model.trace(prompt, images=IMAGE):
+        output = model.vision.tower_output.save()
+    assert output.shape[0] == 1
+
+
+def test_a_model_built_without_the_library_is_untouched(tiny_checkpoint):
+    from transformers import AutoModelForImageTextToText
+
+    path = tiny_checkpoint("llava-siglip")
+    plain = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager")
+    model = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+    assert all("forward" not in m.__dict__ for m in plain.modules())
+    assert "_supports_mm_encoder_outputs" not in plain.__dict__
+    inputs = model.processor(text=[chat_prompt(model.processor, 1, "hi")], images=IMAGE, return_tensors="pt")
+    with torch.no_grad():
+        assert torch.equal(plain(**inputs).logits, model._module(**inputs).logits)
