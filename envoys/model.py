@@ -163,5 +163,5 @@ class StandardizedTransformer(TransformersModel):
         """The ``k`` most probable tokens of a probability vector over the vocabulary, decoded, with their probabilities."""
         if probs.dim() != 1:
             raise ValueError(f"probs_to_dict takes one distribution, shape [vocab]; got shape {tuple(probs.shape)}")
-        values, indices = probs.topk(k)
+        values, indices = probs.detach().topk(k)
         return {self.tokenizer.decode([int(i)]): float(v) for v, i in zip(values, indices)}
