@@ -20,8 +20,10 @@ on every step: ``image_token_mask``, the tower, the projector,
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 from nnsight import TransformersModel
@@ -62,6 +64,26 @@ def instrument(model: torch.nn.Module) -> dict[str, str]:
         usable.append(rule)
     install_all(model, usable)
     return failures
+
+
+@contextmanager
+def _unsupported_model_notice_muted() -> Iterator[None]:
+    """Mute, while nnsight builds its pipeline, transformers' notice that a wrapper is "not supported for text-generation".
+
+    A text-only load hands the multimodal wrapper to the text-generation
+    pipeline, which works but logs a page-long error listing every causal LM;
+    the filter drops that one record and is removed on the way out.
+    """
+
+    def keep(record: logging.LogRecord) -> bool:
+        return "is not supported for" not in record.getMessage()
+
+    logger = logging.getLogger("transformers.pipelines.base")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
 
 
 class StandardizedTransformer(TransformersModel):
@@ -106,14 +128,15 @@ class StandardizedTransformer(TransformersModel):
         model._supports_mm_encoder_outputs = lambda: False
         self.family: Family = family
         self.rewrite_failures: dict[str, str] = failures
-        super().__init__(
-            model,
-            task=IMAGE_TEXT_TO_TEXT if processor is not None else TEXT_GENERATION,
-            processor=processor,
-            tokenizer=tokenizer,
-            rename=family.rename_for(config),
-            envoys=family.envoys_for(model),
-        )
+        with _unsupported_model_notice_muted():
+            super().__init__(
+                model,
+                task=IMAGE_TEXT_TO_TEXT if processor is not None else TEXT_GENERATION,
+                processor=processor,
+                tokenizer=tokenizer,
+                rename=family.rename_for(config),
+                envoys=family.envoys_for(model),
+            )
 
     @EProperty(key="output", description="the language-model head's output [batch, seq, vocab]", select=Field("logits"))
     def logits(self, logits: torch.Tensor) -> Logits:

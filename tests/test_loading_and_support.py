@@ -99,3 +99,15 @@ def test_a_model_built_without_the_library_is_untouched(tiny_checkpoint):
     inputs = model.processor(text=[chat_prompt(model.processor, 1, "hi")], images=IMAGE, return_tensors="pt")
     with torch.no_grad():
         assert torch.equal(plain(**inputs).logits, model._module(**inputs).logits)
+
+
+def test_an_attention_no_rule_covers_says_so(tiny_checkpoint, monkeypatch):
+    rules = tuple(r for r in envoys.model.RULES if r.name != "qwen2.Qwen2Attention")
+    monkeypatch.setattr(envoys.model, "RULES", rules)
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
+    reasons = model.support()["self_attn.attention_queries"]
+    assert set(reasons) == set(range(model.num_layers))
+    assert reasons[0].startswith("no rewrite rule exposes attention_interface_1 in Qwen2Attention.forward")
+    assert model.support()["vision.self_attn.attention_queries"] is None  # the tower's attention keeps its rule
+    with pytest.raises(Unavailable, match=r"layers\[1\]\.self_attn\.attention_probabilities is unavailable: no rewrite rule"):
+        model.layers[1].self_attn.attention_probabilities
