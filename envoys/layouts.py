@@ -10,6 +10,11 @@ from __future__ import annotations
 class Layout:
     """A tensor layout: the class name is what a repr shows, the docstring the axes."""
 
+    @classmethod
+    def shape(cls) -> str:
+        """The axes, as the docstring gives them: ``[batch, seq, hidden_size]``."""
+        return (cls.__doc__ or "").split(":")[0]
+
 
 class Hidden(Layout):
     """[batch, seq, hidden_size]: the text model's stream."""

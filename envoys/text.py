@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from nnsight.intervention.source import STATE
+
+from instrument import installed
+
 from .layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
 from .standard import Standard, child, missing_site
 from .values import Argument, EProperty, First, Selector
@@ -30,6 +34,7 @@ def value(
     key: str | Callable[[Any], str],
     select: Selector | None = None,
     unavailable: Any = None,
+    prepare: Callable[[Any], None] | None = None,
 ) -> EProperty:
     """A standard value that serves the selected part as it is, annotated with its layout."""
 
@@ -38,8 +43,10 @@ def value(
 
     identity.__name__ = name
     identity.__annotations__ = {"return": layout}
-    identity.__doc__ = f"{description} ({layout.__doc__.split(':')[0]})"
-    return EProperty(key=key, description=f"{description} {layout.__doc__.split(':')[0]}", select=select, unavailable=unavailable)(identity)
+    identity.__doc__ = f"{description}, {layout.shape()}"
+    return EProperty(
+        key=key, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable, prepare=prepare
+    )(identity)
 
 
 def _lacks(name: str) -> Callable[[Any], str | None]:
@@ -110,15 +117,27 @@ def not_eager(attention: Any) -> str | None:
             f"the scores and probabilities exist only inside eager attention, and this model runs "
             f"{implementation!r}: load it with attn_implementation='eager'"
         )
-    from instrument import installed
-
     if not any(i.drills for i in installed(attention._module).values()):
         return f"no rewrite rule drills into {type(attention._module).__qualname__}'s eager kernel"
     return None
 
 
 def softmax(attention: Any) -> str:
+    """The location of the softmax call inside the eager kernel, under the kernel's site."""
     return f"{kernel(attention)}.source.{SOFTMAX_SITE}"
+
+
+def drill_if_sourced(attention: Any) -> None:
+    """Ask nnsight to drill into the kernel when its own ``.source`` body runs this module.
+
+    A module whose ``.source`` a user opened runs nnsight's instrumented body,
+    which serves the same site names but does not drill into the eager kernel
+    by itself; nnsight's own drill (``.source`` of the kernel's op) puts the
+    softmax at the same location the rewritten body uses.
+    """
+    state = attention._module.__dict__.get(STATE)
+    if state is not None and state.sourced:
+        getattr(attention.source, KERNEL_SITE).source
 
 
 def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:
@@ -141,11 +160,11 @@ def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) 
         ),
         value(
             "attention_scores", Pattern, "the scores entering the softmax, mask added",
-            lambda a: f"{softmax(a)}.input", Argument(0, "input"), either(gate, not_eager),
+            lambda a: f"{softmax(a)}.input", Argument(0, "input"), either(gate, not_eager), drill_if_sourced,
         ),
         value(
             "attention_probabilities", Pattern, "the softmax's output, before it weights the values",
-            lambda a: f"{softmax(a)}.output", None, either(gate, not_eager),
+            lambda a: f"{softmax(a)}.output", None, either(gate, not_eager), drill_if_sourced,
         ),
         value(
             "attention_head_outputs", HeadOutputs, "each head's output, before the output projection",

@@ -99,6 +99,8 @@ class EProperty(eproperty):
     envoy returning the whole location. ``select``: a `Selector`, or None for
     the whole served value. ``unavailable``: a reason, or a function of the
     envoy returning one or None. ``read_only``: a reason, which makes assignment raise.
+    ``prepare``: run inside the trace before the value is requested (a drill
+    that has to be asked for first).
     The decorated stub maps the selected part to what the user reads (its
     return annotation is the layout a repr shows); ``inverse``, when given,
     maps a written value back (``inverse(envoy, written, current_part)``).
@@ -111,12 +113,14 @@ class EProperty(eproperty):
         unavailable: Reason = None,
         select: Selector | None = None,
         read_only: str | None = None,
+        prepare: Callable[[Any], None] | None = None,
     ) -> None:
         super().__init__(key=key if isinstance(key, str) else None, description=description)
         self.locate = key if callable(key) else None
         self.unavailable = unavailable
         self.select = select
         self.read_only = read_only
+        self.prepare = prepare
         self._inverse: Callable[[Any, Any, Any], Any] | None = None
 
     def inverse(self, func: Callable[[Any, Any, Any], Any]) -> "EProperty":
@@ -142,6 +146,8 @@ class EProperty(eproperty):
         if obj is None:
             return self
         self.check(obj)
+        if self.prepare is not None:
+            self.prepare(obj)
         raw = Mediator.value(self._location(obj))
         part = self.select.get(raw) if self.select is not None else raw
         return self._preprocess(obj, part) if self._preprocess is not None else part
@@ -150,6 +156,8 @@ class EProperty(eproperty):
         self.check(obj)
         if self.read_only is not None:
             raise AttributeError(f"{_label(obj, self.name)} is read-only: {self.read_only}")
+        if self.prepare is not None:
+            self.prepare(obj)
         location = self._location(obj)
         raw = Mediator.value(location)
         current = self.select.get(raw) if self.select is not None else raw

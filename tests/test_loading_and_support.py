@@ -111,3 +111,26 @@ def test_an_attention_no_rule_covers_says_so(tiny_checkpoint, monkeypatch):
     assert model.support()["vision.self_attn.attention_queries"] is None  # the tower's attention keeps its rule
     with pytest.raises(Unavailable, match=r"layers\[1\]\.self_attn\.attention_probabilities is unavailable: no rewrite rule"):
         model.layers[1].self_attn.attention_probabilities
+
+
+def test_values_still_work_after_a_user_opens_nnsights_source(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text", attn_implementation="eager")
+    prompt = chat_prompt(model.processor, 1, "hi")
+    attention = model.layers[0].self_attn
+    with model.trace(prompt, images=IMAGE):
+        features = model.vision.image_features.save()
+        probabilities = attention.attention_probabilities.save()
+    listing = str(model.model.source) + str(attention.source)  # nnsight now runs its own instrumented bodies
+    assert "inputs_embeds_masked_scatter_0" in listing and "attention_interface_1" in listing
+    with model.trace(prompt, images=IMAGE):
+        again = model.vision.image_features.save()
+        queries = attention.attention_queries.save()
+        scores = attention.attention_scores.save()
+        through_source = attention.source.attention_interface_1.source.nn_functional_softmax_0.output.clone().save()
+        attention.attention_probabilities[:] = 0
+        edited = attention.attention_head_outputs.save()
+    assert torch.equal(again, features)
+    assert torch.equal(scores.softmax(-1), probabilities)
+    assert torch.equal(through_source, probabilities)
+    assert queries.shape[-2] == probabilities.shape[-1]
+    assert torch.equal(edited, torch.zeros_like(edited))
