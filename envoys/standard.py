@@ -37,18 +37,13 @@ def child(envoy: Envoy, name: str) -> Envoy | None:
     return None
 
 
-def standard_root(envoy: Envoy) -> Any:
-    """The model envoy at the top of ``envoy``'s tree."""
-    return envoy.root
-
-
 def missing_site(envoy: Envoy, label: str) -> str | None:
     """Why ``envoy``'s module has no rewritten site ``label``, or None when it has one."""
     module = envoy._module
     if any(label in instrumented.site_names for instrumented in installed(module).values()):
         return None
     cls = type(module)
-    failures = getattr(standard_root(envoy), "rewrite_failures", {})
+    failures = getattr(envoy.root, "rewrite_failures", {})
     failure = failures.get(f"{cls.__module__}:{cls.__qualname__}")
     if failure is not None:
         return failure

@@ -6,7 +6,7 @@ scatter to ``model.projector``. Two values say where the image enters the text
 model: ``vision.image_token_mask``, off the root's inputs, and
 ``vision.image_features``, read at the scatter call in the forward of the
 module the family keys `ImageScatter` on (or the root's own, for a family
-with ``ROOT_SCATTER``), so
+with ``root_scatter``, the spec's ROOT_SCATTER), so
 ``layers[0].input[vision.image_token_mask] == vision.image_features``.
 
 Every tower value is gated by `no_images`: a load no image can reach (no
@@ -60,11 +60,11 @@ def scatter_host(root: Any) -> tuple[Any, str, Argument] | None:
     """``(host envoy, operation, argument)`` of the image scatter, or None.
 
     The root's child keyed `ImageScatter`, or the root itself when its family
-    names the operation in ``ROOT_SCATTER`` (a wrapper that scatters in its
+    names the operation in ``root_scatter`` (a wrapper that scatters in its
     own forward).
     """
     family = getattr(root, "family", None)
-    operation = getattr(family, "ROOT_SCATTER", None)
+    operation = getattr(family, "root_scatter", None)
     if operation is not None:
         return root, operation, ImageScatter.scatter_argument
     for candidate in root._children:
