@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 from nnsight.intervention.eproperty import eproperty
-from nnsight.intervention.interleaver import Mediator
+from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
 from .paths import standard_path
 
@@ -142,13 +142,20 @@ class EProperty(eproperty):
         if reason is not None:
             raise Unavailable(f"{_label(obj, self.name)} is unavailable: {reason}")
 
+    def _request(self, obj: Any, location: str) -> Any:
+        try:
+            return Mediator.value(location)
+        except OutOfOrderError as error:
+            _explain(error, obj, self.name)
+            raise
+
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return self
         self.check(obj)
         if self.prepare is not None:
             self.prepare(obj)
-        raw = Mediator.value(self._location(obj))
+        raw = self._request(obj, self._location(obj))
         part = self.select.get(raw) if self.select is not None else raw
         return self._preprocess(obj, part) if self._preprocess is not None else part
 
@@ -159,13 +166,23 @@ class EProperty(eproperty):
         if self.prepare is not None:
             self.prepare(obj)
         location = self._location(obj)
-        raw = Mediator.value(location)
+        raw = self._request(obj, location)
         current = self.select.get(raw) if self.select is not None else raw
         shown = self._preprocess(obj, current) if self._preprocess is not None else current
         _check_shape(_label(obj, self.name), value, shown)
         if self._inverse is not None:
             value = self._inverse(obj, value, current)
         Mediator.swap(location, self.select.put(raw, value) if self.select is not None else value)
+
+
+def _explain(error: OutOfOrderError, obj: Any, name: str | None) -> None:
+    """Say, in the error nnsight raised, which value it was and what order reads take.
+
+    The same exception object is re-raised (nnsight unwinds an open
+    ``tracer.iter`` loop with it), so only its message grows.
+    """
+    hint = getattr(obj, "order_hint", None) or "reads follow the order in which the forward computes the values"
+    error.args = (f"{_label(obj, name)}: {error.args[0] if error.args else error}; {hint}", *error.args[1:])
 
 
 def _label(obj: Any, name: str | None) -> str:

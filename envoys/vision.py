@@ -27,6 +27,13 @@ from .values import Argument, EProperty, Field
 #: The forward arguments that carry an image (pixels, or what the tower made of them).
 IMAGE_INPUTS = ("pixel_values", "mm_encoder_outputs")
 
+#: What an out-of-order read of a vision value adds to nnsight's error.
+VISION_ORDER = (
+    "reads follow the forward: image_token_mask, the tower's values, the projector's, image_features, then the "
+    "text model's; and the tower's values exist only in a forward an image reaches (pass images= with a prompt "
+    "that holds the image placeholder)"
+)
+
 TEXT_ONLY = (
     "this model was loaded without task='image-text-to-text', so it has no processor and no image can "
     "reach it; load it with StandardizedTransformer(name, task='image-text-to-text')"
@@ -104,6 +111,8 @@ def image_token_id(config: Any) -> int:
 
 class Vision(Standard):
     """``model.vision``: a vision tower's root. Its blocks are ``layers``; its sizes are its own config's."""
+
+    order_hint = VISION_ORDER
 
     @EProperty(key=lambda v: f"{v.root.path}.input", description="which positions hold an image token [batch, seq] bool",
                unavailable=no_images, read_only="it is where the prompt has image tokens; change the prompt instead")
@@ -202,11 +211,15 @@ class Vision(Standard):
 class VisionLayer(Standard):
     """A tower block: the text block's values as Patches, ``layer_input + attention_output + mlp_output == layer_output``."""
 
+    order_hint = VISION_ORDER
+
     layer_input, attention_output, mlp_output, layer_output = stream_values(Patches, no_images)
 
 
 class VisionAttention(Standard):
     """A tower block's attention: the text attention's interior, one row per image, no causal mask."""
+
+    order_hint = VISION_ORDER
 
     (
         attention_queries,

@@ -293,3 +293,20 @@ def test_probs_to_dict(model):
     assert table == {model.tokenizer.decode([5]): 0.75, model.tokenizer.decode([7]): 0.25}
     with pytest.raises(ValueError, match=r"one distribution, shape \[vocab\]"):
         model.probs_to_dict(probabilities[None], k=2)
+
+
+def test_a_tower_value_in_a_forward_without_an_image_says_why(model):
+    with pytest.raises(OutOfOrderError, match=r"vision\.image_features: .*only in a forward an image reaches"):
+        with model.trace("hello there"):
+            model.vision.image_features.save()
+    with pytest.raises(OutOfOrderError, match=r"layers\[0\]\.layer_input: .*reads follow the order"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.layers[0].layer_output.save()
+            model.layers[0].layer_input.save()
+
+
+def test_tower_attention_is_not_causal(model):
+    with model.trace(prompt(model, ONE), images=ONE):
+        probabilities = model.vision.layers[0].self_attn.attention_probabilities.save()
+    above = torch.ones(probabilities.shape[-2:], dtype=torch.bool).triu(1)
+    assert bool((probabilities[..., above] > 0).all())
