@@ -129,6 +129,19 @@ def _video_size(patch: int) -> dict[str, int]:
     return {"shortest_edge": pixels["min_pixels"], "longest_edge": 4 * pixels["max_pixels"]}
 
 
+def _video_processor(cls: type, patch: int, mean: list[float], std: list[float]) -> object:
+    """The family's stock video processor, on the same patch grid as its image processor."""
+    return cls(
+        patch_size=patch,
+        merge_size=MERGE,
+        temporal_patch_size=2,
+        image_mean=mean,
+        image_std=std,
+        size=_video_size(patch),
+        cap_pixels_per_frame=True,
+    )
+
+
 def build_qwen2_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     """Imitates Qwen/Qwen2-VL-2B-Instruct.
 
@@ -163,15 +176,7 @@ def build_qwen2_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     processor = Qwen2VLProcessor(
         image_processor=_image_processor(patch, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
         tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(
-            patch_size=patch,
-            merge_size=MERGE,
-            temporal_patch_size=2,
-            image_mean=OPENAI_CLIP_MEAN,
-            image_std=OPENAI_CLIP_STD,
-            size=_video_size(patch),
-            cap_pixels_per_frame=True,
-        ),
+        video_processor=_video_processor(Qwen2VLVideoProcessor, patch, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
         chat_template=CHAT_TEMPLATE,
     )
     return Qwen2VLForConditionalGeneration(config), processor
@@ -216,15 +221,7 @@ def build_qwen2_5_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     processor = Qwen2_5_VLProcessor(
         image_processor=_image_processor(patch, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
         tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(
-            patch_size=patch,
-            merge_size=MERGE,
-            temporal_patch_size=2,
-            image_mean=OPENAI_CLIP_MEAN,
-            image_std=OPENAI_CLIP_STD,
-            size=_video_size(patch),
-            cap_pixels_per_frame=True,
-        ),
+        video_processor=_video_processor(Qwen2VLVideoProcessor, patch, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
         chat_template=CHAT_TEMPLATE,
     )
     return Qwen2_5_VLForConditionalGeneration(config), processor
@@ -250,15 +247,7 @@ def _qwen3_processor(patch: int, tokenizer: TokenizersBackend) -> Qwen3VLProcess
     return Qwen3VLProcessor(
         image_processor=_image_processor(patch, HALF, HALF),
         tokenizer=tokenizer,
-        video_processor=Qwen3VLVideoProcessor(
-            patch_size=patch,
-            merge_size=MERGE,
-            temporal_patch_size=2,
-            image_mean=HALF,
-            image_std=HALF,
-            size=_video_size(patch),
-            cap_pixels_per_frame=True,
-        ),
+        video_processor=_video_processor(Qwen3VLVideoProcessor, patch, HALF, HALF),
         chat_template=CHAT_TEMPLATE,
     )
 
