@@ -66,6 +66,16 @@ def instrument(model: torch.nn.Module) -> dict[str, str]:
     return failures
 
 
+def encode_images_in_the_forward() -> bool:
+    """``generate`` asks the model whether it takes pre-computed encoder outputs; this model says no.
+
+    Set on the instance (a plain function, so the model still pickles), so
+    that generate hands the pixels to step 0's forward, which runs the tower
+    in its place in the forward's order.
+    """
+    return False
+
+
 @contextmanager
 def _unsupported_model_notice_muted() -> Iterator[None]:
     """Mute, while nnsight builds its pipeline, transformers' notice that a wrapper is "not supported for text-generation".
@@ -125,7 +135,7 @@ class StandardizedTransformer(TransformersModel):
         failures = instrument(model)
         # generate would otherwise run the tower before step 0's forward (transformers 5.24);
         # an instance attribute, so only this model answers differently.
-        model._supports_mm_encoder_outputs = lambda: False
+        model._supports_mm_encoder_outputs = encode_images_in_the_forward
         self.family: Family = family
         self.rewrite_failures: dict[str, str] = failures
         with _unsupported_model_notice_muted():
