@@ -29,10 +29,6 @@ class Family:
     root_scatter: str | None = None  #: the scatter's site in the root's own forward, if it scatters there
     extra_rename: Callable[[Any], Mapping[str, str]] = field(default=lambda config: {})  #: per-checkpoint names
 
-    @property
-    def ROOT_SCATTER(self) -> str | None:  # noqa: N802 - the spec's name for it
-        return self.root_scatter
-
     def rename_for(self, config: Any) -> dict[str, str]:
         """The ``rename=`` for one checkpoint of this family."""
         return {**self.rename, **self.extra_rename(config)}
@@ -51,9 +47,9 @@ class Family:
 
 
 def _registry() -> dict[str, Family]:
-    from . import llava
+    from . import llava, qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl
 
-    return {family.model_type: family for family in (llava.FAMILY,)}
+    return {family.model_type: family for family in (llava.FAMILY, qwen2_vl.FAMILY, qwen2_5_vl.FAMILY, qwen3_vl.FAMILY, qwen3_5.FAMILY)}
 
 
 def supported() -> tuple[str, ...]:

@@ -1,0 +1,50 @@
+"""Qwen2-VL (model_type qwen2_vl): the Qwen ViT, per-image attention, on a Qwen2 text model with M-RoPE.
+
+``Qwen2VLModel.forward`` scatters the merged image features into the token
+embeddings (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video,
+left as it is). The tower (``model.visual``, a `QwenVision`) is packed, its
+blocks ``blocks`` (``attn``, ``mlp``, ``norm1``, ``norm2``), its merger
+(``PatchMerger``, the projector) inside it. The vision config's ``embed_dim``
+is the tower's width and its ``hidden_size`` the merger's output (the text
+width); the MLP is ``embed_dim * mlp_ratio`` wide (``fc1``, ``fc2``).
+"""
+
+from __future__ import annotations
+
+from transformers.models.qwen2_vl.modeling_qwen2_vl import (
+    Qwen2VisionTransformerPretrainedModel,
+    Qwen2VLModel,
+    Qwen2VLVisionBlock,
+)
+from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionAttention as Qwen2VLVisionAttention
+from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionMlp as Qwen2VLVisionMlp
+
+from ..qwen import QwenVision, QwenVisionAttention, QwenVisionLayer
+from ..vision import ImageScatter, VisionMlp
+from . import Family
+
+#: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by the four families.
+QWEN_VIT_RENAME = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.visual": "vision",
+    "model.visual.merger": "projector",
+    "blocks": "layers",
+    "attn": "self_attn",
+    "norm1": "input_layernorm",
+    "norm2": "post_attention_layernorm",
+    "attn.proj": "attn.o_proj",
+}
+
+RENAME = {**QWEN_VIT_RENAME, "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}
+
+ENVOYS = {
+    Qwen2VLModel: ImageScatter,
+    Qwen2VisionTransformerPretrainedModel: QwenVision,
+    Qwen2VLVisionBlock: QwenVisionLayer,
+    Qwen2VLVisionAttention: QwenVisionAttention,
+    Qwen2VLVisionMlp: VisionMlp,
+}
+
+FAMILY = Family("qwen2_vl", RENAME, ENVOYS, "model.language_model.layers")

@@ -1,0 +1,39 @@
+"""Qwen3.5 (model_type qwen3_5): Qwen3-VL's tower without DeepStack, on a gated-DeltaNet hybrid text model.
+
+``Qwen3_5Model.forward`` scatters the merged image features
+(``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video). The text
+model's ``layer_types`` mix ``linear_attention`` blocks (a gated DeltaNet,
+``linear_attn``) and ``full_attention`` blocks (``self_attn``, output-gated):
+every block is a `HybridLayer`, whose attention values are Unavailable on the
+blocks without ``self_attn`` (``support()`` gives the reason per block).
+"""
+
+from __future__ import annotations
+
+from transformers.models.qwen3_5.modeling_qwen3_5 import (
+    Qwen3_5DecoderLayer,
+    Qwen3_5Model,
+    Qwen3_5VisionAttention,
+    Qwen3_5VisionBlock,
+    Qwen3_5VisionMLP,
+    Qwen3_5VisionModel,
+)
+
+from ..hybrid import HybridLayer
+from ..qwen import QwenVision, QwenVisionAttention, QwenVisionLayer
+from ..vision import ImageScatter, VisionMlp
+from . import Family
+from .qwen3_vl import RENAME as QWEN3_VL_RENAME
+
+RENAME = dict(QWEN3_VL_RENAME)
+
+ENVOYS = {
+    Qwen3_5Model: ImageScatter,
+    Qwen3_5DecoderLayer: HybridLayer,
+    Qwen3_5VisionModel: QwenVision,
+    Qwen3_5VisionBlock: QwenVisionLayer,
+    Qwen3_5VisionAttention: QwenVisionAttention,
+    Qwen3_5VisionMLP: VisionMlp,
+}
+
+FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers")

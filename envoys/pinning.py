@@ -1,0 +1,104 @@
+"""Values at a site that fires several times in one forward, each pinned to the occurrence it means.
+
+A site inside a loop of the forward (the Qwen ViT's ``torch.split`` over
+queries, keys and values; Qwen3-VL's ``_deepstack_process`` after each of the
+first text blocks) is one location served N times. A plain read of it in a
+trace asks for its first occurrence, and a read of the same location again
+gets the first one again, so a value that means "the k-th call" has to ask for
+occurrence k itself.
+
+nnsight's ``tracer.iter[k]`` does that by setting the running worker's
+``Mediator.iteration`` (the occurrence its next request is tagged with). A
+`PinnedEProperty` does the same around its own request only: it sets the pin
+to its occurrence for the read (and for each half of a write), then puts back
+whatever was there, so the requests after it, and a ``tracer.iter`` loop it
+sits in, are as they were. Because the pin is explicit, reads of several
+occurrences in one trace work in forward order (block 0's value, then block
+1's), and a read of occurrence 1 alone waits for the second call.
+
+The occurrence is counted within the forward the worker is at: inside
+``for step in tracer.iter[...]`` (one forward per step under ``generate``),
+call k of step s is occurrence ``s * per_forward + k``, as if every step made
+the same calls. A forward that makes none (a decode step: the tower and
+DeepStack run on the prompt pass only) never reaches it, so the read is left
+waiting and ends like a ``tracer.iter`` read of a step the run did not make,
+rather than being served step 0's value again on every step of an open loop.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from nnsight.intervention.interleaver import Mediator
+
+from .values import EProperty, Reason, Selector
+
+#: Which occurrence of its location a value means on an envoy, or None for "the next one" (no pin).
+Occurrence = Callable[[Any], "int | None"]
+
+
+@contextmanager
+def pinned(location: str, call: int | None, per_forward: int = 1) -> Iterator[None]:
+    """Inside a trace's worker: tag the requests made in the block with call ``call`` of the forward the worker
+    is at (``per_forward`` calls each), then restore the pin. ``call`` None leaves the pin as it is."""
+    if call is None:
+        yield
+        return
+    mediator = Mediator.current(location)
+    previous = mediator.iteration
+    # The step the worker is at: pinned by tracer.iter (0 with no loop), or, relaxed after the first hit
+    # of a step past 0, the forwards whose calls it has already seen.
+    step = previous if previous is not None else mediator.occurrence(location) // per_forward
+    mediator.iteration = step * per_forward + call
+    try:
+        yield
+    finally:
+        mediator.iteration = previous
+
+
+class PinnedEProperty(EProperty):
+    """An `EProperty` whose read and write ask for one occurrence of its location.
+
+    ``occurrence(envoy)`` says which call of the forward (0 the first); None
+    leaves the worker's pin as it is. ``per_forward(envoy)`` is how many
+    times the site fires in a forward that reaches it. Everything else is
+    `EProperty`'s: the location, the selected part, the reasons, the shape
+    check on a write.
+    """
+
+    def __init__(
+        self,
+        key: str | Callable[[Any], str] | None = None,
+        description: str | None = None,
+        unavailable: Reason = None,
+        select: Selector | None = None,
+        read_only: str | None = None,
+        occurrence: Occurrence | None = None,
+        per_forward: Callable[[Any], int] | None = None,
+        **more: Any,
+    ) -> None:
+        super().__init__(
+            key=key, description=description, unavailable=unavailable, select=select, read_only=read_only, **more
+        )
+        self.occurrence = occurrence
+        self.per_forward = per_forward
+
+    def _pinned(self, obj: Any):
+        call = self.occurrence(obj) if self.occurrence is not None else None
+        count = self.per_forward(obj) if self.per_forward is not None else 1
+        return pinned(self._location(obj), call, max(count, 1))
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        self.check(obj)  # the reason first, outside a trace too
+        with self._pinned(obj):
+            return super().__get__(obj, owner)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self.check(obj)
+        # The read half of the write is served at the pinned occurrence; the swap that follows
+        # is issued while the model is still paused at that visit, so it lands there too.
+        with self._pinned(obj):
+            super().__set__(obj, value)

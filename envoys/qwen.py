@@ -1,0 +1,368 @@
+"""The Qwen ViT (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): a packed tower with its merger inside.
+
+The tower (``model.visual``, standard ``model.vision``) runs on
+``[patches, vision_hidden_size]``: every image of the call, image after image,
+each image's patches in merge-block order (``spatial_merge_size`` x
+``spatial_merge_size`` blocks, each block's patches consecutive), so
+``image_grid_thw`` (``[t, h, w]`` per image, in patches) splits it. Its stream
+values are `Patches` with a leading 1, ``[1, patches, vision_hidden_size]``
+(a view: an in-place edit reaches the model). Its merger (``model.projector``)
+folds each merge block into one image token inside the tower's forward, so
+projector values are read before ``tower_output``.
+
+The attention splits queries, keys and values at ``cu_seqlens`` and calls
+the kernel once per image (once per window on Qwen2.5-VL's windowed blocks),
+so the interior is served whole around those calls (`QwenVisionAttention`),
+and no one tensor is the block's attention pattern (`PER_IMAGE`).
+
+Qwen2.5-VL permutes the stream into attention windows at the tower's entry:
+its blocks' values, ``tower_output`` and the merger's output are in window
+order (``vision.window_index`` says which merge unit is where); the tower
+restores merge-block order after the merger, so ``image_features`` is in the
+order the image tokens are scattered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from transformers.utils.generic import is_flash_attention_requested
+
+from .layouts import HeadOutputs, Keys, Layout, Pattern, Patches, Queries, Values
+from .pinning import PinnedEProperty
+from .standard import child, missing_site
+from .text import _lacks, either
+from .values import Argument, EProperty, Field, First, Selector, Unavailable
+from .vision import Vision, VisionAttention, VisionLayer, no_images, no_patch_embed
+
+#: Why the Qwen ViT's attention has no scores or probabilities, under any implementation.
+PER_IMAGE = (
+    "the Qwen ViT's attention makes one interface call per image (attention_interface_2; one per window on "
+    "Qwen2.5-VL's windowed blocks), so no one tensor is the block's pattern; read attention_queries and "
+    "attention_keys, whole, and split them where the calls do: at the attention's cu_seqlens argument "
+    "(self_attn.inputs[1]['cu_seqlens']), which per image is the processor's image_grid_thw"
+)
+
+#: The sites of the Qwen ViT attention's forward (rewrites/qwen_vit_attention.py).
+FLASH_SITE = "attention_interface_1"  # flash attention: one call over every image
+SPLIT_SITE = "torch_split_0"  # queries (occurrence 0), keys (1), values (2), split at cu_seqlens
+SPLITS = 3  # the split's calls in one forward of the attention
+JOIN_SITE = "torch_cat_0"  # the per-image outputs joined back
+
+#: Qwen2.5-VL's permutation into windows, in the tower's forward (rewrites/qwen_vit_windows.py).
+WINDOW_SITE = "self_permute_input_for_window_attn_0"
+
+
+class WindowIndex(Layout):
+    """[merge_units] long: which merge unit (of every image of the call) each window-order position holds."""
+
+
+# -- the packed layout ---------------------------------------------------------------------------
+
+#: The shape of a packed tower's stream values.
+PACKED = "[1, patches, vision_hidden_size]"
+
+
+def as_patches(tensor: torch.Tensor) -> torch.Tensor:
+    """A tower's stream as `Patches`: a packed tower's ``[patches, vision_hidden_size]`` gets a leading
+    images axis of 1 (a view)."""
+    return tensor.unsqueeze(0) if tensor.dim() == 2 else tensor
+
+
+def from_patches(written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """`Patches` back in the shape of the module's own tensor ``current``: a packed tower's drops the leading 1."""
+    return written.reshape(current.shape)
+
+
+def packed_value(
+    name: str,
+    description: str,
+    key: str | Callable[[Any], str],
+    select: Selector | None,
+    unavailable: Any,
+    doc: str | None = None,
+) -> EProperty:
+    """A tower value: `as_patches` of the selected part, `Patches` ``[1, patches, vision_hidden_size]``,
+    written back with `from_patches`."""
+
+    def view(self: Any, part: torch.Tensor) -> Any:
+        return as_patches(part)
+
+    view.__name__ = name
+    view.__annotations__ = {"return": Patches}
+    view.__doc__ = doc or f"{description[:1].upper()}{description[1:]}, ``{PACKED}``."
+    prop = EProperty(key=key, description=f"{description} {PACKED}", select=select, unavailable=unavailable)(view)
+
+    def back(self: Any, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+        return from_patches(written, current)
+
+    return prop.inverse(back)
+
+
+def part_output(name: str) -> Callable[[Any], str]:
+    return lambda block: f"{child(block, name).path}.output"
+
+
+def packed_stream_values(gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:
+    """A packed tower block's stream values as `Patches`, ``[1, patches, vision_hidden_size]``.
+
+    ``gate`` is checked before each value's own reason (the tower's `no_images`).
+    """
+    return (
+        packed_value("layer_input", "the stream entering the block", "input", Argument(0, "hidden_states"),
+                     either(gate, None)),
+        packed_value("attention_output", "what the attention adds to the stream", part_output("self_attn"), First(),
+                     either(gate, _lacks("self_attn"))),
+        packed_value("mlp_output", "what the MLP adds to the stream", part_output("mlp"), First(),
+                     either(gate, _lacks("mlp"))),
+        packed_value("layer_output", "the stream leaving the block", "output", First(), either(gate, None)),
+    )
+
+
+class QwenVisionLayer(VisionLayer):
+    """A Qwen ViT block: ``layer_input + attention_output + mlp_output == layer_output``, each
+    ``[1, patches, vision_hidden_size]``.
+
+    Every image of the call is in the one row, image after image, in
+    merge-block order (window order on Qwen2.5-VL).
+    """
+
+    layer_input, attention_output, mlp_output, layer_output = packed_stream_values(no_images)
+
+
+# -- the attention ---------------------------------------------------------------------------------
+
+
+def flash(attention: Any) -> bool:
+    """Whether this attention runs flash attention (one varlen call, no per-image split)."""
+    return is_flash_attention_requested(attention._module.config)
+
+
+@dataclass(frozen=True)
+class Whole(Selector):
+    """The whole tensor: argument 0 of the per-image split (``torch.split(tensor, lengths, dim=2)``), or
+    argument ``index`` / ``name`` of the flash call (``attention_interface(self, query, key, value, ...)``),
+    whichever call was served."""
+
+    index: int
+    name: str
+
+    def _which(self, raw: Any) -> Argument:
+        args, _ = raw
+        return Argument(0, "tensor") if args and isinstance(args[0], torch.Tensor) else Argument(self.index, self.name)
+
+    def get(self, raw: Any) -> Any:
+        return self._which(raw).get(raw)
+
+    def put(self, raw: Any, part: Any) -> Any:
+        return self._which(raw).put(raw, part)
+
+
+def whole_site(attention: Any) -> str:
+    """Where the whole queries, keys and values are served: the split's input, or flash's call."""
+    return f"{attention.path}.source.{FLASH_SITE if flash(attention) else SPLIT_SITE}.input"
+
+
+def no_whole_site(attention: Any) -> str | None:
+    return missing_site(attention, FLASH_SITE if flash(attention) else SPLIT_SITE)
+
+
+def no_join(attention: Any) -> str | None:
+    """Why the Qwen ViT's attention_head_outputs is unavailable, or None: flash attention takes the other branch."""
+    if flash(attention):
+        return (
+            f"this model runs {attention._module.config._attn_implementation!r}: one varlen kernel call over every "
+            f"image (attention_interface_1), so the per-image outputs are never joined (torch_cat_0 does not run); "
+            f"load it with attn_implementation='eager' or 'sdpa' for attention_head_outputs"
+        )
+    return missing_site(attention, JOIN_SITE)
+
+
+def whole(name: str, layout: type, what: str, argument: str, index: int, occurrence: int) -> EProperty:
+    """Queries, keys or values, whole, at the split (its ``occurrence``-th call) or the flash call."""
+
+    def identity(self: Any, part: torch.Tensor) -> Any:
+        return part
+
+    identity.__name__ = name
+    identity.__annotations__ = {"return": layout}
+    identity.__doc__ = (
+        f"Every image's {what}, ``[1, heads, patches, head_dim]``, before the per-image split"
+        + ("; after the 2D rotary embedding" if name != "attention_values" else "")
+        + "; assign or edit in place."
+    )
+    return PinnedEProperty(
+        key=whole_site,
+        description=f"every image's {what} before the per-image split [1, heads, patches, head_dim]",
+        unavailable=either(no_images, no_whole_site),
+        select=Whole(index, argument),
+        occurrence=lambda attention: None if flash(attention) else occurrence,
+        per_forward=lambda attention: SPLITS,
+    )(identity)
+
+
+def _per_image(attention: Any) -> str:
+    return PER_IMAGE
+
+
+class QwenVisionAttention(VisionAttention):
+    """The Qwen ViT's attention: one interface call per image (or window), so the interior is read whole around them.
+
+    ``attention_queries``, ``attention_keys`` and ``attention_values`` are the
+    whole ``[1, heads, patches, head_dim]`` tensors (queries and keys after the
+    2D rotary embedding) before the module splits them per image (the three
+    calls of ``torch_split_0``, each pinned to its own), and
+    ``attention_head_outputs`` is the per-image outputs concatenated back,
+    ``[1, patches, heads, head_dim]`` (``torch_cat_0``), under any
+    implementation but flash. ``attention_scores`` and
+    ``attention_probabilities`` are Unavailable (`PER_IMAGE`): loading eager
+    does not help, since the module splits under every implementation. On
+    Qwen2.5-VL's windowed blocks the kernel runs once per window: the same
+    values, whole, in window order.
+    """
+
+    attention_queries = whole("attention_queries", Queries, "queries", "query", 1, 0)
+    attention_keys = whole("attention_keys", Keys, "keys", "key", 2, 1)
+    attention_values = whole("attention_values", Values, "values", "value", 3, 2)
+
+    @EProperty(key=lambda a: f"{a.path}.source.attention_interface_2.output",
+               description="one pattern per image (or window), inside each kernel call",
+               unavailable=either(no_images, _per_image))
+    def attention_scores(self, value: Any) -> Pattern:
+        """Unavailable: `PER_IMAGE`."""
+        return value
+
+    @EProperty(key=lambda a: f"{a.path}.source.attention_interface_2.output",
+               description="one pattern per image (or window), inside each kernel call",
+               unavailable=either(no_images, _per_image))
+    def attention_probabilities(self, value: Any) -> Pattern:
+        """Unavailable: `PER_IMAGE`."""
+        return value
+
+    @EProperty(key=lambda a: f"{a.path}.source.{JOIN_SITE}.output",
+               description="every image's per-head outputs joined back [1, patches, heads, head_dim]",
+               unavailable=either(no_images, no_join))
+    def attention_head_outputs(self, joined: torch.Tensor) -> HeadOutputs:
+        """Every image's per-head outputs concatenated back, ``[1, patches, heads, head_dim]``, before the
+        output projection; assign or edit in place (the edit reaches the block's output)."""
+        return joined
+
+
+# -- the tower -------------------------------------------------------------------------------------
+
+
+def variable_resolution(vision: Vision) -> int:
+    """``image_size`` on a tower with no fixed resolution: Unavailable, saying where each image's size is."""
+    raise Unavailable(
+        f"{type(vision._module).__name__} takes images of any resolution, so it has no image_size; "
+        f"{vision.image_sizes_are}"
+    )
+
+
+def no_windows(vision: Any) -> str | None:
+    """Why ``vision.window_index`` is unavailable, or None: only Qwen2.5-VL's tower attends in windows."""
+    reason = no_images(vision)
+    if reason is not None:
+        return reason
+    if getattr(vision.vision_config, "window_size", None) is None:
+        return "this tower attends per image, not in windows: its blocks' values are in merge-block order"
+    return missing_site(vision, WINDOW_SITE)
+
+
+class QwenVision(Vision):
+    """The Qwen ViT (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): packed, its merger inside, at ``model.visual``.
+
+    The tower runs on ``[patches, vision_hidden_size]``, every image's patches
+    concatenated, so its stream values are `Patches` with 1 in the images axis,
+    ``[1, patches, vision_hidden_size]``, and its blocks' attention is a
+    `QwenVisionAttention`.
+
+    The processor cuts each image into ``patch_size`` squares (two frames
+    deep), and lays them out in ``spatial_merge_size`` x ``spatial_merge_size``
+    blocks, each block's patches consecutive, images one after another; the
+    merger folds each block into one image token. So ``patches`` runs over
+    every image of the invoke, ``image_grid_thw`` (``[t, h, w]`` per image, in
+    patches) splits it, and an image's patches are in merge-block order, not
+    raster order. Qwen2.5-VL's tower further permutes them into attention
+    windows at entry: its blocks' values, ``tower_output`` and the merger's
+    output are in window order (``window_index``), and the tower restores the
+    merge-block order after the merger, so ``image_features`` is in scatter
+    order.
+
+    The tower has no final norm, so ``tower_output`` is the last block's
+    stream, the merger's input. It is served at the tower's output, after the
+    merger has run, so ``projector.input`` and ``projector.output`` are read
+    before ``tower_output``.
+
+    Sizes, off the vision config: ``vision_hidden_size`` is the tower's width
+    (``embed_dim`` on Qwen2-VL, whose config's ``hidden_size`` is the merger's
+    output width), ``num_heads``, ``intermediate_size`` (Qwen2-VL's is
+    ``embed_dim * mlp_ratio``), ``patch_size``, ``spatial_merge_size`` and
+    ``window_size`` (Qwen2.5-VL's, in pixels; None on the others).
+    ``image_size`` is Unavailable: the tower takes any resolution.
+    """
+
+    image_sizes_are = (
+        "each image's size is the processor's image_grid_thw, [t, h, w] in patches of patch_size pixels, "
+        "which is also the tower's grid_thw argument"
+    )
+
+    patch_embeddings = packed_value(
+        "patch_embeddings", "every image's patch embeddings, before any position embedding",
+        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
+        doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in "
+        "merge-block order (the processor's), before any position embedding or window permutation. "
+        "Assign a tensor of the same shape to replace it, or edit it in place.",
+    )
+
+    tower_output = packed_value(
+        "tower_output", "the last block's stream, the merger's input (there is no final norm)",
+        "output", Field("last_hidden_state"), no_images,
+        doc="The last block's stream, ``[1, patches, vision_hidden_size]``: the tower has no final norm, so this "
+        "is what the merger (``model.projector``) reads. Served at the tower's output, after the merger has run: "
+        "read projector values first. In window order on Qwen2.5-VL.",
+    )
+
+    @EProperty(key=lambda v: f"{v.path}.source.{WINDOW_SITE}.input",
+               description="which merge unit each window-order position holds [merge_units]",
+               unavailable=no_windows, select=Argument(1, "window_index"),
+               read_only="it is computed from image_grid_thw; the tower's other steps do not read it from here")
+    def window_index(self, index: torch.Tensor) -> WindowIndex:
+        """Qwen2.5-VL: which merge unit (``spatial_merge_size**2`` consecutive patches, counted over every image of the
+        call) sits at each position of the window order, ``[merge_units]``. The blocks' values are
+        ``patches.reshape(units, merge**2, -1)[window_index]``, flattened back; ``torch.argsort(window_index)``
+        restores merge-block order, as the tower does after the merger."""
+        return index
+
+    # -- sizes, off the vision config -------------------------------------------------------------
+
+    @property
+    def vision_hidden_size(self) -> int:
+        """The tower's width: ``embed_dim`` where the config has one (Qwen2-VL), else ``hidden_size``."""
+        config = self.vision_config
+        return getattr(config, "embed_dim", None) or config.hidden_size
+
+    @property
+    def num_heads(self) -> int:
+        return self.vision_config.num_heads
+
+    @property
+    def intermediate_size(self) -> int:
+        """The MLP's width: the config's ``intermediate_size``, else ``embed_dim * mlp_ratio`` (Qwen2-VL)."""
+        config = self.vision_config
+        size = getattr(config, "intermediate_size", None)
+        return size if size is not None else int(config.embed_dim * config.mlp_ratio)
+
+    @property
+    def spatial_merge_size(self) -> int:
+        """The side, in patches, of the square block the merger folds into one image token."""
+        return self.vision_config.spatial_merge_size
+
+    @property
+    def window_size(self) -> int | None:
+        """Qwen2.5-VL's attention window side, in pixels; None on a tower that attends per image."""
+        return getattr(self.vision_config, "window_size", None)
+
+    image_size = property(variable_resolution, doc="Unavailable: the tower takes any resolution (variable_resolution).")

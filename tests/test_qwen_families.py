@@ -1,0 +1,507 @@
+"""StandardizedTransformer on tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 checkpoints: the packed tower, exact.
+
+Every expected number comes from outside the code under test: the stock
+processor's ``image_grid_thw`` and ``merge_size``, the modules' own weights
+and attributes, or a recomputation from other values read in the same trace.
+DeepStack (Qwen3-VL) is in test_qwen_deepstack.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+from instrument.show import main as show
+
+FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"]
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # two sizes: 32x32 and 48 wide, 64 high
+
+
+@pytest.fixture(scope="module")
+def load(tiny_checkpoint):
+    """Each family's model, loaded once for this module (eager, float32, with its processor)."""
+    loaded: dict[str, StandardizedTransformer] = {}
+
+    def get(name: str) -> StandardizedTransformer:
+        if name not in loaded:
+            loaded[name] = StandardizedTransformer(
+                tiny_checkpoint(name), task="image-text-to-text", device="cpu", attn_implementation="eager"
+            )
+        return loaded[name]
+
+    return get
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request, load):
+    return load(request.param)
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What is in the picture?")
+
+
+def grid(model, images) -> torch.Tensor:
+    """The stock processor's ``image_grid_thw``: ``[t, h, w]`` patches per image."""
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")["image_grid_thw"]
+
+
+def patches_per_image(model, images) -> list[int]:
+    return [int(t * h * w) for t, h, w in grid(model, images)]
+
+
+def merge_unit(model) -> int:
+    return model.processor.image_processor.merge_size ** 2
+
+
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
+    """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
+    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(weights, v).transpose(1, 2).contiguous()
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+
+def test_each_family_loads_with_its_stock_processor(model):
+    assert type(model.processor).__name__.startswith(("Qwen2VL", "Qwen2_5_VL", "Qwen3VL"))
+    assert model.family.model_type == model.config.model_type
+    assert type(model.vision._module) is type(model._module.model.visual)
+    assert model.projector._module is model._module.model.visual.merger
+    assert [layer._module for layer in model.vision.layers] == list(model._module.model.visual.blocks)
+
+
+def test_the_standard_names_reach_the_native_modules(model):
+    visual = model._module.model.visual
+    block, first = model.vision.layers[0], visual.blocks[0]
+    assert block.self_attn._module is first.attn and block.self_attn.o_proj._module is first.attn.proj
+    assert block.input_layernorm._module is first.norm1 and block.post_attention_layernorm._module is first.norm2
+    native = {"qwen2_vl": "fc2", "qwen2_5_vl": "down_proj", "qwen3_vl": "linear_fc2", "qwen3_5": "linear_fc2"}
+    assert block.mlp.down_proj._module is getattr(first.mlp, native[model.family.model_type])
+    text = model._module.model.language_model
+    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
+    assert [layer._module for layer in model.layers] == list(text.layers)
+
+
+def test_qwen3_vl_names_are_the_specs():
+    from envoys.families import qwen3_vl
+
+    assert qwen3_vl.RENAME == {
+        "model.language_model.embed_tokens": "embed_tokens", "model.language_model.layers": "layers",
+        "model.language_model.norm": "norm", "model.visual": "vision", "model.visual.merger": "projector",
+        "blocks": "layers", "attn": "self_attn", "norm1": "input_layernorm", "norm2": "post_attention_layernorm",
+        "attn.proj": "attn.o_proj", "linear_fc2": "down_proj",
+    }
+    assert {cls.__name__: envoy.__name__ for cls, envoy in qwen3_vl.ENVOYS.items()} == {
+        "Qwen3VLModel": "ImageScatter", "Qwen3VLTextDecoderLayer": "DeepstackLayer",
+        "Qwen3VLVisionModel": "QwenVision", "Qwen3VLVisionBlock": "QwenVisionLayer",
+        "Qwen3VLVisionAttention": "QwenVisionAttention", "Qwen3VLVisionMLP": "VisionMlp",
+    }
+
+
+def test_outputs_outside_a_trace_are_the_plain_models(model):
+    inputs = model.processor(text=[prompt(model, TWO)], images=TWO, return_tensors="pt")
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
+
+
+# -- the packed tower ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
+def test_the_scatter_equality_and_the_packed_shapes(model, images):
+    attention = model.vision.layers[0].self_attn
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        patches = model.vision.patch_embeddings.save()
+        block_input = model.vision.layers[0].layer_input.save()
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+        last = model.vision.layers[-1].layer_output.save()
+        received = model.projector.input.save()
+        merged = model.projector.output.save()
+        tower = model.vision.tower_output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    total = sum(patches_per_image(model, images))
+    width, head_count = attention._module.qkv.in_features, attention._module.num_heads
+    head_dim = width // head_count
+    tokens = total // merge_unit(model)
+    assert patches.shape == block_input.shape == last.shape == tower.shape == (1, total, width)
+    assert queries.shape == keys.shape == values.shape == (1, head_count, total, head_dim)
+    assert heads.shape == (1, total, head_count, head_dim)
+    assert torch.equal(heads.reshape(total, -1), projected_in)
+    assert int(mask.sum()) == tokens and features.shape == (tokens, model.hidden_size)
+    assert torch.equal(first[mask], features)
+    assert torch.equal(tower, last)  # no final norm: the last block's stream
+    assert torch.equal(received, tower[0])  # what the merger reads
+    assert merged.shape == features.shape
+
+
+def test_queries_keys_and_values_are_what_each_image_attends_with(model):
+    """The per-image kernel outputs, read at the kernel, joined, are attention_head_outputs; and they are
+    eager attention over each image's slice of the whole queries, keys and values."""
+    block = model.vision.layers[-1]  # attends per image on every family (Qwen2.5-VL's last block is full attention)
+    attention = block.self_attn
+    count = len(TWO)
+    with model.trace(prompt(model, TWO), images=TWO) as tracer:
+        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        per_image = nnsight.save([])
+        for _ in tracer.iter[0:count]:
+            per_image.append(attention.source.attention_interface_2.output[0].save())
+        heads = attention.attention_head_outputs.save()
+    bounds = [0, *torch.tensor(patches_per_image(model, TWO)).cumsum(0).tolist()]
+    assert cu_seqlens.tolist() == bounds
+    assert [o.shape[1] for o in per_image] == [b - a for a, b in zip(bounds, bounds[1:])]
+    assert torch.equal(torch.cat(list(per_image), dim=1), heads)
+    scaling = attention._module.scaling
+    for (a, b), output in zip(zip(bounds, bounds[1:]), per_image):
+        q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
+        assert torch.equal(eager_attention(q, k, v, scaling), output)
+    assert not torch.equal(queries, keys)
+
+
+def test_editing_head_outputs_reaches_the_block_output(model):
+    text = prompt(model, ONE)
+    block = model.vision.layers[0]
+    with model.trace(text, images=ONE):
+        clean = block.layer_output.save()
+        clean_logits = model.logits.save()
+    bias = block.self_attn.o_proj._module.bias
+    with model.trace(text, images=ONE):
+        block.self_attn.attention_head_outputs[:] = 0  # in place
+        edited_attention = block.attention_output.save()
+        edited = block.layer_output.save()
+        edited_logits = model.logits.save()
+    assert torch.equal(edited_attention, bias.expand_as(edited_attention))  # the projection of zeros
+    assert not torch.equal(edited, clean) and not torch.equal(edited_logits, clean_logits)
+    with model.trace(text, images=ONE):
+        heads = block.self_attn.attention_head_outputs
+        block.self_attn.attention_head_outputs = torch.zeros_like(heads)  # assigned whole
+        assigned = block.layer_output.save()
+    assert torch.equal(assigned, edited)
+    with model.trace(text, images=ONE):
+        again = block.layer_output.save()
+    assert torch.equal(again, clean)  # nothing leaked out of the edited traces
+
+
+def test_zero_keys_make_each_image_attend_evenly(model):
+    """A write to the keys (assigned) and one to the queries (in place) reach every per-image kernel call."""
+    attention = model.vision.layers[-1].self_attn
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        keys = attention.attention_keys
+        attention.attention_keys = torch.zeros_like(keys)
+        values = attention.attention_values.save()
+        via_keys = attention.attention_head_outputs.save()
+    with model.trace(text, images=TWO):
+        attention.attention_queries[:] = 0
+        via_queries = attention.attention_head_outputs.save()
+    assert torch.equal(via_keys, via_queries)  # the scores are exactly zero either way
+    start = 0
+    for count in patches_per_image(model, TWO):
+        mean = values[:, :, start : start + count].mean(dim=2, keepdim=True).transpose(1, 2)
+        assert torch.allclose(via_keys[:, start : start + count], mean.expand(1, count, -1, -1), atol=1e-6)
+        start += count
+
+
+def test_a_write_of_the_wrong_shape_is_refused(model):
+    attention = model.vision.layers[0].self_attn
+    heads, head_dim = attention._module.num_heads, attention._module.head_dim
+    shape = re.escape(str((1, heads, sum(patches_per_image(model, ONE)), head_dim)))
+    with pytest.raises(ValueError, match=rf"attention_queries takes a tensor of shape {shape}.*got \(1, {heads}, 3, {head_dim}\)"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            attention.attention_queries = torch.zeros(1, heads, 3, head_dim)
+    with pytest.raises(ValueError, match=r"layer_output takes a tensor of shape \(1, "):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.vision.layers[0].layer_output = torch.zeros(5, 7)
+
+
+def test_stream_values_add_up_and_tower_writes_reach_the_next_block(model):
+    text = prompt(model, TWO)
+    first, second = model.vision.layers[0], model.vision.layers[1]
+    with model.trace(text, images=TWO):
+        parts = nnsight.save([first.layer_input, first.attention_output, first.mlp_output, first.layer_output])
+        following = second.layer_input.save()
+    layer_input, attention, mlp, output = parts
+    assert torch.equal(layer_input + attention + mlp, output)
+    assert torch.equal(following, output)
+    with model.trace(text, images=TWO):
+        first.layer_output = torch.ones_like(first.layer_output)
+        following = second.layer_input.save()
+    assert torch.equal(following, torch.ones_like(following))
+
+
+def test_writing_patch_embeddings_reaches_the_first_block(model):
+    text = prompt(model, TWO)
+    vision = model.vision
+    with model.trace(text, images=TWO):
+        clean_patches = vision.patch_embeddings.save()
+        clean = vision.layers[0].layer_input.save()
+    with model.trace(text, images=TWO):
+        vision.patch_embeddings = torch.zeros_like(clean_patches)
+        assigned = vision.layers[0].layer_input.save()
+    with model.trace(text, images=TWO):
+        vision.patch_embeddings[:] = 0  # in place, through the [1, patches, width] view
+        in_place = vision.layers[0].layer_input.save()
+    assert torch.equal(assigned, in_place) and not torch.equal(assigned, clean)
+    if hasattr(vision._module, "pos_embed"):  # Qwen3-VL, Qwen3.5: a learned position embedding is added
+        assert torch.allclose(assigned, clean - clean_patches, atol=1e-6)
+    else:
+        assert torch.equal(assigned, torch.zeros_like(assigned))
+
+
+def test_projector_values_come_before_tower_output(model):
+    with model.trace(prompt(model, ONE), images=ONE):
+        merged = model.projector.output.save()
+        tower = model.vision.tower_output.save()
+    assert merged.shape[0] * merge_unit(model) == tower.shape[1]
+
+
+def test_sizes(model):
+    visual = model._module.model.visual
+    block = visual.blocks[0]
+    image_processor = model.processor.image_processor
+    vision = model.vision
+    assert vision.num_layers == len(visual.blocks)
+    assert vision.vision_hidden_size == visual.patch_embed.proj.out_channels
+    assert vision.num_heads == block.attn.num_heads
+    assert vision.head_dim == block.attn.head_dim
+    first_linear = next(m for m in block.mlp.modules() if isinstance(m, torch.nn.Linear))
+    assert vision.intermediate_size == first_linear.out_features
+    assert (vision.patch_size, vision.spatial_merge_size) == (image_processor.patch_size, image_processor.merge_size)
+    assert vision.window_size == getattr(visual, "window_size", None)
+    with pytest.raises(Unavailable, match=r"any resolution.*image_grid_thw"):
+        vision.image_size
+    assert (model.num_layers, model.hidden_size) == (
+        len(model._module.model.language_model.layers), model._module.model.language_model.embed_tokens.embedding_dim,
+    )
+
+
+# -- what is unavailable, and why ------------------------------------------------------------------
+
+
+def test_scores_and_probabilities_are_unavailable_with_the_reason(model):
+    attention = model.vision.layers[0].self_attn
+    for read in (lambda: attention.attention_probabilities, lambda: attention.attention_scores):
+        with pytest.raises(Unavailable, match=r"one interface call per image.*cu_seqlens"):
+            read()
+    with pytest.raises(Unavailable, match="cu_seqlens"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            attention.attention_probabilities.save()
+
+
+def test_support_rows_and_reasons(model):
+    blocks = range(model.vision.num_layers)
+    tower = model.vision.support()
+    for name in ("self_attn.attention_probabilities", "self_attn.attention_scores"):
+        assert set(tower[name]) == set(blocks), name
+        assert all("cu_seqlens" in reason and "attention_interface_2" in reason for reason in tower[name].values())
+    for name in ("image_token_mask", "image_features", "patch_embeddings", "tower_output", "layer_input",
+                 "attention_output", "mlp_output", "layer_output", "self_attn.attention_queries",
+                 "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_head_outputs"):
+        assert tower[name] is None, name
+    windowed = model.family.model_type == "qwen2_5_vl"
+    assert (tower["window_index"] is None) == windowed
+    support = model.support()
+    assert support["vision.self_attn.attention_probabilities"] == tower["self_attn.attention_probabilities"]
+    assert ("deepstack_output" in support) == (model.family.model_type == "qwen3_vl")
+    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))}
+
+
+def test_sdpa_changes_nothing_and_flash_takes_the_head_outputs(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="sdpa")
+    attention = model.vision.layers[0].self_attn
+    assert "cu_seqlens" in model.vision.support()["self_attn.attention_probabilities"][0]
+    with model.trace(prompt(model, TWO), images=TWO):
+        queries = attention.attention_queries.save()
+        heads = attention.attention_head_outputs.save()
+    assert heads.shape[1] == queries.shape[2] == sum(patches_per_image(model, TWO))
+    config = attention._module.config  # this instance's vision config only; put back below
+    saved = config._attn_implementation
+    try:
+        config._attn_implementation = "flash_attention_2"
+        rows = model.vision.support(layer=0)
+        assert "flash_attention_2" in rows["self_attn.attention_head_outputs"]
+        assert "cu_seqlens" in rows["self_attn.attention_probabilities"]
+        assert rows["self_attn.attention_queries"] is None
+        assert type(attention).attention_queries._location(attention).endswith(".source.attention_interface_1.input")
+    finally:
+        config._attn_implementation = saved
+
+
+def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
+    for name in FAMILIES:
+        model = StandardizedTransformer(tiny_checkpoint(name))
+        assert model.processor is None
+        assert model.vision.support() == {}
+        assert not [row for row in model.support() if row.startswith("vision.")]
+        for read in (lambda: model.vision.image_features, lambda: model.vision.patch_embeddings,
+                     lambda: model.vision.layers[0].self_attn.attention_queries,
+                     lambda: model.vision.layers[0].self_attn.attention_probabilities):
+            with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+                read()
+        if name == "qwen3_vl":
+            with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+                model.layers[0].deepstack_output
+        with model.trace("hello there"):
+            logits = model.logits.save()
+        assert logits.shape[0] == 1 and logits.shape[-1] == model.config.text_config.vocab_size
+
+
+# -- generation ------------------------------------------------------------------------------------
+
+
+def test_generation_reads_the_tower_at_step_zero_only(model):
+    text = prompt(model, ONE)
+    steps = 3
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        masks, features = nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[:]:
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                queries = model.vision.layers[0].self_attn.attention_queries.save()
+                tower = model.vision.tower_output.save()
+                features.append(model.vision.image_features.save())
+    prompt_length = model.processor(text=[text], images=ONE, return_tensors="pt")["input_ids"].shape[1]
+    tokens = sum(patches_per_image(model, ONE)) // merge_unit(model)
+    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
+    assert tower.shape[1] == queries.shape[2] == sum(patches_per_image(model, ONE))
+    assert features[0].shape == (tokens, model.hidden_size)
+
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        later = nnsight.save([])
+        for step in tracer.iter[1:]:
+            later.append(model.vision.layers[0].self_attn.attention_keys.save())  # the tower does not run again:
+            later.append(model.vision.layers[0].layer_output.save())  # left waiting, not served step 0's again
+    assert later == []
+
+
+# -- Qwen2.5-VL: window order ------------------------------------------------------------------------
+
+
+def windows(model, images) -> list[int]:
+    """How many attention windows each image has: ceil over merge units of window_size pixels a side."""
+    config = model.config.vision_config
+    side = config.window_size // config.patch_size // config.spatial_merge_size  # merge units a window side
+    merge = config.spatial_merge_size
+    return [int(t) * math.ceil(h // merge / side) * math.ceil(w // merge / side) for t, h, w in grid(model, images)]
+
+
+def test_qwen2_5_vl_blocks_run_in_window_order(load):
+    model = load("qwen2_5_vl")
+    vision = model.vision
+    windowed = vision.layers[0].self_attn  # block 0 attends per window, block 1 per image (fullatt_block_indexes)
+    count = sum(windows(model, TWO))
+    with model.trace(prompt(model, TWO), images=TWO) as tracer:
+        patches = vision.patch_embeddings.save()
+        index = vision.window_index.save()
+        block_input = vision.layers[0].layer_input.save()
+        cu_seqlens = windowed.inputs[1]["cu_seqlens"].save()
+        per_window = nnsight.save([])
+        for _ in tracer.iter[0:count]:
+            per_window.append(windowed.source.attention_interface_2.output[0].save())
+        heads = windowed.attention_head_outputs.save()
+        last = vision.layers[-1].layer_output.save()
+        merged = model.projector.output.save()
+        tower = vision.tower_output.save()
+        features = model.vision.image_features.save()
+    units = patches.shape[1] // merge_unit(model)
+    assert sorted(index.tolist()) == list(range(units)) and index.tolist() != list(range(units))
+    permuted = patches[0].reshape(units, merge_unit(model), -1)[index].reshape(patches.shape)
+    assert torch.equal(block_input, permuted)  # the tower's own window index, applied to the embeddings
+    assert not torch.equal(block_input, patches)  # noise images: the permutation moved patches
+    assert len(cu_seqlens) - 1 == len(per_window) == count
+    assert torch.equal(torch.cat(list(per_window), dim=1), heads)  # one call per window, joined in window order
+    assert torch.equal(tower, last)  # window order too
+    assert torch.equal(merged[torch.argsort(index)], features)  # merge-block order restored after the merger
+    assert not torch.equal(merged, features)
+
+
+def test_qwen2_5_vl_window_index_is_read_only(load):
+    model = load("qwen2_5_vl")
+    with pytest.raises(AttributeError, match="window_index is read-only"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.vision.window_index = torch.zeros(4, dtype=torch.long)
+
+
+def test_without_the_window_rule_window_index_says_why(tiny_checkpoint, monkeypatch):
+    import envoys.model
+
+    monkeypatch.setattr(envoys.model, "RULES", tuple(r for r in envoys.model.RULES if r.name != "qwen2_5_vl.vision-windows"))
+    model = StandardizedTransformer(tiny_checkpoint("qwen2_5_vl"), task="image-text-to-text")
+    reason = model.vision.support()["window_index"]
+    assert reason.startswith("no rewrite rule exposes self_permute_input_for_window_attn_0")
+    with pytest.raises(Unavailable, match=r"vision\.window_index is unavailable: no rewrite rule"):
+        model.vision.window_index
+    assert model.vision.support()["self_attn.attention_queries"] is None
+
+
+def test_window_index_is_unavailable_on_towers_without_windows(load):
+    for name in ("qwen2_vl", "qwen3_vl", "qwen3_5"):
+        with pytest.raises(Unavailable, match="attends per image, not in windows"):
+            load(name).vision.window_index
+
+
+# -- Qwen3.5: a hybrid text model --------------------------------------------------------------------
+
+
+def test_qwen3_5_attention_values_exist_only_on_full_attention_blocks(load):
+    model = load("qwen3_5")
+    kinds = model.config.text_config.layer_types
+    full = kinds.index("full_attention")
+    linear = kinds.index("linear_attention")
+    support = model.support()
+    lacking = {i for i, kind in enumerate(kinds) if kind != "full_attention"}
+    for name in ("attention_output", "self_attn.attention_queries", "self_attn.attention_probabilities"):
+        assert set(support[name]) == lacking, name
+        assert all("linear_attn" in reason for reason in support[name].values())
+    with pytest.raises(Unavailable, match=rf"layers\[{linear}\]'s token mixer is a gated DeltaNet"):
+        model.layers[linear].attention_output
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        mixed = nnsight.save([model.layers[linear].layer_input, model.layers[linear].linear_attn.output,
+                              model.layers[linear].mlp_output, model.layers[linear].layer_output])
+        full_input = model.layers[full].layer_input.save()
+        probabilities = model.layers[full].self_attn.attention_probabilities.save()  # inside the attention: first
+        attended = nnsight.save([full_input, model.layers[full].attention_output,
+                                 model.layers[full].mlp_output, model.layers[full].layer_output])
+    for layer_input, mixer, mlp, output in (mixed, attended):
+        assert torch.equal(layer_input + mixer + mlp, output)
+    length = mixed[0].shape[1]
+    assert probabilities.shape == (1, model.config.text_config.num_attention_heads, length, length)
+    assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+
+
+# -- the rewritten forwards, shown -------------------------------------------------------------------
+
+
+def test_show_lists_every_rewritten_forward_of_qwen2_5_vl(capsys):
+    assert show(["qwen2_5_vl"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule qwen2_5_vl.image-scatter",
+        "# rule qwen2_5_vl.vision-attention",
+        "# rule qwen2_5_vl.vision-windows",
+        "# rule qwen2_5_vl.eager-attention",
+        "# rule qwen2_5_vl.Qwen2_5_VLAttention",
+    ]
+    for site in ("self_permute_input_for_window_attn_0", "self_permute_input_for_window_attn_1", "torch_split_0",
+                 "attention_interface_2", "torch_cat_0", "inputs_embeds_masked_scatter_0"):
+        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
