@@ -25,17 +25,17 @@ order the image tokens are scattered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers.utils.generic import is_flash_attention_requested
 
 from .layouts import HeadOutputs, Keys, Layout, Pattern, Patches, Queries, Values
 from .pinning import PinnedEProperty
-from .standard import child, missing_site
-from .text import _lacks, either
-from .values import Argument, EProperty, Field, First, Selector, Unavailable
-from .vision import Vision, VisionAttention, VisionLayer, no_images, no_patch_embed
+from .standard import missing_site
+from .text import either, value
+from .values import Argument, EProperty, Field, Selector, Unavailable
+from .vision import Vision, VisionAttention, as_patches, from_patches, no_images, no_patch_embed
 
 #: Why the Qwen ViT's attention has no scores or probabilities, under any implementation.
 PER_IMAGE = (
@@ -57,79 +57,6 @@ WINDOW_SITE = "self_permute_input_for_window_attn_0"
 
 class WindowIndex(Layout):
     """[merge_units] long: which merge unit (of every image of the call) each window-order position holds."""
-
-
-# -- the packed layout ---------------------------------------------------------------------------
-
-#: The shape of a packed tower's stream values.
-PACKED = "[1, patches, vision_hidden_size]"
-
-
-def as_patches(tensor: torch.Tensor) -> torch.Tensor:
-    """A tower's stream as `Patches`: a packed tower's ``[patches, vision_hidden_size]`` gets a leading
-    images axis of 1 (a view)."""
-    return tensor.unsqueeze(0) if tensor.dim() == 2 else tensor
-
-
-def from_patches(written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-    """`Patches` back in the shape of the module's own tensor ``current``: a packed tower's drops the leading 1."""
-    return written.reshape(current.shape)
-
-
-def packed_value(
-    name: str,
-    description: str,
-    key: str | Callable[[Any], str],
-    select: Selector | None,
-    unavailable: Any,
-    doc: str | None = None,
-) -> EProperty:
-    """A tower value: `as_patches` of the selected part, `Patches` ``[1, patches, vision_hidden_size]``,
-    written back with `from_patches`."""
-
-    def view(self: Any, part: torch.Tensor) -> Any:
-        return as_patches(part)
-
-    view.__name__ = name
-    view.__annotations__ = {"return": Patches}
-    view.__doc__ = doc or f"{description[:1].upper()}{description[1:]}, ``{PACKED}``."
-    prop = EProperty(key=key, description=f"{description} {PACKED}", select=select, unavailable=unavailable)(view)
-
-    def back(self: Any, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return from_patches(written, current)
-
-    return prop.inverse(back)
-
-
-def part_output(name: str) -> Callable[[Any], str]:
-    return lambda block: f"{child(block, name).path}.output"
-
-
-def packed_stream_values(gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:
-    """A packed tower block's stream values as `Patches`, ``[1, patches, vision_hidden_size]``.
-
-    ``gate`` is checked before each value's own reason (the tower's `no_images`).
-    """
-    return (
-        packed_value("layer_input", "the stream entering the block", "input", Argument(0, "hidden_states"),
-                     either(gate, None)),
-        packed_value("attention_output", "what the attention adds to the stream", part_output("self_attn"), First(),
-                     either(gate, _lacks("self_attn"))),
-        packed_value("mlp_output", "what the MLP adds to the stream", part_output("mlp"), First(),
-                     either(gate, _lacks("mlp"))),
-        packed_value("layer_output", "the stream leaving the block", "output", First(), either(gate, None)),
-    )
-
-
-class QwenVisionLayer(VisionLayer):
-    """A Qwen ViT block: ``layer_input + attention_output + mlp_output == layer_output``, each
-    ``[1, patches, vision_hidden_size]``.
-
-    Every image of the call is in the one row, image after image, in
-    merge-block order (window order on Qwen2.5-VL).
-    """
-
-    layer_input, attention_output, mlp_output, layer_output = packed_stream_values(no_images)
 
 
 # -- the attention ---------------------------------------------------------------------------------
@@ -309,17 +236,17 @@ class QwenVision(Vision):
         "which is also the tower's grid_thw argument"
     )
 
-    patch_embeddings = packed_value(
-        "patch_embeddings", "every image's patch embeddings, before any position embedding",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
+    patch_embeddings = value(
+        "patch_embeddings", Patches, "every image's patch embeddings, before any position embedding",
+        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in "
         "merge-block order (the processor's), before any position embedding or window permutation. "
         "Assign a tensor of the same shape to replace it, or edit it in place.",
     )
 
-    tower_output = packed_value(
-        "tower_output", "the last block's stream, the merger's input (there is no final norm)",
-        "output", Field("last_hidden_state"), no_images,
+    tower_output = value(
+        "tower_output", Patches, "the last block's stream, the merger's input (there is no final norm)",
+        "output", Field("last_hidden_state"), no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream, ``[1, patches, vision_hidden_size]``: the tower has no final norm, so this "
         "is what the merger (``model.projector``) reads. Served at the tower's output, after the merger has run: "
         "read projector values first. In window order on Qwen2.5-VL.",

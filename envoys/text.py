@@ -27,6 +27,12 @@ KERNEL_SITE = "attention_interface_1"
 SOFTMAX_SITE = "nn_functional_softmax_0"
 
 
+#: Maps a served part to what the user reads (a view, so in-place edits reach the model).
+View = Callable[[Any], Any]
+#: Maps a written value back to the served part's shape: ``inverse(written, current_part)``.
+Inverse = Callable[[Any, Any], Any]
+
+
 def value(
     name: str,
     layout: type,
@@ -35,21 +41,33 @@ def value(
     select: Selector | None = None,
     unavailable: Any = None,
     prepare: Callable[[Any], None] | None = None,
+    view: View | None = None,
+    inverse: Inverse | None = None,
+    doc: str | None = None,
 ) -> EProperty:
-    """A standard value that serves the selected part as it is, annotated with its layout."""
+    """A standard value: the selected part (through ``view`` if given), annotated with its layout.
 
-    def identity(self: Any, part: Any) -> Any:
-        return part
+    ``inverse`` maps a written value back to the part's own shape (needed
+    whenever ``view`` changes the shape).
+    """
 
-    identity.__name__ = name
-    identity.__annotations__ = {"return": layout}
-    identity.__doc__ = f"{description}, {layout.shape()}"
-    return EProperty(
+    def read(self: Any, part: Any) -> Any:
+        return view(part) if view is not None else part
+
+    read.__name__ = name
+    read.__annotations__ = {"return": layout}
+    read.__doc__ = doc or f"{description[:1].upper()}{description[1:]}, ``{layout.shape()}``."
+    prop = EProperty(
         key=key, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable, prepare=prepare
-    )(identity)
+    )(read)
+    if inverse is not None:
+        prop.inverse(lambda self, written, current: inverse(written, current))
+    return prop
 
 
-def _lacks(name: str) -> Callable[[Any], str | None]:
+def lacks(name: str) -> Callable[[Any], str | None]:
+    """An unavailability check: why a block has no child ``name``, or None when it has one."""
+
     def reason(block: Any) -> str | None:
         if child(block, name) is not None:
             return None
@@ -71,22 +89,27 @@ def either(gate: Callable[[Any], str | None] | None, reason: Callable[[Any], str
     return check
 
 
-def stream_values(layout: type, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:
+def stream_values(
+    layout: type,
+    gate: Callable[[Any], str | None] | None = None,
+    view: View | None = None,
+    inverse: Inverse | None = None,
+) -> tuple[EProperty, ...]:
     """A block's stream values in ``layout``: layer_input, attention_output, mlp_output, layer_output.
 
-    ``gate`` is checked before each value's own reason (the tower's `no_images`).
+    ``gate`` is checked before each value's own reason (the tower's `no_images`);
+    ``view`` and ``inverse`` map the module's tensors to the layout and back
+    (a packed tower's leading 1).
     """
+    shape = {"view": view, "inverse": inverse}
     return (
-        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"), either(gate, None)),
-        value(
-            "attention_output", layout, "what the attention adds to the stream",
-            lambda block: f"{child(block, 'self_attn').path}.output", First(), either(gate, _lacks("self_attn")),
-        ),
-        value(
-            "mlp_output", layout, "what the MLP adds to the stream",
-            lambda block: f"{child(block, 'mlp').path}.output", First(), either(gate, _lacks("mlp")),
-        ),
-        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None)),
+        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
+              either(gate, None), **shape),
+        value("attention_output", layout, "what the attention adds to the stream",
+              lambda block: f"{child(block, 'self_attn').path}.output", First(), either(gate, lacks("self_attn")), **shape),
+        value("mlp_output", layout, "what the MLP adds to the stream",
+              lambda block: f"{child(block, 'mlp').path}.output", First(), either(gate, lacks("mlp")), **shape),
+        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None), **shape),
     )
 
 

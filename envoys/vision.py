@@ -208,12 +208,27 @@ class Vision(Standard):
         return {**super().support(), **rows}
 
 
+def as_patches(tensor: torch.Tensor) -> torch.Tensor:
+    """A tower's stream as `Patches`: a packed tower's ``[patches, vision_hidden_size]`` gets a leading
+    images axis of 1 (a view); ``[images, patches, vision_hidden_size]`` is already Patches."""
+    return tensor.unsqueeze(0) if tensor.dim() == 2 else tensor
+
+
+def from_patches(written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """`Patches` back in the shape of the module's own tensor ``current``: a packed tower's drops the leading 1."""
+    return written.reshape(current.shape)
+
+
 class VisionLayer(Standard):
-    """A tower block: the text block's values as Patches, ``layer_input + attention_output + mlp_output == layer_output``."""
+    """A tower block: the text block's values as Patches, ``layer_input + attention_output + mlp_output == layer_output``.
+
+    ``[images, patches, vision_hidden_size]``, one row per image; a packed tower
+    (Qwen ViT, Pixtral) holds every image in one row, ``[1, patches, vision_hidden_size]``.
+    """
 
     order_hint = VISION_ORDER
 
-    layer_input, attention_output, mlp_output, layer_output = stream_values(Patches, no_images)
+    layer_input, attention_output, mlp_output, layer_output = stream_values(Patches, no_images, as_patches, from_patches)
 
 
 class VisionAttention(Standard):

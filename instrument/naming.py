@@ -18,7 +18,7 @@ Pure: libcst in, names out. No torch, no nnsight.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import libcst as cst
 

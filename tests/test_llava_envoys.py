@@ -12,7 +12,7 @@ import pytest
 import torch
 from nnsight.intervention.interleaver import OutOfOrderError
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
 
 CHECKPOINTS = ["llava-siglip", "llava-clip"]

@@ -22,8 +22,8 @@ from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
     Qwen2_5_VLVisionBlock,
 )
 
-from ..qwen import QwenVision, QwenVisionAttention, QwenVisionLayer
-from ..vision import ImageScatter, VisionMlp
+from ..qwen import QwenVision, QwenVisionAttention
+from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
@@ -32,7 +32,7 @@ RENAME = dict(QWEN_VIT_RENAME)
 ENVOYS = {
     Qwen2_5_VLModel: ImageScatter,
     Qwen2_5_VisionTransformerPretrainedModel: QwenVision,
-    Qwen2_5_VLVisionBlock: QwenVisionLayer,
+    Qwen2_5_VLVisionBlock: VisionLayer,
     Qwen2_5_VLVisionAttention: QwenVisionAttention,
     Qwen2_5_VLMLP: VisionMlp,
 }

@@ -19,8 +19,8 @@ from transformers.models.qwen2_vl.modeling_qwen2_vl import (
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionAttention as Qwen2VLVisionAttention
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionMlp as Qwen2VLVisionMlp
 
-from ..qwen import QwenVision, QwenVisionAttention, QwenVisionLayer
-from ..vision import ImageScatter, VisionMlp
+from ..qwen import QwenVision, QwenVisionAttention
+from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 
 #: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by the four families.
@@ -42,7 +42,7 @@ RENAME = {**QWEN_VIT_RENAME, "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj
 ENVOYS = {
     Qwen2VLModel: ImageScatter,
     Qwen2VisionTransformerPretrainedModel: QwenVision,
-    Qwen2VLVisionBlock: QwenVisionLayer,
+    Qwen2VLVisionBlock: VisionLayer,
     Qwen2VLVisionAttention: QwenVisionAttention,
     Qwen2VLVisionMlp: VisionMlp,
 }

@@ -20,8 +20,8 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
 )
 
 from ..hybrid import HybridLayer
-from ..qwen import QwenVision, QwenVisionAttention, QwenVisionLayer
-from ..vision import ImageScatter, VisionMlp
+from ..qwen import QwenVision, QwenVisionAttention
+from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
@@ -31,7 +31,7 @@ ENVOYS = {
     Qwen3_5Model: ImageScatter,
     Qwen3_5DecoderLayer: HybridLayer,
     Qwen3_5VisionModel: QwenVision,
-    Qwen3_5VisionBlock: QwenVisionLayer,
+    Qwen3_5VisionBlock: VisionLayer,
     Qwen3_5VisionAttention: QwenVisionAttention,
     Qwen3_5VisionMLP: VisionMlp,
 }

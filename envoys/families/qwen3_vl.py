@@ -21,8 +21,8 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
 )
 
 from ..deepstack import DeepstackLayer
-from ..qwen import QwenVision, QwenVisionAttention, QwenVisionLayer
-from ..vision import ImageScatter, VisionMlp
+from ..qwen import QwenVision, QwenVisionAttention
+from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
@@ -32,7 +32,7 @@ ENVOYS = {
     Qwen3VLModel: ImageScatter,
     Qwen3VLTextDecoderLayer: DeepstackLayer,
     Qwen3VLVisionModel: QwenVision,
-    Qwen3VLVisionBlock: QwenVisionLayer,
+    Qwen3VLVisionBlock: VisionLayer,
     Qwen3VLVisionAttention: QwenVisionAttention,
     Qwen3VLVisionMLP: VisionMlp,
 }
