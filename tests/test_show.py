@@ -99,3 +99,11 @@ def test_the_command_as_the_readme_writes_it():
     )
     marked = [line for line in done.stdout.splitlines() if line.startswith("inputs_embeds_masked_scatter_0 ->")]
     assert len(marked) == 1 and '__vlm_site__("inputs_embeds_masked_scatter_0"' in marked[0]
+
+
+def test_a_dotted_path_names_the_same_forward(capsys):
+    by_class = run(capsys, "LlavaModel")
+    for path in ("transformers.models.llava.modeling_llava.LlavaModel",
+                 "transformers.models.llava.modeling_llava.LlavaModel.forward",
+                 "transformers.models.llava.modeling_llava:LlavaModel.forward"):
+        assert run(capsys, path) == by_class
