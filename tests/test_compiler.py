@@ -210,3 +210,45 @@ def test_install_after_nnsight_wrapped_the_module(synthetic):
     with model.trace(x):
         value = model.source.shift_0.output.save()
     assert value.shape == (2, 4)
+
+
+DRILL_SOURCE = '''
+import torch
+
+
+def kernel(x):
+    return torch.softmax(x, dim=-1)
+
+
+def other(x):
+    return x * 0
+
+
+class Host(torch.nn.Module):
+    def __init__(self, use_other=False):
+        super().__init__()
+        self.use_other = use_other
+
+    def forward(self, x):
+        fn = other if self.use_other else kernel
+        return fn(x) + 1
+'''
+
+
+def test_a_drill_runs_the_inner_rule_at_nnsights_nested_location(tmp_path):
+    module = write_module(tmp_path, "drill_model", DRILL_SOURCE)
+    inner = Rule("test.kernel", "drill_model:kernel", {"torch.softmax": ("torch_softmax_0",)})
+    outer = Rule("test.host", "drill_model:Host.forward", {"fn": ("fn_1",)}, drill={"fn_1": inner})
+    host, plain = module.Host(), module.Host(use_other=True)
+    install(host, compile_rule(outer))
+    install(plain, compile_rule(outer))
+    x = torch.randn(2, 3)
+    assert torch.equal(host(x), torch.softmax(x, dim=-1) + 1)  # outside a trace: the same computation
+    model = nnsight.NNsight(host)
+    with model.trace(x):
+        probabilities = model.source.fn_1.source.torch_softmax_0.output.save()
+        model.source.fn_1.source.torch_softmax_0.output = torch.zeros(2, 3)
+        out = model.output.save()
+    assert torch.equal(probabilities, torch.softmax(x, dim=-1))
+    assert torch.equal(out, torch.ones(2, 3))
+    assert torch.equal(plain(x), torch.ones(2, 3))  # another callee at the same site is not substituted
