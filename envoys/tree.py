@@ -4,7 +4,7 @@ The standard names only (``layers``, ``embed_tokens``, ``norm``, ``lm_head``,
 ``vision`` and its ``layers``, ``projector``, ...), each with its module in one
 line and its standard values, a value being ``name -> Layout: description
 [shape]``, or the reason it is unavailable. A stack of blocks shows its first
-block; ``support()`` says where blocks differ.
+block of each kind (a hybrid stack has two); ``support()`` says where blocks differ.
 """
 
 from __future__ import annotations
@@ -35,6 +35,20 @@ def value_lines(envoy: Envoy, indent: str) -> list[str]:
     return lines
 
 
+def block_groups(blocks: list[Envoy]) -> list[tuple[list[int], Envoy]]:
+    """The blocks grouped by shape (their class and which standard parts they hold), each with its first block.
+
+    One group on an ordinary stack; two on a hybrid one (Qwen3.5's DeltaNet and
+    full-attention blocks), so each kind of block shows its own values.
+    """
+    groups: dict[tuple, tuple[list[int], Envoy]] = {}
+    for index, block in enumerate(blocks):
+        parts = tuple(part for part in BLOCK_PARTS if isinstance(block.__dict__.get(part), Envoy))
+        indices, _ = groups.setdefault((type(block._module), parts), ([], block))
+        indices.append(index)
+    return list(groups.values())
+
+
 def node_lines(name: str, envoy: Any, indent: str) -> list[str]:
     """One standard node: its line, its values, and its standard children."""
     module = envoy._module
@@ -42,13 +56,17 @@ def node_lines(name: str, envoy: Any, indent: str) -> list[str]:
         blocks = list(envoy)
         kinds = sorted({type(block._module).__name__ for block in blocks})
         lines = [f"{indent}{name}: {len(blocks)} x {' / '.join(kinds)}"]
-        if blocks:
-            first = blocks[0]
-            lines += value_lines(first, indent + "  ")
+        groups = block_groups(blocks)
+        for indices, first in groups:
+            inner = indent + "  "
+            if len(groups) > 1:
+                lines.append(f"{inner}[{', '.join(map(str, indices))}]:")
+                inner += "  "
+            lines += value_lines(first, inner)
             for part in BLOCK_PARTS:
                 child = first.__dict__.get(part)
                 if isinstance(child, Envoy):
-                    lines += node_lines(part, child, indent + "  ")
+                    lines += node_lines(part, child, inner)
         return lines
     lines = [f"{indent}{name}: {module_line(module)}"]
     lines += value_lines(envoy, indent + "  ")
