@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 from nnsight.intervention.interleaver import Mediator
 
-from .values import EProperty, Reason, Selector
+from .values import EProperty
 
 #: Which occurrence of its location a value means on an envoy, or None for "the next one" (no pin).
 Occurrence = Callable[[Any], "int | None"]
@@ -69,18 +69,11 @@ class PinnedEProperty(EProperty):
 
     def __init__(
         self,
-        key: str | Callable[[Any], str] | None = None,
-        description: str | None = None,
-        unavailable: Reason = None,
-        select: Selector | None = None,
-        read_only: str | None = None,
         occurrence: Occurrence | None = None,
         per_forward: Callable[[Any], int] | None = None,
-        **more: Any,
+        **eproperty: Any,
     ) -> None:
-        super().__init__(
-            key=key, description=description, unavailable=unavailable, select=select, read_only=read_only, **more
-        )
+        super().__init__(**eproperty)
         self.occurrence = occurrence
         self.per_forward = per_forward
 

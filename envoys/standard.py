@@ -53,7 +53,7 @@ def missing_site(envoy: Envoy, label: str) -> str | None:
     )
 
 
-def rows_over(envoys: list[Envoy], layer: int | None = None, prefix: str = "") -> dict[str, Any]:
+def rows_over(envoys: list[Envoy], layer: int | None = None) -> dict[str, Any]:
     """The support rows of a stack of blocks: each value of a block, its attention and its MLP.
 
     A value is None when every block has it, else ``{block index: reason}``
@@ -68,7 +68,7 @@ def rows_over(envoys: list[Envoy], layer: int | None = None, prefix: str = "") -
                 rows.update({f"{name}.{value}": reason for value, reason in part.support().items()})
         per_block.append(rows)
     if layer is not None:
-        return {f"{prefix}{name}": reason for name, reason in per_block[layer].items()}
+        return dict(per_block[layer])
     names: dict[str, None] = {}
     for rows in per_block:
         names.update(dict.fromkeys(rows))
@@ -76,5 +76,5 @@ def rows_over(envoys: list[Envoy], layer: int | None = None, prefix: str = "") -
     for name in names:
         reasons = {index: rows.get(name, "this block does not have it") for index, rows in enumerate(per_block)}
         missing = {index: reason for index, reason in reasons.items() if reason is not None}
-        table[f"{prefix}{name}"] = missing or None
+        table[name] = missing or None
     return table

@@ -23,11 +23,3 @@ def rule_named(name: str) -> Rule:
 def rules_for(model_type: str) -> tuple[Rule, ...]:
     """The rules of one model_type's forwards (empty for a model_type with none)."""
     return tuple(rule for rule in RULES if model_type in rule.model_types)
-
-
-def rules_for_class(cls: type) -> tuple[Rule, ...]:
-    """The rules whose target is a method of ``cls`` itself (not inherited)."""
-    return tuple(
-        rule for rule in RULES
-        if rule.owner_name == cls.__qualname__ and rule.module_name == cls.__module__
-    )

@@ -209,7 +209,7 @@ def test_install_after_nnsight_wrapped_the_module(synthetic):
     x = torch.randn(2, 4)
     with model.trace(x):
         value = model.source.shift_0.output.save()
-    assert value.shape == (2, 4)
+    assert torch.equal(value, module.linear(x * 2) + 3.0)  # super().forward doubles; factor 3, OFFSET 1
 
 
 DRILL_SOURCE = '''

@@ -52,11 +52,6 @@ def _registry() -> dict[str, Family]:
     return {family.model_type: family for family in (llava.FAMILY, qwen2_vl.FAMILY, qwen2_5_vl.FAMILY, qwen3_vl.FAMILY, qwen3_5.FAMILY)}
 
 
-def supported() -> tuple[str, ...]:
-    """Every supported model_type."""
-    return tuple(sorted(_registry()))
-
-
 def family_for(model_type: str) -> Family:
     """The family of ``model_type``; ValueError listing the supported ones otherwise."""
     registry = _registry()
