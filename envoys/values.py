@@ -7,7 +7,9 @@ An `EProperty` is an nnsight ``eproperty`` with three additions:
   or is ``{envoy.path}.{key}`` as usual;
 - ``select`` picks the part of the served value the user reads (an argument
   of the call, an item of a returned tuple, a field of a model output), and
-  puts a written value back in its place;
+  puts a written value back in its place (a `Selector`, or a function of the
+  envoy returning one, where the part depends on the model: which argument of
+  the host's scatter call holds the image features);
 - ``unavailable`` says why the value cannot be had on this envoy (a reason
   string, or a function of the envoy returning one or None). Reading or
   writing an unavailable value raises `Unavailable` with the reason before
@@ -90,14 +92,16 @@ class Field(Selector):
 
 
 Reason = str | Callable[[Any], "str | None"] | None
+#: A selector, or a function of the envoy returning one.
+Select = Selector | Callable[[Any], Selector] | None
 
 
 class EProperty(eproperty):
     """A standard value on an envoy (see the module docstring).
 
     ``key``: the location's suffix under the envoy's path, or a function of the
-    envoy returning the whole location. ``select``: a `Selector`, or None for
-    the whole served value. ``unavailable``: a reason, or a function of the
+    envoy returning the whole location. ``select``: a `Selector` (or a function
+    of the envoy returning one), or None for the whole served value. ``unavailable``: a reason, or a function of the
     envoy returning one or None. ``read_only``: a reason, which makes assignment raise.
     ``prepare``: run inside the trace before the value is requested (a drill
     that has to be asked for first).
@@ -111,7 +115,7 @@ class EProperty(eproperty):
         key: str | Callable[[Any], str] | None = None,
         description: str | None = None,
         unavailable: Reason = None,
-        select: Selector | None = None,
+        select: Select = None,
         read_only: str | None = None,
         prepare: Callable[[Any], None] | None = None,
     ) -> None:
@@ -130,6 +134,10 @@ class EProperty(eproperty):
 
     def _location(self, obj: Any) -> str:
         return self.locate(obj) if self.locate is not None else super()._location(obj)
+
+    def selector(self, obj: Any) -> Selector | None:
+        """The part of the served value this value is on ``obj``; None for all of it."""
+        return self.select if self.select is None or isinstance(self.select, Selector) else self.select(obj)
 
     def reason(self, obj: Any) -> str | None:
         """Why this value is unavailable on ``obj``, or None."""
@@ -156,7 +164,8 @@ class EProperty(eproperty):
         if self.prepare is not None:
             self.prepare(obj)
         raw = self._request(obj, self._location(obj))
-        part = self.select.get(raw) if self.select is not None else raw
+        select = self.selector(obj)
+        part = select.get(raw) if select is not None else raw
         return self._preprocess(obj, part) if self._preprocess is not None else part
 
     def __set__(self, obj: Any, value: Any) -> None:
@@ -167,12 +176,13 @@ class EProperty(eproperty):
             self.prepare(obj)
         location = self._location(obj)
         raw = self._request(obj, location)
-        current = self.select.get(raw) if self.select is not None else raw
+        select = self.selector(obj)
+        current = select.get(raw) if select is not None else raw
         shown = self._preprocess(obj, current) if self._preprocess is not None else current
         _check_shape(_label(obj, self.name), value, shown)
         if self._inverse is not None:
             value = self._inverse(obj, value, current)
-        Mediator.swap(location, self.select.put(raw, value) if self.select is not None else value)
+        Mediator.swap(location, select.put(raw, value) if select is not None else value)
 
 
 def _explain(error: OutOfOrderError, obj: Any, name: str | None) -> None:

@@ -100,6 +100,12 @@ def image_scatter(vision: Any) -> str:
     return f"{host.path}.source.{operation}.input"
 
 
+def scattered_argument(vision: Any) -> Argument:
+    """Which argument of the scatter call is the image features: the host's ``scatter_argument``."""
+    _, _, argument = scatter_host(vision.root)
+    return argument
+
+
 def image_token_id(config: Any) -> int:
     """The id of the token the processor puts where an image's features go."""
     for name in ("image_token_id", "image_token_index"):
@@ -131,7 +137,7 @@ class Vision(Standard):
         return input_ids == image_token_id(self.root.config)
 
     @EProperty(key=image_scatter, description="what the wrapper scatters into the embeddings [image_tokens, hidden_size]",
-               unavailable=no_image_features, select=ImageScatter.scatter_argument)
+               unavailable=no_image_features, select=scattered_argument)
     def image_features(self, features: torch.Tensor) -> ImageFeatures:
         """What the wrapper scatters into the token embeddings at the image tokens, ``[image_tokens, hidden_size]``, row-major over the tokens."""
         return features.reshape(-1, features.shape[-1])

@@ -62,12 +62,13 @@ def loaded(tiny_checkpoint: Callable[..., Path]) -> Callable[[str], tuple[Any, A
 
 
 def test_names() -> None:
-    assert NAMES == ("llava-siglip", "llava-clip", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")
+    assert set(NAMES) == set(CLASSES)  # every builder is gathered, and every one is checked below
+    assert {"llava-siglip", "llava-clip", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"} <= set(NAMES)
 
 
 def test_unknown_name(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="llava-siglip.*qwen3_5"):
-        build_checkpoint("llava-next", tmp_path)
+    with pytest.raises(ValueError, match="unknown tiny checkpoint 'no-such-model'; known names: llava-siglip"):
+        build_checkpoint("no-such-model", tmp_path)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,6 +1,8 @@
 """The supported families: one module per model_type, each with its RENAME and ENVOYS.
 
-A family says only what is particular to it: the native names of its modules
+A family module defines ``FAMILY``; every module of this package that does is
+a supported model_type (nothing else to register). A family says only what is
+particular to it: the native names of its modules
 under the standard ones (``RENAME``), the envoy classes of its tower and its
 scatter host (``ENVOYS``), where its text blocks are (``TEXT_LAYERS``), and,
 for a wrapper that scatters in its own forward, ``ROOT_SCATTER``. The text
@@ -10,6 +12,8 @@ themselves, whatever text model the checkpoint pairs the tower with.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -47,9 +51,13 @@ class Family:
 
 
 def _registry() -> dict[str, Family]:
-    from . import llava, qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl
-
-    return {family.model_type: family for family in (llava.FAMILY, qwen2_vl.FAMILY, qwen2_5_vl.FAMILY, qwen3_vl.FAMILY, qwen3_5.FAMILY)}
+    """Every family: the ``FAMILY`` of each module in this package (a module without one is a shared helper)."""
+    found: dict[str, Family] = {}
+    for info in pkgutil.iter_modules(__path__):
+        family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
+        if isinstance(family, Family):
+            found[family.model_type] = family
+    return found
 
 
 def family_for(model_type: str) -> Family:

@@ -1,6 +1,7 @@
 """Tiny random checkpoints of the vision-language families, built offline.
 
-Each named builder makes a model of the family's real class with a few
+Each family module here defines ``BUILDERS`` (checkpoint name -> builder);
+this package gathers them (nothing else to register). Each named builder makes a model of the family's real class with a few
 layers and widths of 32, random float32 weights drawn from a seed, and the
 processor its real users load (stock processor, image processor and, for
 Qwen-VL, video processor; a small generated tokenizer with a chat template).
@@ -8,22 +9,15 @@ Qwen-VL, video processor; a small generated tokenizer with a chat template).
 ``AutoProcessor.from_pretrained(path)`` and
 ``AutoModelForImageTextToText.from_pretrained(path)`` load them back.
 
-=============== ================================ =================================
-name            imitates                          module
-=============== ================================ =================================
-llava-siglip    llava-interleave-qwen-0.5b        :mod:`envoys.tiny.llava`
-llava-clip      llava-1.5-7b                      :mod:`envoys.tiny.llava`
-qwen2_vl        Qwen2-VL-2B-Instruct              :mod:`envoys.tiny.qwen`
-qwen2_5_vl      Qwen2.5-VL-3B-Instruct            :mod:`envoys.tiny.qwen`
-qwen3_vl        Qwen3-VL-2B-Instruct              :mod:`envoys.tiny.qwen`
-qwen3_5         Qwen3.5 (gated-DeltaNet hybrid)   :mod:`envoys.tiny.qwen`
-=============== ================================ =================================
+Each builder's docstring says which checkpoint it imitates.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,20 +25,21 @@ import torch
 from transformers import PreTrainedModel, ProcessorMixin
 
 from .images import chat_prompt, noise_image
-from .llava import build_llava_clip, build_llava_siglip
-from .qwen import build_qwen2_5_vl, build_qwen2_vl, build_qwen3_5, build_qwen3_vl
 
 Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
 
+
+
+def _gather() -> dict[str, Builder]:
+    """Every module's ``BUILDERS``, modules in name order."""
+    found: dict[str, Builder] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        found.update(getattr(importlib.import_module(f"{__name__}.{info.name}"), "BUILDERS", {}))
+    return found
+
+
 #: Builders by checkpoint name; each returns an unsaved (model, processor).
-BUILDERS: dict[str, Builder] = {
-    "llava-siglip": build_llava_siglip,
-    "llava-clip": build_llava_clip,
-    "qwen2_vl": build_qwen2_vl,
-    "qwen2_5_vl": build_qwen2_5_vl,
-    "qwen3_vl": build_qwen3_vl,
-    "qwen3_5": build_qwen3_5,
-}
+BUILDERS: dict[str, Builder] = _gather()
 
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 

@@ -194,3 +194,7 @@ def build_llava_clip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
         chat_template=VICUNA_TEMPLATE,
     )
     return LlavaForConditionalGeneration(config), processor
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"llava-siglip": build_llava_siglip, "llava-clip": build_llava_clip}

@@ -322,3 +322,12 @@ def build_qwen3_5() -> tuple[PreTrainedModel, ProcessorMixin]:
         **_token_ids(tokenizer),
     )
     return Qwen3_5ForConditionalGeneration(config), _qwen3_processor(patch, tokenizer)
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {
+    "qwen2_vl": build_qwen2_vl,
+    "qwen2_5_vl": build_qwen2_5_vl,
+    "qwen3_vl": build_qwen3_vl,
+    "qwen3_5": build_qwen3_5,
+}
