@@ -20,6 +20,14 @@ class Hidden(Layout):
     """[batch, seq, hidden_size]: the text model's stream."""
 
 
+class TokenIds(Layout):
+    """[batch, seq] long: the token ids the forward receives."""
+
+
+class TokenMask(Layout):
+    """[batch, seq]: the attention mask, 1 at real tokens and 0 at padding."""
+
+
 class Patches(Layout):
     """[images, patches, vision_hidden_size]: a tower's stream, one row per image (a packed tower's one row holds every image)."""
 

@@ -33,10 +33,10 @@ from instrument import DriftError, compile_rule, install_all
 from rewrites import RULES
 
 from .families import Family, family_for
-from .layouts import Logits
 from .standard import rows_over
+from .text_root import TextRoot
 from .tree import standard_tree
-from .values import EProperty, Field, standard_values
+from .values import standard_values
 from .vision import no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
@@ -96,15 +96,16 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
-class StandardizedTransformer(TransformersModel):
+class StandardizedTransformer(TextRoot, TransformersModel):
     """An image-text-to-text checkpoint under standard names, with its vision side readable and writable.
 
     ``StandardizedTransformer(name_or_path, task="image-text-to-text",
     device="cpu", attn_implementation="eager")``. Other keyword arguments go
     to ``from_pretrained``. ``model.processor``, ``model.tokenizer`` and
     ``model.config`` are there; ``model.layers[i]``, ``embed_tokens``,
-    ``norm``, ``lm_head``, ``logits`` name the text model, ``model.vision``
-    and ``model.projector`` the vision side.
+    ``norm``, ``lm_head``, ``logits`` and the rest of the text surface
+    (`TextRoot`: sizes, inputs, accessors, skip and steer) name the text
+    model, ``model.vision`` and ``model.projector`` the vision side.
     """
 
     def __init__(
@@ -148,26 +149,9 @@ class StandardizedTransformer(TransformersModel):
                 envoys=family.envoys_for(model),
             )
 
-    @EProperty(key="output", description="the language-model head's output [batch, seq, vocab]", select=Field("logits"))
-    def logits(self, logits: torch.Tensor) -> Logits:
-        """The language-model head's output, ``[batch, seq, vocab]``."""
-        return logits
-
     @property
     def config(self) -> Any:
         return self._module.config
-
-    @property
-    def text_config(self) -> Any:
-        return getattr(self.config, "text_config", self.config)
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.layers)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.text_config.hidden_size
 
     def support(self) -> dict[str, Any]:
         """Every standard value of this checkpoint: None when available (on every block), else why not.
@@ -191,10 +175,3 @@ class StandardizedTransformer(TransformersModel):
             f"text: {self.num_layers} blocks of width {self.hidden_size}{towers})"
         )
         return standard_tree(self, title)
-
-    def probs_to_dict(self, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
-        """The ``k`` most probable tokens of a probability vector over the vocabulary, decoded, with their probabilities."""
-        if probs.dim() != 1:
-            raise ValueError(f"probs_to_dict takes one distribution, shape [vocab]; got shape {tuple(probs.shape)}")
-        values, indices = probs.detach().topk(k)
-        return {self.tokenizer.decode([int(i)]): float(v) for v, i in zip(values, indices)}

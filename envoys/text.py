@@ -113,6 +113,19 @@ def stream_values(
     )
 
 
+def own_output(
+    name: str,
+    layout: type,
+    description: str,
+    gate: Callable[[Any], str | None] | None = None,
+    view: View | None = None,
+    inverse: Inverse | None = None,
+) -> EProperty:
+    """A block part's own output (its first item where it returns a tuple), answered on the part itself:
+    ``self_attn.attention_output`` and ``mlp.mlp_output`` are the block's ``attention_output`` and ``mlp_output``."""
+    return value(name, layout, description, "output", First(), either(gate, None), view=view, inverse=inverse)
+
+
 class Layer(Standard):
     """A text block: ``layer_input + attention_output + mlp_output == layer_output``, each ``[batch, seq, hidden_size]``."""
 
@@ -199,6 +212,8 @@ def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) 
 class Attention(Standard):
     """A text block's attention: its output, and its interior at the kernel call (causal)."""
 
+    attention_output = own_output("attention_output", Hidden, "what the attention adds to the stream")
+
     (
         attention_queries,
         attention_keys,
@@ -210,7 +225,9 @@ class Attention(Standard):
 
 
 class Mlp(Standard):
-    """A block's MLP: its own input and output are the values."""
+    """A block's MLP: ``mlp_output`` is what it adds to the stream (the block's ``mlp_output``)."""
+
+    mlp_output = own_output("mlp_output", Hidden, "what the MLP adds to the stream")
 
 
 class TextModel(Standard):

@@ -50,14 +50,14 @@ class Selector:
 
 @dataclass(frozen=True)
 class Argument(Selector):
-    """An argument of a call served as ``(args, kwargs)``: positional ``index``, else keyword ``name``."""
+    """An argument of a call served as ``(args, kwargs)``: positional ``index``, else keyword ``name`` (None when not passed)."""
 
     index: int
     name: str
 
     def get(self, raw: Any) -> Any:
         args, kwargs = raw
-        return args[self.index] if len(args) > self.index else kwargs[self.name]
+        return args[self.index] if len(args) > self.index else kwargs.get(self.name)
 
     def put(self, raw: Any, part: Any) -> Any:
         args, kwargs = raw

@@ -21,7 +21,7 @@ import torch
 
 from .layouts import ImageFeatures, ImageTokenMask, Patches
 from .standard import Standard, child, missing_site, rows_over
-from .text import interior_values, stream_values
+from .text import interior_values, own_output, stream_values
 from .values import Argument, EProperty, Field
 
 #: The forward arguments that carry an image (pixels, or what the tower made of them).
@@ -242,6 +242,8 @@ class VisionAttention(Standard):
 
     order_hint = VISION_ORDER
 
+    attention_output = own_output("attention_output", Patches, "what the attention adds to the stream", no_images,
+                                  as_patches, from_patches)
     (
         attention_queries,
         attention_keys,
@@ -253,4 +255,8 @@ class VisionAttention(Standard):
 
 
 class VisionMlp(Standard):
-    """A tower block's MLP."""
+    """A tower block's MLP: ``mlp_output`` is what it adds to the stream (the block's ``mlp_output``)."""
+
+    order_hint = VISION_ORDER
+
+    mlp_output = own_output("mlp_output", Patches, "what the MLP adds to the stream", no_images, as_patches, from_patches)

@@ -274,7 +274,7 @@ def test_support_lists_every_value(model):
         assert support[name] is None, name
     tower = model.vision.support()
     assert tower["image_features"] is None and tower["self_attn.attention_probabilities"] is None
-    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))}
+    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))}
 
 
 def test_repr_shows_the_standard_tree(model):

@@ -321,7 +321,7 @@ def test_support_rows_and_reasons(model):
     support = model.support()
     assert support["vision.self_attn.attention_probabilities"] == tower["self_attn.attention_probabilities"]
     assert ("deepstack_output" in support) == (model.family.model_type == "qwen3_vl")
-    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))}
+    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))}
 
 
 def test_sdpa_changes_nothing_and_flash_takes_the_head_outputs(tiny_checkpoint):

@@ -35,6 +35,8 @@ RENAME = {
     "model.vision_tower": "vision",
     "model.multi_modal_projector": "projector",
     "encoder.layers": "layers",
+    "layer_norm1": "input_layernorm",
+    "layer_norm2": "post_attention_layernorm",
     "embeddings.patch_embedding": "patch_embed",
     "self_attn.out_proj": "self_attn.o_proj",
     "mlp.fc1": "mlp.up_proj",

@@ -1,0 +1,168 @@
+"""The text surface nnterp users know, on every family's tiny checkpoint: sizes, pre-norms, inputs, accessors,
+skip and steer, exact against the plain model, the processor, or values read in the same trace."""
+
+from __future__ import annotations
+
+import nnsight
+import pytest
+import torch
+
+from envoys import StandardizedTransformer
+from envoys.tiny import NAMES, chat_prompt, noise_image
+
+IMAGES = [noise_image(32, 32, seed=0)]
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def model(request, tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+def prompt(model) -> str:
+    return chat_prompt(model.processor, len(IMAGES), "What is in the picture?")
+
+
+def inputs(model) -> dict[str, torch.Tensor]:
+    return model.processor(text=[prompt(model)], images=IMAGES, return_tensors="pt")
+
+
+def first_argument(served) -> torch.Tensor:
+    """The hidden states a module was called with: its first positional argument, else ``hidden_states``."""
+    args, kwargs = served
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def attention_block(model) -> int:
+    """The first text block with softmax attention (a hybrid stack's first blocks may have another mixer)."""
+    return next(i for i, block in enumerate(model._module.model.language_model.layers) if hasattr(block, "self_attn"))
+
+
+def test_sizes_are_the_text_configs(model):
+    text = model.config.get_text_config()
+    assert (model.num_layers, model.hidden_size, model.vocab_size) == (
+        text.num_hidden_layers, text.hidden_size, text.vocab_size)
+    assert (model.num_heads, model.num_kv_heads) == (text.num_attention_heads, text.num_key_value_heads)
+    assert model.head_dim == (getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads)
+    assert model.intermediate_size == text.intermediate_size
+    assert model.embed_tokens._module.weight.shape == (model.vocab_size, model.hidden_size)
+
+
+def test_pre_norms_feed_the_attention_and_the_mlp(model):
+    text_block, tower_block = model.layers[attention_block(model)], model.vision.layers[0]
+    with model.trace(prompt(model), images=IMAGES):
+        tower = nnsight.save([tower_block.input_layernorm.output, tower_block.self_attn.inputs,
+                              tower_block.post_attention_layernorm.output, tower_block.mlp.inputs])
+        text = nnsight.save([text_block.input_layernorm.output, text_block.self_attn.inputs,
+                             text_block.post_attention_layernorm.output, text_block.mlp.inputs])
+    for attention_in, attention_call, mlp_in, mlp_call in (tower, text):
+        assert torch.equal(attention_in, first_argument(attention_call))
+        assert torch.equal(mlp_in, first_argument(mlp_call))
+
+
+def test_the_inputs_are_the_processors_and_the_embeddings(model):
+    given = inputs(model)
+    with model.trace(prompt(model), images=IMAGES):
+        ids = model.input_ids.save()
+        mask = model.attention_mask.save()
+        size = nnsight.save(model.input_size)
+        embeddings = model.token_embeddings.save()
+    assert torch.equal(ids, given["input_ids"]) and torch.equal(mask, given["attention_mask"])
+    assert tuple(size) == tuple(given["input_ids"].shape)
+    with torch.no_grad():
+        assert torch.equal(embeddings, model.embed_tokens._module(given["input_ids"]))
+
+
+def test_writing_token_embeddings_changes_the_logits(model):
+    with model.trace(prompt(model), images=IMAGES):
+        clean = model.logits.save()
+    with model.trace(prompt(model), images=IMAGES):
+        model.token_embeddings = torch.zeros_like(model.token_embeddings)
+        edited = model.logits.save()
+    assert not torch.equal(edited, clean)
+
+
+def test_next_token_probs_is_the_softmax_of_the_last_row(model):
+    with model.trace(prompt(model), images=IMAGES):
+        logits = model.logits.save()
+        probabilities = model.next_token_probs.save()
+    assert torch.equal(probabilities, logits[:, -1, :].softmax(-1))
+
+
+def test_accessors_index_the_block_values(model):
+    index = attention_block(model)
+    block = model.layers[index]
+    with model.trace(prompt(model), images=IMAGES):
+        by_accessor = nnsight.save([model.layers_input[index], model.attentions_output[index],
+                                    model.mlps_output[index], model.layers_output[index]])
+    with model.trace(prompt(model), images=IMAGES):
+        by_name = nnsight.save([block.layer_input, block.attention_output, block.mlp_output, block.layer_output])
+    with model.trace(prompt(model), images=IMAGES):
+        on_parts = nnsight.save([block.self_attn.attention_output, block.mlp.mlp_output])
+    for a, b in zip(by_accessor, by_name):
+        assert torch.equal(a, b)
+    assert torch.equal(on_parts[0], by_name[1]) and torch.equal(on_parts[1], by_name[2])
+    assert len(model.layers_output) == model.num_layers
+
+
+def test_writing_through_an_accessor_is_writing_the_block_value(model):
+    with model.trace(prompt(model), images=IMAGES):
+        model.layers_output[-1] = torch.zeros_like(model.layers_output[-1])
+        final = model.norm.input.save()  # the last block's output, with nothing added after it (DeepStack adds early)
+    assert torch.equal(final, torch.zeros_like(final))
+
+
+def test_a_skipped_block_passes_its_input_on(model):
+    # The last block: nothing is added to the stream after it (Qwen3-VL's DeepStack adds after the first ones).
+    with model.trace(prompt(model), images=IMAGES):
+        clean = model.logits.save()
+    with model.trace(prompt(model), images=IMAGES):
+        entering = model.layers[-1].layer_input.save()
+        model.skip_layer(-1)
+        leaving = model.layers[-1].layer_output.save()
+        final = model.norm.input.save()
+        skipped = model.logits.save()
+    assert torch.equal(leaving, entering) and torch.equal(final, entering)
+    assert not torch.equal(skipped, clean)
+
+
+def test_skip_layers_replaces_a_range_with_the_given_tensor(model):
+    last = model.num_layers - 1
+    with model.trace(prompt(model), images=IMAGES):
+        replacement = torch.ones_like(model.layers[0].layer_input)
+        model.skip_layers(0, last, skip_with=replacement)
+        final = model.norm.input.save()
+    assert torch.equal(final, torch.ones_like(final))
+
+
+def test_steering_adds_the_vector_at_the_chosen_positions_only(model):
+    vector = torch.linspace(-1, 1, model.hidden_size)
+    with model.trace(prompt(model), images=IMAGES):
+        clean = model.layers[-1].layer_output.save()
+    with model.trace(prompt(model), images=IMAGES):
+        model.steer([model.num_layers - 1], vector, factor=2.0, token_positions=[1, 3], batch_index=0)
+        steered = model.layers[-1].layer_output.save()
+        final = model.norm.input.save()
+    expected = clean.clone()
+    expected[0, [1, 3]] += 2.0 * vector
+    assert torch.equal(steered, expected) and torch.equal(final, expected)
+
+
+def test_topk_closest_tokens_reads_a_hidden_state_through_the_head(model):
+    with model.trace(prompt(model), images=IMAGES):
+        final = model.layers[-1].layer_output.save()
+        logits = model.logits.save()
+    closest = model.get_topk_closest_tokens(final[0, -1], k=3)
+    expected = model.probs_to_dict(logits[0, -1].softmax(-1), k=3)
+    assert list(closest) == list(expected)
+    assert len(model.get_topk_closest_tokens(final[0, -2:], k=3)) == 2
+    with pytest.raises(ValueError, match=r"\[hidden_size\] or \[n, hidden_size\]"):
+        model.get_topk_closest_tokens(final, k=3)
+
+
+def test_bad_block_indices_are_refused(model):
+    with pytest.raises(IndexError, match=f"the text model has {model.num_layers} blocks"):
+        model.skip_layer(model.num_layers)
+    with pytest.raises(ValueError, match="start <= end"):
+        model.skip_layers(1, 0)
