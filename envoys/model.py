@@ -2,7 +2,10 @@
 
 Loading, in order: the config names the family (an unsupported model_type is
 refused, listing the supported ones); the model is loaded with real weights
-(a hub id and a local ``save_pretrained`` directory alike); the family's
+(a hub id and a local ``save_pretrained`` directory alike; a checkpoint of
+a family's text model saved alone, such as ``qwen3_5_text``, loads as the
+causal LM it is, with the text names, and ``model.vision`` says why it has
+none); the family's
 rewrite rules are compiled and installed on the modules whose forwards they
 rewrite (a rule that does not match the installed transformers is recorded
 as the reason its values are unavailable, not raised); the processor is
@@ -27,7 +30,7 @@ from typing import Any, Iterator
 
 import torch
 from nnsight import TransformersModel
-from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
 from instrument import DriftError, compile_rule, install_all
 from rewrites import RULES
@@ -37,7 +40,7 @@ from .standard import rows_over
 from .text_root import TextRoot
 from .tree import standard_tree
 from .values import standard_values
-from .vision import no_images
+from .vision import NoTower, Vision, no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
@@ -64,6 +67,15 @@ def instrument(model: torch.nn.Module) -> dict[str, str]:
         usable.append(rule)
     install_all(model, usable)
     return failures
+
+
+def text_model_alone(model_class: str, model_type: str, family: str) -> str:
+    """Why a checkpoint of a family's text model alone has no vision side."""
+    return (
+        f"this checkpoint is {model_class} ({model_type}), the text model of {family} saved alone: it has no "
+        f"vision tower, projector or image scatter; load the {family} checkpoint with "
+        f"task={IMAGE_TEXT_TO_TEXT!r} for the vision side"
+    )
 
 
 def encode_images_in_the_forward() -> bool:
@@ -123,7 +135,14 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
         config = AutoConfig.from_pretrained(name_or_path, **hub)
         family = family_for(config.model_type)
-        model = AutoModelForImageTextToText.from_pretrained(name_or_path, **load_kwargs)
+        if family.text_only and task == IMAGE_TEXT_TO_TEXT:
+            raise ValueError(
+                f"{name_or_path} is a {config.model_type} checkpoint, {family.model_type}'s text model saved alone: "
+                f"it has no vision tower, so no image can reach it; load it without task= (text only), or load "
+                f"the {family.model_type} checkpoint with task={IMAGE_TEXT_TO_TEXT!r}"
+            )
+        loader = AutoModelForCausalLM if family.text_only else AutoModelForImageTextToText
+        model = loader.from_pretrained(name_or_path, **load_kwargs)
         if device is not None:
             model = model.to(device)
         model.eval()
@@ -148,6 +167,10 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 rename=family.rename_for(config),
                 envoys=family.envoys_for(model),
             )
+        if family.text_only:
+            absent = text_model_alone(type(model).__name__, config.model_type, family.model_type)
+            self.vision = NoTower("vision", absent)
+            self.projector = NoTower("projector", absent)
 
     @property
     def config(self) -> Any:
@@ -163,15 +186,18 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         rows: dict[str, Any] = {name: value.reason(self) for name, value in standard_values(type(self)).items()}
         rows.update(rows_over(list(self.layers)))
         vision = self.__dict__.get("vision")
-        if vision is not None and no_images(vision) is None:
+        if isinstance(vision, Vision) and no_images(vision) is None:
             rows.update({f"vision.{name}": reason for name, reason in vision.support().items()})
         return rows
 
     def __repr__(self) -> str:
         vision = self.__dict__.get("vision")
-        towers = f"; vision: {vision.num_layers} blocks of width {vision.vision_hidden_size}" if vision is not None else ""
+        towers = (
+            f"; vision: {vision.num_layers} blocks of width {vision.vision_hidden_size}"
+            if isinstance(vision, Vision) else "; no vision tower"
+        )
         title = (
-            f"StandardizedTransformer({self.family.model_type}: {type(self._module).__name__}; "
+            f"StandardizedTransformer({self.config.model_type}: {type(self._module).__name__}; "
             f"text: {self.num_layers} blocks of width {self.hidden_size}{towers})"
         )
         return standard_tree(self, title)

@@ -22,7 +22,7 @@ import torch
 from .layouts import ImageFeatures, ImageTokenMask, Patches
 from .standard import Standard, child, missing_site, rows_over
 from .text import interior_values, own_output, stream_values
-from .values import Argument, EProperty, Field
+from .values import Argument, EProperty, Field, Unavailable
 
 #: The forward arguments that carry an image (pixels, or what the tower made of them).
 IMAGE_INPUTS = ("pixel_values", "mm_encoder_outputs")
@@ -38,6 +38,28 @@ TEXT_ONLY = (
     "this model was loaded without task='image-text-to-text', so it has no processor and no image can "
     "reach it; load it with StandardizedTransformer(name, task='image-text-to-text')"
 )
+
+
+class NoTower:
+    """``model.vision`` (or ``model.projector``) on a checkpoint of the text model alone: there is no tower.
+
+    Every attribute raises `Unavailable` with the reason; ``support()`` is empty.
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        self._name = name
+        self._reason = reason
+
+    def support(self, layer: int | None = None) -> dict[str, Any]:
+        return {}
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        raise Unavailable(f"{self._name}.{attribute} is unavailable: {self._reason}")
+
+    def __repr__(self) -> str:
+        return f"{self._name}: none ({self._reason})"
 
 
 def no_images(envoy: Any) -> str | None:

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 import torch
 
 from ..text import Attention, Layer, Mlp, TextModel
+
+
+#: The text model's standard names in a checkpoint saved from the text model alone (a ``*ForCausalLM``).
+TEXT_ONLY_RENAME = {"model.embed_tokens": "embed_tokens", "model.layers": "layers", "model.norm": "norm"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,17 @@ class Family:
     text_layers: str  #: the text blocks' path from the root
     root_scatter: str | None = None  #: the scatter's site in the root's own forward, if it scatters there
     extra_rename: Callable[[Any], Mapping[str, str]] = field(default=lambda config: {})  #: per-checkpoint names
+    text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
+    text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
+
+    def for_text_model(self) -> "Family":
+        """This family for a checkpoint of its text model alone: the text model's names at the top of the tree.
+
+        The wrapper's own keys match nothing there; the ones relative to a
+        block (a family's spelling of a norm or an MLP) still apply.
+        """
+        return replace(self, rename={**self.rename, **TEXT_ONLY_RENAME}, text_layers="model.layers",
+                       root_scatter=None, text_only=True)
 
     def rename_for(self, config: Any) -> dict[str, str]:
         """The ``rename=`` for one checkpoint of this family."""
@@ -50,6 +65,11 @@ class Family:
         return {**found, **self.envoys}
 
 
+def families() -> tuple[Family, ...]:
+    """Every supported family."""
+    return tuple(_registry().values())
+
+
 def _registry() -> dict[str, Family]:
     """Every family: the ``FAMILY`` of each module in this package (a module without one is a shared helper)."""
     found: dict[str, Family] = {}
@@ -61,10 +81,16 @@ def _registry() -> dict[str, Family]:
 
 
 def family_for(model_type: str) -> Family:
-    """The family of ``model_type``; ValueError listing the supported ones otherwise."""
+    """The family of ``model_type`` (its text-only form for a text model's model_type); ValueError listing the
+    supported ones otherwise."""
     registry = _registry()
-    if model_type not in registry:
-        raise ValueError(
-            f"model_type {model_type!r} is not supported; supported model_types: {', '.join(sorted(registry))}"
-        )
-    return registry[model_type]
+    if model_type in registry:
+        return registry[model_type]
+    for family in registry.values():
+        if model_type in family.text_model_types:
+            return family.for_text_model()
+    text = sorted(t for family in registry.values() for t in family.text_model_types)
+    raise ValueError(
+        f"model_type {model_type!r} is not supported; supported model_types: {', '.join(sorted(registry))}"
+        + (f" (and their text models saved alone: {', '.join(text)})" if text else "")
+    )

@@ -5,7 +5,9 @@
 model's ``layer_types`` mix ``linear_attention`` blocks (a gated DeltaNet,
 ``linear_attn``) and ``full_attention`` blocks (``self_attn``, output-gated):
 every block is a `HybridLayer`, whose attention values are Unavailable on the
-blocks without ``self_attn`` (``support()`` gives the reason per block).
+blocks without ``self_attn`` (``support()`` gives the reason per block). A
+checkpoint of the text model alone (``qwen3_5_text``, ``Qwen3_5ForCausalLM``)
+loads with the same text names.
 """
 
 from __future__ import annotations
@@ -36,4 +38,4 @@ ENVOYS = {
     Qwen3_5VisionMLP: VisionMlp,
 }
 
-FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_text",))

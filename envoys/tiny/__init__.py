@@ -20,9 +20,10 @@ import os
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import PreTrainedModel, ProcessorMixin
+from transformers import AutoModelForCausalLM, PreTrainedModel, ProcessorMixin
 
 from .images import chat_prompt, noise_image
 
@@ -67,20 +68,18 @@ def build(name: str, seed: int = 0) -> tuple[PreTrainedModel, ProcessorMixin]:
     return model.eval(), processor
 
 
-def build_checkpoint(name: str, directory: str | os.PathLike[str], seed: int = 0) -> Path:
-    """Build the tiny random checkpoint `name` with its processor, save both with save_pretrained into `directory`, return the directory.
+def _save(model: PreTrainedModel, saved_with: Any, directory: str | os.PathLike[str]) -> Path:
+    """Save ``model`` and its processor or tokenizer into ``directory``, eager attention written into the config.
 
     transformers does not serialise the attention implementation, so
     ``"attn_implementation": "eager"`` is written into the saved
     ``config.json`` afterwards: a load without ``attn_implementation=`` gets
     eager attention in every sub-model, and an explicit argument still wins.
-    Raises ValueError for a name not in :data:`NAMES`.
     """
-    model, processor = build(name, seed)
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
-    processor.save_pretrained(path)
+    saved_with.save_pretrained(path)
     config_file = path / "config.json"
     config = json.loads(config_file.read_text())
     config["attn_implementation"] = "eager"
@@ -88,4 +87,30 @@ def build_checkpoint(name: str, directory: str | os.PathLike[str], seed: int = 0
     return path
 
 
-__all__ = ["BUILDERS", "NAMES", "build", "build_checkpoint", "chat_prompt", "noise_image"]
+def build_checkpoint(name: str, directory: str | os.PathLike[str], seed: int = 0) -> Path:
+    """Build the tiny random checkpoint `name` with its processor, save both with save_pretrained into `directory`,
+    return the directory. Raises ValueError for a name not in :data:`NAMES`."""
+    model, processor = build(name, seed)
+    return _save(model, processor, directory)
+
+
+def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: int = 0) -> Path:
+    """Save the text model of the tiny checkpoint `name` alone, as the causal LM transformers has for it, with its tokenizer.
+
+    The weights are the full checkpoint's (same `seed`): its decoder and its
+    head, so the text model alone computes what the wrapper computes on text.
+    Raises ValueError when transformers has no causal LM for the text model's config.
+    """
+    model, processor = build(name, seed)
+    text_config = model.config.get_text_config()
+    try:
+        causal = AutoModelForCausalLM.from_config(text_config)
+    except ValueError as error:
+        raise ValueError(f"transformers has no causal LM for {name}'s text model ({text_config.model_type})") from error
+    causal.model.load_state_dict(model.get_decoder().state_dict())
+    causal.lm_head.load_state_dict(model.lm_head.state_dict())
+    causal = causal.to(torch.float32).eval()
+    return _save(causal, processor.tokenizer, directory)
+
+
+__all__ = ["BUILDERS", "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "noise_image"]
