@@ -34,8 +34,8 @@ from .layouts import HeadOutputs, Keys, Layout, Pattern, Patches, Queries, Value
 from .pinning import PinnedEProperty
 from .standard import missing_site
 from .text import either, value
-from .values import Argument, EProperty, Field, Selector, Unavailable
-from .vision import Vision, VisionAttention, as_patches, from_patches, no_images, no_patch_embed
+from .values import Argument, EProperty, Field, Selector
+from .vision import Vision, VisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
 
 #: Why the Qwen ViT's attention has no scores or probabilities, under any implementation.
 PER_IMAGE = (
@@ -178,14 +178,6 @@ class QwenVisionAttention(VisionAttention):
 
 
 # -- the tower -------------------------------------------------------------------------------------
-
-
-def variable_resolution(vision: Vision) -> int:
-    """``image_size`` on a tower with no fixed resolution: Unavailable, saying where each image's size is."""
-    raise Unavailable(
-        f"{type(vision._module).__name__} takes images of any resolution, so it has no image_size; "
-        f"{vision.image_sizes_are}"
-    )
 
 
 def no_windows(vision: Any) -> str | None:

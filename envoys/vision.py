@@ -142,6 +142,9 @@ class Vision(Standard):
 
     order_hint = VISION_ORDER
 
+    #: On a tower with no fixed resolution, where each image's size is (`variable_resolution` says it).
+    image_sizes_are: str | None = None
+
     @EProperty(key=lambda v: f"{v.root.path}.input", description="which positions hold an image token [batch, seq] bool",
                unavailable=no_images, read_only="it is where the prompt has image tokens; change the prompt instead")
     def image_token_mask(self, inputs: Any) -> ImageTokenMask:
@@ -234,6 +237,16 @@ class Vision(Standard):
         if layer is not None:
             return rows
         return {**super().support(), **rows}
+
+
+def variable_resolution(vision: Vision) -> int:
+    """``image_size`` on a tower with no fixed resolution: Unavailable, saying where each image's size is.
+
+    A tower class uses it as ``image_size = property(variable_resolution)`` and
+    says where the sizes are in its ``image_sizes_are``.
+    """
+    where = f"; {vision.image_sizes_are}" if vision.image_sizes_are else ""
+    raise Unavailable(f"{type(vision._module).__name__} takes images of any resolution, so it has no image_size{where}")
 
 
 def as_patches(tensor: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,127 @@
+"""A tiny Mistral 3 checkpoint: the Pixtral tower, a patch-merging projector, a Mistral text model.
+
+The builder returns an unsaved (`Mistral3ForConditionalGeneration`,
+`PixtralProcessor`) pair with random float32 weights (seed the torch
+generator first; :func:`envoys.tiny.build` does).
+
+Images keep their own size: the Pixtral image processor scales an image down
+only when its longest side is over ``longest_edge`` (64 px), then rounds each
+side up to a multiple of its patch size, which is the vision patch (4 px) times
+``spatial_merge_size`` (2), as the processor passes it, so every image's patch
+grid is even and the projector's 2x2 merge tiles it. A 32x32 image is 8x8 = 64
+patches and 4x4 = 16 image tokens; a 48 (high) x 64 (wide) image is 12x16 =
+192 patches and 6x8 = 48 image tokens. The processor writes ``[IMG]`` per
+image token, ``[IMG_BREAK]`` after each row of them and ``[IMG_END]`` in place
+of the last break.
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    Mistral3Config,
+    Mistral3ForConditionalGeneration,
+    MistralConfig,
+    PixtralImageProcessor,
+    PixtralProcessor,
+    PixtralVisionConfig,
+    TokenizersBackend,
+)
+
+from .tokenizer import word_level_tokenizer
+
+PATCH_SIZE = 4
+MERGE = 2
+LONGEST_EDGE = 64
+
+#: Mistral's instruction format: ``[INST]`` + the images' ``[IMG]`` placeholders + the text + ``[/INST]``
+#: (the tokenizer prepends ``<s>``).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}{{ '[INST]' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}{{ '[IMG]' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}"
+    "{{ '[/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}{{ item['text'] }}{% endfor %}{% endif %}"
+    "{{ '</s>' }}"
+    "{% endif %}"
+    "{% endfor %}"
+)
+
+
+def _tokenizer() -> TokenizersBackend:
+    return word_level_tokenizer(
+        special_tokens=["<s>", "</s>", "<pad>", "[INST]", "[/INST]"],
+        named_tokens={"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"},
+        chat_template=CHAT_TEMPLATE,
+        bos_token="<s>",
+        add_bos_token=True,
+        eos_token="</s>",
+        pad_token="<pad>",
+    )
+
+
+def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor]:
+    """Imitates mistralai/Mistral-Small-3.1-24B-Instruct-2503.
+
+    Pixtral tower: 2 blocks, width 32, 2 heads (head_dim 16), gated SiLU MLP 64
+    wide, patch 4, 2D axial rotary positions, no final norm; ``image_size`` 64
+    is the longest side the processor keeps. Projector: RMSNorm, a 2x2 patch
+    merger (``spatial_merge_size`` 2), two linears to the text width, reading
+    the last block (``vision_feature_layer`` -1). Mistral text model: 2 layers,
+    width 32, 2 query heads / 1 key-value head of dim 16, untied head.
+    """
+    tokenizer = _tokenizer()
+    vision = PixtralVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        patch_size=PATCH_SIZE,
+        image_size=LONGEST_EDGE,
+        hidden_act="silu",
+    )
+    text = MistralConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=1024,
+        sliding_window=None,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config = Mistral3Config(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.image_token_id,
+        spatial_merge_size=MERGE,
+        vision_feature_layer=-1,
+        projector_hidden_act="gelu",
+        multimodal_projector_bias=False,
+        tie_word_embeddings=False,
+    )
+    processor = PixtralProcessor(
+        image_processor=PixtralImageProcessor(
+            size={"longest_edge": LONGEST_EDGE},
+            patch_size={"height": PATCH_SIZE * MERGE, "width": PATCH_SIZE * MERGE},
+        ),
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        spatial_merge_size=MERGE,
+        chat_template=CHAT_TEMPLATE,
+    )
+    return Mistral3ForConditionalGeneration(config), processor
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"mistral3": build_mistral3}

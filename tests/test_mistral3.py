@@ -1,0 +1,433 @@
+"""StandardizedTransformer on a tiny Mistral 3 checkpoint (the Pixtral tower): the packed row, exact.
+
+Every expected number comes from outside the code under test: the stock
+processor's ``pixel_values`` and ``image_sizes``, the config's patch and merge
+sizes, the modules' own weights, or a recomputation from other values read in
+the same trace. Images: 32x32 (8x8 patches of 4 px, 4x4 image tokens) and 48
+high x 64 wide (12x16 patches, 6x8 tokens), so two images differ in both sides
+and the convolution's padded grid is the second image's.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+from instrument.show import main as show
+
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, then 64 wide x 48 high
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint("mistral3"), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What is in the picture?")
+
+
+def processed(model, images) -> dict:
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+
+
+def image_sizes(model, images) -> list[tuple[int, int]]:
+    """The stock processor's ``image_sizes``: each image's [height, width] in pixels after resizing."""
+    return [(int(h), int(w)) for h, w in processed(model, images)["image_sizes"]]
+
+
+def patch_grids(model, images) -> list[tuple[int, int]]:
+    """Each image's grid of patches (rows, columns), from the processor's sizes and the tower's patch size."""
+    patch = model.config.vision_config.patch_size
+    return [(h // patch, w // patch) for h, w in image_sizes(model, images)]
+
+
+def patch_counts(model, images) -> list[int]:
+    return [rows * columns for rows, columns in patch_grids(model, images)]
+
+
+def token_counts(model, images) -> list[int]:
+    merge = model.config.spatial_merge_size
+    return [(rows // merge) * (columns // merge) for rows, columns in patch_grids(model, images)]
+
+
+def bounds(counts: list[int]) -> list[tuple[int, int]]:
+    """Each image's [start, end) on the packed row."""
+    ends = torch.tensor(counts).cumsum(0).tolist()
+    return list(zip([0, *ends[:-1]], ends))
+
+
+# -- loading and names ---------------------------------------------------------------------------------
+
+
+def test_loads_with_its_stock_processor_and_the_standard_names_reach_the_native_modules(model):
+    native = model._module.model
+    tower, block = native.vision_tower, native.vision_tower.transformer.layers[0]
+    assert type(model.processor).__name__ == "PixtralProcessor"
+    assert type(model.processor.image_processor).__name__ == "PixtralImageProcessor"
+    assert model.family.model_type == "mistral3"
+    assert model.vision._module is tower and model.projector._module is native.multi_modal_projector
+    assert model.vision.patch_embed._module is tower.patch_conv
+    assert [layer._module for layer in model.vision.layers] == list(tower.transformer.layers)
+    first = model.vision.layers[0]
+    assert first.self_attn._module is block.attention and first.mlp._module is block.feed_forward
+    assert first.input_layernorm._module is block.attention_norm
+    assert first.post_attention_layernorm._module is block.ffn_norm
+    assert first.self_attn.o_proj._module is block.attention.o_proj
+    text = native.language_model
+    assert [layer._module for layer in model.layers] == list(text.layers)
+    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
+    assert type(model.layers[0].self_attn._module).__name__ == "MistralAttention"
+
+
+def test_the_family_names_are_the_specs():
+    from envoys.families import mistral3
+
+    assert mistral3.RENAME == {
+        "model.language_model.embed_tokens": "embed_tokens", "model.language_model.layers": "layers",
+        "model.language_model.norm": "norm", "model.vision_tower": "vision", "model.multi_modal_projector": "projector",
+        "transformer.layers": "layers", "patch_conv": "patch_embed", "attention": "self_attn", "feed_forward": "mlp",
+        "attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+    }
+    assert {cls.__name__: envoy.__name__ for cls, envoy in mistral3.ENVOYS.items()} == {
+        "Mistral3Model": "ImageScatter", "PixtralVisionModel": "PixtralVision",
+        "PixtralAttentionLayer": "VisionLayer", "PixtralAttention": "PixtralVisionAttention", "PixtralMLP": "VisionMlp",
+    }
+    assert mistral3.FAMILY.root_scatter is None
+
+
+def test_outputs_outside_a_trace_are_the_plain_models(model):
+    inputs = processed(model, TWO)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
+
+
+def test_show_lists_every_rewritten_forward_of_mistral3(capsys):
+    assert show(["mistral3"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule mistral3.image-scatter",
+        "# rule mistral.eager-attention",
+        "# rule mistral.MistralAttention",
+        "# rule pixtral.eager-attention",
+        "# rule pixtral.PixtralAttention",
+    ]
+    for site in ("inputs_embeds_masked_scatter_0", "attention_interface_1", "nn_functional_softmax_0"):
+        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
+
+
+# -- the packed row --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
+def test_the_scatter_equality_and_the_packed_shapes(model, images):
+    attention = model.vision.layers[0].self_attn
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        patches = model.vision.patch_embeddings.save()
+        block_input = model.vision.layers[0].layer_input.save()
+        queries = attention.attention_queries.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    total, tokens = sum(patch_counts(model, images)), sum(token_counts(model, images))
+    width = model._module.model.vision_tower.patch_conv.out_channels
+    head_count, head_dim = attention._module.num_heads, attention._module.head_dim
+    assert patches.shape == block_input.shape == last.shape == tower.shape == (1, total, width)
+    assert queries.shape == (1, head_count, total, head_dim)
+    assert probabilities.shape == (1, head_count, total, total)
+    assert heads.shape == (1, total, head_count, head_dim)
+    assert received.shape == (total, width)
+    assert int(mask.sum()) == tokens == features.shape[0]
+    assert features.shape == (tokens, model.hidden_size)
+    assert torch.equal(first[mask], features)
+
+
+def test_patch_embeddings_are_the_convolution_cropped_per_image_and_packed(model):
+    inputs = processed(model, TWO)
+    vision = model.vision
+    with model.trace(prompt(model, TWO), images=TWO):
+        grid = vision.patch_embed.output.save()
+        patches = vision.patch_embeddings.save()
+        block_input = vision.layers[0].layer_input.save()
+    pixels, patch = inputs["pixel_values"], model.config.vision_config.patch_size
+    convolution = vision._module.patch_conv
+    # patch_embed.output stays the padded grid: the convolution of the padded batch
+    assert grid.shape == (2, convolution.out_channels, pixels.shape[2] // patch, pixels.shape[3] // patch)
+    assert torch.equal(grid, torch.nn.functional.conv2d(pixels, convolution.weight, stride=patch))
+    cropped = [image[:, :rows, :columns] for image, (rows, columns) in zip(grid, patch_grids(model, TWO))]
+    assert cropped[0].shape[1:] != grid.shape[2:]  # the first image is cropped in both sides
+    expected = torch.cat([image.flatten(1).T for image in cropped]).unsqueeze(0)
+    assert torch.equal(patches, expected)
+    assert torch.equal(block_input, vision._module.ln_pre(patches))  # no position embedding is added: rotary
+
+
+def test_writing_patch_embeddings_reaches_the_first_block(model):
+    text = prompt(model, TWO)
+    vision = model.vision
+    with model.trace(text, images=TWO):
+        clean = vision.layers[0].layer_input.save()
+    with model.trace(text, images=TWO):
+        vision.patch_embeddings = torch.zeros(1, sum(patch_counts(model, TWO)), vision.vision_hidden_size)
+        assigned = vision.layers[0].layer_input.save()
+    with model.trace(text, images=TWO):
+        vision.patch_embeddings[:] = 0
+        in_place = vision.layers[0].layer_input.save()
+    assert torch.equal(assigned, torch.zeros_like(clean)) and torch.equal(in_place, assigned)
+    assert not torch.equal(clean, assigned)
+    with pytest.raises(ValueError, match=r"patch_embeddings takes a tensor of shape \(1, 256, 32\).*got \(2, 128, 32\)"):
+        with model.trace(text, images=TWO):
+            vision.patch_embeddings = torch.zeros(2, 128, 32)
+
+
+def test_attention_is_one_call_under_a_block_diagonal_mask(model):
+    attention = model.vision.layers[1].self_attn
+    with model.trace(prompt(model, TWO), images=TWO):
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        scores = attention.attention_scores.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+    spans = bounds(patch_counts(model, TWO))
+    total = spans[-1][1]
+    for i, (a, b) in enumerate(spans):
+        for j, (c, d) in enumerate(spans):
+            block = probabilities[..., a:b, c:d]
+            if i == j:
+                assert bool((block > 0).all())
+                assert torch.allclose(block.sum(-1), torch.ones(block.shape[:-1]))
+            else:
+                assert torch.equal(block, torch.zeros_like(block))  # exactly zero between images
+    assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+    assert torch.equal(scores.softmax(-1), probabilities)
+    expected_scores = queries @ keys.transpose(-1, -2) * attention._module.scaling
+    a, b = spans[0]
+    assert torch.equal(scores[..., a:b, a:b], expected_scores[..., a:b, a:b])
+    assert torch.equal(probabilities @ values, heads.transpose(1, 2))
+    assert torch.equal(heads.reshape(1, total, -1), projected_in)
+    assert not torch.equal(queries, keys)
+
+
+def test_uniform_probabilities_within_each_image_average_its_values(model):
+    attention = model.vision.layers[0].self_attn
+    spans = bounds(patch_counts(model, TWO))
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        values = attention.attention_values.save()
+        clean = model.vision.layers[0].attention_output.save()
+    uniform = torch.zeros(1, attention._module.num_heads, spans[-1][1], spans[-1][1])
+    for a, b in spans:
+        uniform[..., a:b, a:b] = 1.0 / (b - a)
+    with model.trace(text, images=TWO):
+        attention.attention_probabilities = uniform
+        edited = model.vision.layers[0].attention_output.save()
+    means = torch.cat([values[:, :, a:b].mean(dim=2, keepdim=True).expand(-1, -1, b - a, -1) for a, b in spans], dim=2)
+    expected = attention._module.o_proj(means.transpose(1, 2).reshape(1, spans[-1][1], -1))
+    assert not torch.equal(edited, clean)
+    assert torch.allclose(edited, expected, atol=1e-6)
+
+
+def test_block_values_add_up_and_tower_writes_reach_the_next_block(model):
+    text = prompt(model, TWO)
+    first, second = model.vision.layers[0], model.vision.layers[1]
+    with model.trace(text, images=TWO):
+        parts = nnsight.save([first.layer_input, first.attention_output, first.mlp_output, first.layer_output])
+        following = second.layer_input.save()
+    layer_input, attention, mlp, output = parts
+    assert torch.equal(layer_input + attention + mlp, output)
+    assert torch.equal(following, output)
+    with model.trace(text, images=TWO):
+        first.layer_output = torch.ones_like(first.layer_output)
+        following = second.layer_input.save()
+    assert torch.equal(following, torch.ones_like(following))
+
+
+# -- the projector -----------------------------------------------------------------------------------------
+
+
+def test_what_the_projector_receives(model):
+    with model.trace(prompt(model, TWO), images=TWO):
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.inputs.save()
+        normed = model.projector.norm.output.save()
+        merged_in = model.projector.patch_merger.merging_layer.input.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+    args, _ = received
+    assert torch.equal(tower, last)  # no final norm
+    assert torch.equal(args[0], last[0])  # the last block (vision_feature_layer -1), without the leading 1
+    assert args[1].tolist() == [list(size) for size in image_sizes(model, TWO)]
+    # the merger folds each 2x2 square of patches into one row, in raster order over the merged grid
+    merge, width = model.config.spatial_merge_size, model.vision.vision_hidden_size
+    squares = []
+    for (a, b), (rows, columns) in zip(bounds(patch_counts(model, TWO)), patch_grids(model, TWO)):
+        image = normed[a:b].reshape(rows // merge, merge, columns // merge, merge, width)
+        squares.append(image.permute(0, 2, 4, 1, 3).reshape(-1, width * merge * merge))
+    assert torch.equal(merged_in, torch.cat(squares))
+    assert merged_in.shape[0] == sum(token_counts(model, TWO))
+    assert torch.equal(projected, features)
+
+
+def test_an_in_place_edit_of_tower_output_reaches_the_projector_and_an_assignment_does_not(model):
+    text = prompt(model, ONE)
+    total = sum(patch_counts(model, ONE))
+    with model.trace(text, images=ONE):
+        model.vision.tower_output[:] = 0
+        in_place = model.projector.input.save()
+    with model.trace(text, images=ONE):
+        model.vision.tower_output = torch.zeros(1, total, model.vision.vision_hidden_size)
+        assigned = model.projector.input.save()
+    with model.trace(text, images=ONE):
+        model.vision.layers[-1].layer_output = torch.zeros(1, total, model.vision.vision_hidden_size)
+        via_block = model.projector.input.save()
+    assert torch.equal(in_place, torch.zeros_like(in_place))
+    assert not torch.equal(assigned, torch.zeros_like(assigned))  # the projector read the block's hidden state
+    assert torch.equal(via_block, torch.zeros_like(via_block))
+
+
+# -- the text side, ablation, generation -------------------------------------------------------------------
+
+
+def test_text_attention_is_causal_and_rows_sum_to_one(model):
+    with model.trace(prompt(model, ONE), images=ONE):
+        probabilities = model.layers[0].self_attn.attention_probabilities.save()
+        parts = nnsight.save([model.layers[1].layer_input, model.layers[1].attention_output,
+                              model.layers[1].mlp_output, model.layers[1].layer_output])
+    above = torch.ones(probabilities.shape[-2:], dtype=torch.bool).triu(1)
+    assert torch.equal(probabilities[..., above], torch.zeros_like(probabilities[..., above]))
+    assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+    assert probabilities.shape[1] == model.config.text_config.num_attention_heads
+    layer_input, attention, mlp, output = parts
+    assert torch.equal(layer_input + attention + mlp, output)
+
+
+def test_an_ablation_reaches_the_logits_and_the_next_run_is_clean(model):
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        clean = model.logits.save()
+    with model.trace(text, images=TWO):
+        mask = model.vision.image_token_mask.save()
+        model.vision.image_features[:] = 0
+        first = model.layers[0].input.save()
+        ablated = model.logits.save()
+    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
+    assert not torch.equal(ablated, clean)
+    with model.trace(text, images=TWO):
+        again = model.logits.save()
+    assert torch.equal(again, clean)
+
+
+def test_generation_runs_the_tower_once_on_step_zero(model):
+    text = prompt(model, ONE)
+    steps = 3
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        masks, features = nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[:]:
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                probabilities = model.vision.layers[0].self_attn.attention_probabilities.save()
+                features.append(model.vision.image_features.save())
+    prompt_length = processed(model, ONE)["input_ids"].shape[1]
+    total, tokens = sum(patch_counts(model, ONE)), sum(token_counts(model, ONE))
+    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
+    assert probabilities.shape[-2:] == (total, total)
+    assert features[0].shape == (tokens, model.hidden_size)
+
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        later = nnsight.save([])
+        for step in tracer.iter[1:]:
+            later.append(model.vision.patch_embeddings.save())  # the tower does not run again
+    assert later == []
+
+
+def test_generation_output_is_the_plain_models(model):
+    inputs = processed(model, ONE)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager")
+    expected = plain.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    with model.generate(prompt(model, ONE), images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
+        ids = tracer.result.save()
+    assert torch.equal(ids, expected)
+
+
+# -- sizes and support ---------------------------------------------------------------------------------------
+
+
+def test_sizes(model):
+    tower = model._module.model.vision_tower
+    block = tower.transformer.layers[0]
+    vision = model.vision
+    assert vision.num_layers == len(tower.transformer.layers)
+    assert vision.vision_hidden_size == tower.patch_conv.out_channels
+    assert (vision.num_heads, vision.head_dim) == (block.attention.num_heads, block.attention.head_dim)
+    assert vision.intermediate_size == block.feed_forward.gate_proj.out_features
+    assert vision.patch_size == tower.patch_conv.kernel_size[0] == model.processor.patch_size
+    assert model.processor.image_processor.patch_size["height"] == vision.patch_size * model.config.spatial_merge_size
+    with pytest.raises(Unavailable, match=r"PixtralVisionModel takes images of any resolution.*longest side the "
+                                          r"processor keeps.*image_sizes.*\(height // patch_size\) \* \(width // patch_size\)"):
+        vision.image_size
+    text = model._module.model.language_model
+    assert (model.num_layers, model.hidden_size) == (len(text.layers), text.embed_tokens.embedding_dim)
+
+
+def test_support_rows(model):
+    support = model.support()
+    for name in ("logits", "layer_input", "attention_output", "mlp_output", "layer_output",
+                 "self_attn.attention_queries", "self_attn.attention_probabilities", "self_attn.attention_head_outputs",
+                 "vision.image_token_mask", "vision.image_features", "vision.patch_embeddings", "vision.tower_output",
+                 "vision.layer_input", "vision.attention_output", "vision.mlp_output", "vision.layer_output",
+                 "vision.self_attn.attention_queries", "vision.self_attn.attention_keys",
+                 "vision.self_attn.attention_values", "vision.self_attn.attention_scores",
+                 "vision.self_attn.attention_probabilities", "vision.self_attn.attention_head_outputs"):
+        assert support[name] is None, name
+    tower = model.vision.support()
+    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))}
+
+
+def test_sdpa_serves_the_interior_but_not_the_pattern(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("mistral3"), task="image-text-to-text", attn_implementation="sdpa")
+    reason = "exist only inside eager attention, and this model runs 'sdpa': load it with attn_implementation='eager'"
+    rows = model.vision.support()
+    assert set(rows["self_attn.attention_probabilities"]) == set(range(model.vision.num_layers))
+    assert reason in rows["self_attn.attention_probabilities"][0]
+    assert rows["self_attn.attention_queries"] is None and rows["patch_embeddings"] is None
+    with pytest.raises(Unavailable, match=r"vision\.layers\[0\]\.self_attn\.attention_probabilities is unavailable"):
+        model.vision.layers[0].self_attn.attention_probabilities
+    with model.trace(prompt(model, TWO), images=TWO):
+        mask = model.vision.image_token_mask.save()
+        heads = model.vision.layers[0].self_attn.attention_head_outputs.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    assert heads.shape[1] == sum(patch_counts(model, TWO))
+    assert torch.equal(first[mask], features)
+
+
+def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("mistral3"))
+    assert model.processor is None
+    assert model.vision.support() == {}
+    assert not [row for row in model.support() if row.startswith("vision.")]
+    for read in (lambda: model.vision.image_features, lambda: model.vision.patch_embeddings,
+                 lambda: model.vision.layers[0].self_attn.attention_probabilities):
+        with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+            read()
+    with model.trace("hello there"):
+        logits = model.logits.save()
+    assert logits.shape[-1] == model.config.text_config.vocab_size
