@@ -19,10 +19,10 @@ SOFTMAX = {"nn.functional.softmax": ("nn_functional_softmax_0",)}
 #: model_type -> (the attention classes in its modeling module, the model_types whose models hold them)
 ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "llama": (("LlamaAttention",), ("llama", "llava")),
-    "mistral": (("MistralAttention",), ("mistral", "llava", "mistral3")),
+    "mistral": (("MistralAttention",), ("mistral", "llava", "mistral3", "llava_next")),
     "qwen2": (("Qwen2Attention",), ("qwen2", "llava")),
     "siglip": (("SiglipAttention",), ("siglip", "llava")),
-    "clip": (("CLIPAttention",), ("clip", "llava")),
+    "clip": (("CLIPAttention",), ("clip", "llava", "llava_next")),
     "pixtral": (("PixtralAttention",), ("pixtral", "mistral3")),
     "qwen2_vl": (("Qwen2VLAttention",), ("qwen2_vl",)),
     "qwen2_5_vl": (("Qwen2_5_VLAttention",), ("qwen2_5_vl",)),

@@ -4,7 +4,9 @@ Each host's forward scatters the projected image features into the token
 embeddings at the image tokens; the call's argument 1 is the features, what
 the text model receives there (``vision.image_features``). Qwen-VL hosts
 scatter video features with a second call (``_1``), exposed too and left
-unused. Llama 4 has no inner host: its root scatters in its own forward.
+unused. LLaVA-NeXT's features at the scatter are not its projector's
+output: the host unpads each image's tiles and adds ``image_newline`` rows
+first. Llama 4 has no inner host: its root scatters in its own forward.
 """
 
 from instrument import Rule
@@ -21,6 +23,7 @@ IMAGE_AND_VIDEO = ("inputs_embeds_masked_scatter_0", "inputs_embeds_masked_scatt
 
 RULES = (
     _host("llava", "transformers.models.llava.modeling_llava:LlavaModel.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
+    _host("llava_next", "transformers.models.llava_next.modeling_llava_next:LlavaNextModel.forward", IMAGE_ONLY, "image features scattered into the embeddings, after the host unpads the tiles and adds image_newline rows"),
     _host("qwen2_vl", "transformers.models.qwen2_vl.modeling_qwen2_vl:Qwen2VLModel.forward", IMAGE_AND_VIDEO, "image (_0) and video (_1) features scattered into the embeddings"),
     _host("qwen2_5_vl", "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLModel.forward", IMAGE_AND_VIDEO, "image (_0) and video (_1) features scattered into the embeddings"),
     _host("qwen3_vl", "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLModel.forward", IMAGE_AND_VIDEO, "image (_0) and video (_1) features scattered into the embeddings"),

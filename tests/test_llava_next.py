@@ -1,0 +1,367 @@
+"""StandardizedTransformer on a tiny LLaVA-NeXT checkpoint: a CLIP tower on tiles, exact.
+
+Every expected number comes from outside the code under test: the stock
+processor's ``pixel_values`` (its tile axis) and ``image_sizes``, the config's
+``image_grid_pinpoints``, the modules' own weights (``image_newline``), or a
+recomputation from other values read in the same trace.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+from transformers.image_processing_utils import select_best_resolution
+
+import envoys.model
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+from instrument.show import main as show
+
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # 32x32, and 48 wide by 64 high: 3 and 5 tiles
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint("llava_next"), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+@pytest.fixture(scope="module")
+def plain(model):
+    """The same checkpoint loaded plainly with transformers, without this library."""
+    return AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What colour is this?")
+
+
+def processed(model, images) -> dict[str, torch.Tensor]:
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+
+
+def tiles_per_image(model, images) -> list[int]:
+    """Each image's real tiles: the processor pads the tile axis of pixel_values with all-zero tiles."""
+    pixels = processed(model, images)["pixel_values"]
+    return [int(image.flatten(1).ne(0).any(1).sum()) for image in pixels]
+
+
+def patch_side(model) -> int:
+    """A tile's side in patches, off the stock processor's tile size and patch size."""
+    return model.processor.image_processor.crop_size["height"] // model.processor.patch_size
+
+
+def grid_shape(model, image_size) -> tuple[int, int]:
+    """``(rows, columns)`` of grid tiles: the best pinpoint resolution for the image's (height, width), in tiles."""
+    tile = model.processor.image_processor.crop_size["height"]
+    height, width = select_best_resolution(tuple(image_size), model.config.image_grid_pinpoints)
+    return height // tile, width // tile
+
+
+def packed(projected, image_sizes, grid_shapes, side, newline) -> list[torch.Tensor]:
+    """What LLaVA-NeXT scatters for each image, rebuilt from the projector's output, one tile per row.
+
+    Base tile first; then the grid tiles laid out as one feature grid, the
+    padding's rows or columns cropped (the image's aspect ratio against the
+    grid's), one newline row after each row, raster order.
+    """
+    images, start = [], 0
+    for (height, width), (rows, columns) in zip(image_sizes, grid_shapes):
+        tiles = projected[start : start + 1 + rows * columns]
+        start += 1 + rows * columns
+        grid = tiles[1:].reshape(rows, columns, side, side, -1).permute(0, 2, 1, 3, 4)
+        grid = grid.reshape(rows * side, columns * side, -1)
+        grid_height, grid_width = grid.shape[:2]
+        if width / height > grid_width / grid_height:  # wider than the grid: padding above and below
+            crop = (grid_height - int(round(height * grid_width / width, 7))) // 2
+            grid = grid[crop : grid_height - crop]
+        else:  # padding left and right
+            crop = (grid_width - int(round(width * grid_height / height, 7))) // 2
+            grid = grid[:, crop : grid_width - crop]
+        with_newlines = torch.cat([grid, newline.expand(grid.shape[0], 1, -1)], dim=1)
+        images.append(torch.cat([tiles[0], with_newlines.reshape(-1, grid.shape[-1])]))
+    return images
+
+
+# -- loading and names -----------------------------------------------------------------------------
+
+
+def test_loads_with_its_stock_processor_and_names_reach_the_native_modules(model):
+    assert type(model.processor).__name__ == "LlavaNextProcessor"
+    assert type(model.processor.image_processor).__name__ == "LlavaNextImageProcessor"
+    assert model.family.model_type == "llava_next"
+    host = model._module.model
+    assert model.vision._module is host.vision_tower and model.projector._module is host.multi_modal_projector
+    assert [layer._module for layer in model.vision.layers] == list(host.vision_tower.encoder.layers)
+    block, native = model.vision.layers[0], host.vision_tower.encoder.layers[0]
+    assert block.self_attn.o_proj._module is native.self_attn.out_proj
+    assert (block.mlp.up_proj._module, block.mlp.down_proj._module) == (native.mlp.fc1, native.mlp.fc2)
+    assert model.vision.patch_embed._module is host.vision_tower.embeddings.patch_embedding
+    text = host.language_model
+    assert [layer._module for layer in model.layers] == list(text.layers)
+    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
+    assert type(model.layers[0].self_attn._module).__name__ == "MistralAttention"
+
+
+def test_outputs_outside_a_trace_are_the_plain_models(model, plain):
+    inputs = processed(model, TWO)
+    with torch.no_grad():
+        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
+
+
+def test_show_lists_every_rewritten_forward(capsys):
+    assert show(["llava_next"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule llava_next.image-scatter",
+        "# rule mistral.eager-attention",
+        "# rule mistral.MistralAttention",
+        "# rule clip.eager-attention",
+        "# rule clip.CLIPAttention",
+    ]
+    for site in ("inputs_embeds_masked_scatter_0", "attention_interface_1", "nn_functional_softmax_0"):
+        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
+
+
+# -- the scatter and the tower on tiles ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
+def test_the_scatter_equality_and_the_tile_shapes(model, images):
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        pixels = model.vision.input.save()  # what the tower runs on: every real tile of the call
+        patches = model.vision.patch_embeddings.save()
+        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
+        stream = model.vision.layers[0].layer_output.save()
+        tower = model.vision.tower_output.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+        text_pattern = model.layers[0].self_attn.attention_probabilities.save()
+    inputs = processed(model, images)
+    counts = tiles_per_image(model, images)
+    assert counts == [1 + rows * columns for rows, columns in (grid_shape(model, s) for s in inputs["image_sizes"])]
+    tiles, positions = sum(counts), patch_side(model) ** 2
+    width, heads = model.vision.vision_hidden_size, model.vision.num_heads
+    real = torch.cat([image[:count] for image, count in zip(inputs["pixel_values"], counts)])
+    assert torch.equal(pixels, real)  # each image's base tile, then its grid tiles; images in order
+    assert patches.shape == (tiles, positions, width)
+    assert stream.shape == tower.shape == (tiles, 1 + positions, width)  # CLS first, one row per tile
+    assert pattern.shape == (tiles, heads, 1 + positions, 1 + positions)
+    assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
+    assert projected.shape == (tiles, positions, model.hidden_size)
+    assert int(mask.sum()) == features.shape[0] == int((inputs["input_ids"] == model.config.image_token_id).sum())
+    assert features.shape == (int(mask.sum()), model.hidden_size)
+    assert torch.equal(first[mask], features)
+    length = inputs["input_ids"].shape[1]
+    assert text_pattern.shape == (1, model.config.text_config.num_attention_heads, length, length)
+    assert torch.allclose(text_pattern.sum(-1), torch.ones(text_pattern.shape[:-1]))
+
+
+def test_image_features_are_the_unpadded_tiles_with_newline_rows(model):
+    """The particular fact: image_features is the projector's output rearranged per image, unpadded, with
+    ``image_newline`` rows added, so it has other rows than the projector's output and is no reshape of it."""
+    with model.trace(prompt(model, TWO), images=TWO):
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+    inputs = processed(model, TWO)
+    sizes = inputs["image_sizes"].tolist()
+    grids = [grid_shape(model, size) for size in sizes]
+    side, newline = patch_side(model), model._module.model.image_newline.detach()
+    assert features.shape[0] != projected.shape[0] * projected.shape[1]  # not a reshape of the projector's output
+    assert features.shape[0] > projected.shape[1] * len(TWO)  # more rows than the base tiles give
+    assert torch.equal(features, torch.cat(packed(projected, sizes, grids, side, newline)))
+
+    # image by image, with each image's token count from the processor on that image alone
+    counts = [int((processed(model, [image])["input_ids"] == model.config.image_token_id).sum()) for image in TWO]
+    assert sum(counts) == features.shape[0]
+    first_tiles = [0, 1 + grids[0][0] * grids[0][1]]
+    for rows, first_tile, (grid_rows, grid_columns) in zip(features.split(counts), first_tiles, grids):
+        assert torch.equal(rows[: side * side], projected[first_tile])  # the base tile first, whole
+        grid = rows[side * side :]
+        newlines = (grid == newline).all(-1).nonzero().flatten()
+        kept_rows, kept_columns = len(newlines), int(newlines[0])
+        assert newlines.tolist() == [kept_columns + k * (kept_columns + 1) for k in range(kept_rows)]
+        assert kept_rows * (kept_columns + 1) == len(grid)  # a newline row ends every row of the grid
+        assert kept_rows * kept_columns < grid_rows * grid_columns * side * side  # the padding was cropped
+
+    # the host's own helper agrees
+    host = model._module.model
+    tiles = [1 + rows * columns for rows, columns in grids]
+    own, lengths = host.pack_image_features(projected.split(tiles), inputs["image_sizes"], "default", host.image_newline)
+    assert torch.equal(torch.cat(own).detach(), features) and lengths.tolist() == counts
+
+
+def test_what_the_projector_receives_is_block_minus_two_without_cls(model):
+    with model.trace(prompt(model, TWO), images=TWO):
+        second_last = model.vision.layers[-2].layer_output.save()
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+    assert torch.equal(received, second_last[:, 1:])
+    assert torch.equal(tower, last)  # CLIP's post_layernorm normalises only the pooled CLS
+    assert not torch.equal(received, last[:, 1:])
+
+
+def test_patch_embeddings_come_before_positions_and_cls_is_first(model):
+    vision = model.vision
+    embeddings = vision._module.embeddings
+    with model.trace(prompt(model, TWO), images=TWO):
+        patches = vision.patch_embeddings.save()
+        entering = vision.pre_layrnorm.input.save()
+    positions = embeddings.position_embedding.weight
+    assert torch.equal(entering[:, 1:], patches + positions[1:])
+    cls = (embeddings.class_embedding + positions[0]).expand(entering.shape[0], -1)
+    assert torch.equal(entering[:, 0], cls)  # the same CLS on every tile, first
+
+
+def test_block_values_add_up_on_tower_and_text_blocks(model):
+    tower_block, text_block = model.vision.layers[1], model.layers[1]
+    with model.trace(prompt(model, TWO), images=TWO):
+        tower = nnsight.save([tower_block.layer_input, tower_block.attention_output,
+                              tower_block.mlp_output, tower_block.layer_output])
+        text = nnsight.save([text_block.layer_input, text_block.attention_output,
+                             text_block.mlp_output, text_block.layer_output])
+    for layer_input, attention, mlp, output in (tower, text):
+        assert torch.equal(layer_input + attention + mlp, output)
+    assert tower[0].shape[0] == sum(tiles_per_image(model, TWO))
+
+
+def test_the_attention_interior_is_per_tile(model):
+    attention = model.vision.layers[0].self_attn
+    with model.trace(prompt(model, TWO), images=TWO):
+        values = attention.attention_values.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+    tiles, rows = sum(tiles_per_image(model, TWO)), 1 + patch_side(model) ** 2
+    assert values.shape == (tiles, model.vision.num_heads, rows, model.vision.head_dim)
+    assert torch.equal(probabilities @ values, heads.transpose(1, 2))
+    assert torch.equal(heads.reshape(tiles, rows, -1), projected_in)
+
+
+# -- writes -------------------------------------------------------------------------------------------
+
+
+def test_ablating_image_features_reaches_the_logits_and_nothing_leaks(model):
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        clean = model.logits.save()
+    with model.trace(text, images=TWO):
+        mask = model.vision.image_token_mask.save()
+        model.vision.image_features[:] = 0
+        first = model.layers[0].input.save()
+        ablated = model.logits.save()
+    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
+    assert not torch.equal(ablated, clean)
+    with model.trace(text, images=TWO):
+        again = model.logits.save()
+    assert torch.equal(again, clean)
+
+
+def test_a_write_of_the_wrong_shape_is_refused(model):
+    tokens = int((processed(model, ONE)["input_ids"] == model.config.image_token_id).sum())
+    with pytest.raises(ValueError, match=rf"vision\.image_features takes a tensor of shape \({tokens}, 32\).*got \(16, 32\)"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.vision.image_features = torch.zeros(16, 32)  # the base tile's count: not what is scattered
+
+
+# -- sizes and support ----------------------------------------------------------------------------------
+
+
+def test_sizes(model):
+    tower, vision = model._module.model.vision_tower, model.vision
+    block = tower.encoder.layers[0]
+    image_processor = model.processor.image_processor
+    assert vision.num_layers == len(tower.encoder.layers)
+    assert vision.vision_hidden_size == tower.embeddings.patch_embedding.out_channels
+    assert (vision.num_heads, vision.head_dim) == (block.self_attn.num_heads, block.self_attn.head_dim)
+    assert vision.intermediate_size == block.mlp.fc1.out_features
+    assert vision.patch_size == tower.embeddings.patch_embedding.kernel_size[0] == model.processor.patch_size
+    assert vision.image_size == image_processor.crop_size["height"] == processed(model, ONE)["pixel_values"].shape[-1]
+    assert vision.image_grid_pinpoints == [list(p) for p in image_processor.image_grid_pinpoints]
+    text = model._module.model.language_model
+    assert (model.num_layers, model.hidden_size) == (len(text.layers), text.embed_tokens.embedding_dim)
+
+
+def test_support_lists_every_value(model):
+    support = model.support()
+    assert support and all(reason is None for reason in support.values()), support
+    for name in ("vision.image_features", "vision.image_token_mask", "vision.patch_embeddings", "vision.tower_output",
+                 "vision.layer_output", "vision.self_attn.attention_probabilities", "self_attn.attention_probabilities"):
+        assert name in support, name
+    assert set(model.vision.support(layer=0)) == {
+        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))
+    }
+
+
+def test_what_is_unavailable_says_why(tiny_checkpoint, monkeypatch):
+    path = tiny_checkpoint("llava_next")
+    sdpa = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="sdpa")
+    reason = "exist only inside eager attention, and this model runs 'sdpa': load it with attn_implementation='eager'"
+    for rows in (sdpa.vision.support()["self_attn.attention_probabilities"], sdpa.support()["self_attn.attention_scores"]):
+        assert all(reason in why for why in rows.values())
+    with pytest.raises(Unavailable, match=r"vision\.layers\[0\]\.self_attn\.attention_probabilities is unavailable"):
+        sdpa.vision.layers[0].self_attn.attention_probabilities
+
+    text_only = StandardizedTransformer(path)
+    assert text_only.vision.support() == {} and not [r for r in text_only.support() if r.startswith("vision.")]
+    with pytest.raises(Unavailable, match=r"vision\.image_features is unavailable: .*task='image-text-to-text'"):
+        text_only.vision.image_features
+
+    rules = tuple(rule for rule in envoys.model.RULES if rule.name != "llava_next.image-scatter")
+    monkeypatch.setattr(envoys.model, "RULES", rules)
+    unscattered = StandardizedTransformer(path, task="image-text-to-text")
+    assert unscattered.vision.support()["image_features"].startswith(
+        "no rewrite rule exposes inputs_embeds_masked_scatter_0 in LlavaNextModel.forward"
+    )
+    assert unscattered.vision.support()["layer_output"] is None
+
+
+def test_the_docstrings_say_what_the_rows_are(model):
+    doc = type(model.vision).image_features.__doc__
+    for words in ("base tile", "image_newline", "cropped", "neither ``projector.output`` nor a reshape"):
+        assert words in doc, words
+    assert "one row per tile" in repr(model)
+
+
+# -- generation -----------------------------------------------------------------------------------------
+
+
+def test_generation_has_the_mask_per_step_and_the_tower_at_step_zero(model):
+    text = prompt(model, TWO)
+    steps = 3
+    with model.generate(text, images=TWO, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        masks, features = nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[:]:
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                stream = model.vision.layers[0].layer_output.save()
+                features.append(model.vision.image_features.save())
+    inputs = processed(model, TWO)
+    tokens = int((inputs["input_ids"] == model.config.image_token_id).sum())
+    assert [tuple(m.shape) for m in masks] == [tuple(inputs["input_ids"].shape)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
+    assert stream.shape == (sum(tiles_per_image(model, TWO)), 1 + patch_side(model) ** 2, model.vision.vision_hidden_size)
+    assert features[0].shape == (tokens, model.hidden_size)
+
+    with model.generate(text, images=TWO, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        later = nnsight.save([])
+        for step in tracer.iter[1:]:
+            later.append(model.vision.tower_output.save())  # the tower does not run again
+    assert later == []
+
+
+def test_generation_output_is_the_plain_models(model, plain):
+    text = prompt(model, TWO)
+    expected = plain.generate(**processed(model, TWO), max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    with model.generate(text, images=TWO, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
+        ids = tracer.result.save()
+    assert torch.equal(ids, expected)
