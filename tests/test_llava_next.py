@@ -298,7 +298,7 @@ def test_support_lists_every_value(model):
                  "vision.layer_output", "vision.self_attn.attention_probabilities", "self_attn.attention_probabilities"):
         assert name in support, name
     assert set(model.vision.support(layer=0)) == {
-        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))
+        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))
     }
 
 

@@ -398,7 +398,7 @@ def test_support_rows(model):
                  "vision.self_attn.attention_probabilities", "vision.self_attn.attention_head_outputs"):
         assert support[name] is None, name
     tower = model.vision.support()
-    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))}
+    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))}
 
 
 def test_sdpa_serves_the_interior_but_not_the_pattern(tiny_checkpoint):
