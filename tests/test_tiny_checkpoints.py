@@ -25,6 +25,7 @@ CLASSES = {
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend"),
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
+    "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -35,6 +36,7 @@ IMAGE_TOKENS = {
     "qwen2_5_vl": (16, 48),
     "qwen3_vl": (4, 12),
     "qwen3_5": (4, 12),
+    "gemma3": (16, 16),
 }
 
 TEXT = "Describe the image."
@@ -67,7 +69,7 @@ def test_names() -> None:
 
 
 def test_unknown_name(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown tiny checkpoint 'no-such-model'; known names: llava-siglip"):
+    with pytest.raises(ValueError, match="unknown tiny checkpoint 'no-such-model'; known names: .*llava-siglip"):
         build_checkpoint("no-such-model", tmp_path)
 
 
@@ -81,7 +83,9 @@ def test_loads_with_auto_classes(name: str, loaded: Callable[[str], tuple[Any, A
     assert model.dtype == torch.float32
     assert model.config._attn_implementation == "eager"
     assert model.config.get_text_config().vocab_size >= len(processor.tokenizer)
-    assert processor.image_token_id == model.config.image_token_id
+    # The token at the image positions. (The processor's own image_token_id is the prompt's placeholder,
+    # which on Gemma 3 is the begin-of-image token, not the soft token the features go to.)
+    assert processor.tokenizer.image_token_id == model.config.image_token_id
 
 
 @pytest.mark.parametrize("name", NAMES)
