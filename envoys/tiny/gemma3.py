@@ -20,6 +20,7 @@ from transformers import (
     SiglipVisionConfig,
     TokenizersBackend,
 )
+from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
 from .tokenizer import WORDS, word_level_tokenizer
 
@@ -75,8 +76,8 @@ def _randomise_zero_initialised(model: Gemma3ForConditionalGeneration) -> None:
     with torch.no_grad():
         projector = model.model.multi_modal_projector
         projector.mm_input_projection_weight.normal_(std=0.1)
-        for name, module in model.named_modules():
-            if type(module).__name__ == "Gemma3RMSNorm":
+        for module in model.modules():
+            if isinstance(module, Gemma3RMSNorm):
                 module.weight.normal_(std=0.1)
 
 
