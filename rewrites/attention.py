@@ -21,13 +21,14 @@ ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "llama": (("LlamaAttention",), ("llama", "llava")),
     "mistral": (("MistralAttention",), ("mistral", "llava", "mistral3", "llava_next")),
     "qwen2": (("Qwen2Attention",), ("qwen2", "llava")),
-    "siglip": (("SiglipAttention",), ("siglip", "llava")),
+    "siglip": (("SiglipAttention",), ("siglip", "llava", "gemma3")),
     "clip": (("CLIPAttention",), ("clip", "llava", "llava_next")),
     "pixtral": (("PixtralAttention",), ("pixtral", "mistral3")),
     "qwen2_vl": (("Qwen2VLAttention",), ("qwen2_vl",)),
     "qwen2_5_vl": (("Qwen2_5_VLAttention",), ("qwen2_5_vl",)),
     "qwen3_vl": (("Qwen3VLTextAttention",), ("qwen3_vl",)),
     "qwen3_5": (("Qwen3_5Attention",), ("qwen3_5",)),
+    "gemma3": (("Gemma3Attention",), ("gemma3",)),
 }
 
 

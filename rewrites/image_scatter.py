@@ -29,5 +29,6 @@ RULES = (
     _host("qwen3_vl", "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLModel.forward", IMAGE_AND_VIDEO, "image (_0) and video (_1) features scattered into the embeddings"),
     _host("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5Model.forward", IMAGE_AND_VIDEO, "image (_0) and video (_1) features scattered into the embeddings"),
     _host("mistral3", "transformers.models.mistral3.modeling_mistral3:Mistral3Model.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
+    _host("gemma3", "transformers.models.gemma3.modeling_gemma3:Gemma3Model.forward", IMAGE_ONLY, "pooled image features, [images, tokens, hidden], scattered into the scaled embeddings"),
     _host("llama4", "transformers.models.llama4.modeling_llama4:Llama4ForConditionalGeneration.forward", IMAGE_ONLY, "the root scatters the image features in its own forward"),
 )

@@ -27,6 +27,7 @@ CLASSES = {
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava_next": ("LlavaNextForConditionalGeneration", "LlavaNextProcessor", "TokenizersBackend"),
+    "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -39,6 +40,7 @@ IMAGE_TOKENS = {
     "qwen3_5": (4, 12),
     "mistral3": (16, 48),
     "llava_next": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6
+    "gemma3": (16, 16),
 }
 
 TEXT = "Describe the image."
@@ -71,7 +73,7 @@ def test_names() -> None:
 
 
 def test_unknown_name(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown tiny checkpoint 'no-such-model'; known names: llava-siglip"):
+    with pytest.raises(ValueError, match="unknown tiny checkpoint 'no-such-model'; known names: .*llava-siglip"):
         build_checkpoint("no-such-model", tmp_path)
 
 
@@ -85,7 +87,9 @@ def test_loads_with_auto_classes(name: str, loaded: Callable[[str], tuple[Any, A
     assert model.dtype == torch.float32
     assert model.config._attn_implementation == "eager"
     assert model.config.get_text_config().vocab_size >= len(processor.tokenizer)
-    assert processor.image_token_id == model.config.image_token_id
+    # The token at the image positions. (The processor's own image_token_id is the prompt's placeholder,
+    # which on Gemma 3 is the begin-of-image token, not the soft token the features go to.)
+    assert processor.tokenizer.image_token_id == model.config.image_token_id
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,0 +1,74 @@
+"""Gemma 3 (model_type gemma3): a SigLIP tower, an average-pooling projector, a Gemma 3 text model.
+
+The tower (``model.vision_tower``, SigLIP: no CLS, one row per image) ends in
+``post_layernorm`` over the patches, the tower's ``norm``, so
+``tower_output`` is after it. The projector (``multi_modal_projector``)
+reads ``tower_output`` whole, average-pools each image's patch grid to
+``mm_tokens_per_image`` tokens (a square grid, raster order), RMS-norms them
+(``mm_soft_emb_norm``) and multiplies by ``mm_input_projection_weight``:
+``[images, mm_tokens_per_image, hidden_size]``. ``Gemma3Model.forward``
+scatters that into the token embeddings, already scaled by
+``sqrt(hidden_size)`` (``inputs_embeds_masked_scatter_0``, argument 1, still
+``[images, tokens, hidden]``), so ``image_features`` is that tensor flat,
+``[image_tokens, hidden_size]``, image after image, in the order the image
+tokens are filled.
+
+The text blocks are sandwich-norm blocks (`SandwichLayer`), their layers
+sliding-window or global (``layer_types``). The processor marks each image's
+soft tokens in ``token_type_ids``, and under that mask an image's tokens
+attend to each other in both directions (within the sliding window on
+sliding layers): the text attention is causal at text rows only
+(`GemmaAttention`).
+"""
+
+from __future__ import annotations
+
+from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention, Gemma3DecoderLayer, Gemma3Model
+from transformers.models.siglip.modeling_siglip import (
+    SiglipAttention,
+    SiglipEncoderLayer,
+    SiglipMLP,
+    SiglipVisionModel,
+)
+
+from ..sandwich import SandwichLayer
+from ..text import Attention
+from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
+from . import Family
+
+RENAME = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.vision_tower": "vision",
+    "model.multi_modal_projector": "projector",
+    "encoder.layers": "layers",
+    "embeddings.patch_embedding": "patch_embed",
+    "post_layernorm": "norm",
+    "self_attn.out_proj": "self_attn.o_proj",
+    "mlp.fc1": "mlp.up_proj",
+    "mlp.fc2": "mlp.down_proj",
+}
+
+
+class GemmaAttention(Attention):
+    """A Gemma 3 text block's attention: the interior at the kernel call, sliding-window or global.
+
+    Causal at text rows; an image's soft tokens (the processor's
+    ``token_type_ids``) attend to every token of their own image too, later
+    ones included, on the prompt pass. On a sliding layer no query sees a key
+    ``sliding_window`` or more positions away.
+    """
+
+
+ENVOYS = {
+    Gemma3Model: ImageScatter,
+    Gemma3DecoderLayer: SandwichLayer,
+    Gemma3Attention: GemmaAttention,
+    SiglipVisionModel: Vision,
+    SiglipEncoderLayer: VisionLayer,
+    SiglipAttention: VisionAttention,
+    SiglipMLP: VisionMlp,
+}
+
+FAMILY = Family("gemma3", RENAME, ENVOYS, "model.language_model.layers")

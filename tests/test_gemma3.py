@@ -1,0 +1,431 @@
+"""StandardizedTransformer on a tiny Gemma 3 checkpoint: SigLIP tower, pooling projector, Gemma 3 text model, exact.
+
+The checkpoint (envoys.tiny.gemma3) resizes every image to 32x32, an 8x8 grid
+of 4x4 patches, which the projector pools 2x2 to 16 image tokens; its text
+model has a sliding layer (window 16) and a global one. Pan-and-scan is off
+(the processor's default), so an image is one tower row and 16 tokens
+whatever its aspect ratio. Every expected number comes from outside the code
+under test: the stock processor's outputs (``input_ids``, ``token_type_ids``),
+the configs, the modules' weights, or a recomputation from other values.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+from instrument.show import main as show
+
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # two sizes: 32x32, and 64 wide by 48 high
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint("gemma3"), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What is in the picture?")
+
+
+def inputs(model, images):
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+
+
+def tokens_per_image(model) -> int:
+    return model.processor.image_seq_length
+
+
+def patches_per_image(model) -> int:
+    vision = model.config.vision_config
+    return (vision.image_size // vision.patch_size) ** 2
+
+
+def allowed_keys(token_type_ids: torch.Tensor, sliding_window: int | None) -> torch.Tensor:
+    """Which keys each query may see, [seq, seq] bool, from the processor's token_type_ids: causal, plus
+    every token of the query's own image (a run of 1s), within ``sliding_window`` positions on a sliding layer."""
+    kinds = token_type_ids[0].tolist()
+    image = [-1] * len(kinds)
+    count = -1
+    for position, kind in enumerate(kinds):
+        if kind == 1:
+            if position == 0 or kinds[position - 1] != 1:
+                count += 1
+            image[position] = count
+    image_ids = torch.tensor(image)
+    query, key = torch.arange(len(kinds))[:, None], torch.arange(len(kinds))[None, :]
+    same_image = (image_ids[:, None] == image_ids[None, :]) & (image_ids[:, None] >= 0)
+    allowed = (key <= query) | same_image
+    if sliding_window is not None:
+        allowed &= key > query - sliding_window
+    return allowed
+
+
+# -- loading, names, rules ---------------------------------------------------------------------------
+
+
+def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
+    native = model._module.model
+    assert type(model.processor).__name__ == "Gemma3Processor"
+    assert type(model.processor.image_processor).__name__ == "Gemma3ImageProcessor"
+    assert not model.processor.image_processor.do_pan_and_scan  # off, as by default
+    assert model.family.model_type == "gemma3"
+    assert model.vision._module is native.vision_tower and model.projector._module is native.multi_modal_projector
+    assert [layer._module for layer in model.vision.layers] == list(native.vision_tower.encoder.layers)
+    assert model.vision.norm._module is native.vision_tower.post_layernorm
+    assert model.vision.patch_embed._module is native.vision_tower.embeddings.patch_embedding
+    assert model.vision.layers[0].self_attn.o_proj._module is native.vision_tower.encoder.layers[0].self_attn.out_proj
+    text = native.language_model
+    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
+    assert [layer._module for layer in model.layers] == list(text.layers)
+
+
+def test_outputs_outside_a_trace_are_the_plain_models(model):
+    batch = inputs(model, TWO)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(model._module(**batch).logits, plain(**batch).logits)
+
+
+def test_show_lists_every_rewritten_forward_of_gemma3(capsys):
+    assert show(["gemma3"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule gemma3.image-scatter",
+        "# rule siglip.eager-attention",
+        "# rule siglip.SiglipAttention",
+        "# rule gemma3.eager-attention",
+        "# rule gemma3.Gemma3Attention",
+    ]
+    for site in ("inputs_embeds_masked_scatter_0", "attention_interface_1", "nn_functional_softmax_0"):
+        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
+
+
+# -- where the image enters the text model -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
+def test_the_scatter_equality_and_the_shapes(model, images):
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
+        patches = model.vision.layers[0].layer_output.save()
+        tower = model.vision.tower_output.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+        logits = model.logits.save()
+    n, rows, tokens = len(images), patches_per_image(model), tokens_per_image(model)
+    expected_mask = inputs(model, images)["input_ids"] == model.config.image_token_id
+    assert torch.equal(mask, expected_mask)
+    assert int(mask.sum()) == n * tokens == features.shape[0]  # the mask's count is image_features' rows
+    assert patches.shape == tower.shape == (n, rows, model.vision.vision_hidden_size)  # one row per image, no CLS
+    assert pattern.shape == (n, model.vision.num_heads, rows, rows)
+    assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
+    assert projected.shape == (n, tokens, model.hidden_size)  # [images, tokens, hidden] at the scatter
+    assert features.shape == (n * tokens, model.hidden_size)
+    assert torch.equal(first[mask], features)
+    assert torch.equal(features, projected.reshape(n * tokens, -1))  # flat, image after image
+    assert logits.shape[:2] == mask.shape
+
+
+def test_the_features_reach_the_scatter_as_images_tokens_hidden(tiny_checkpoint):
+    """Argument 1 of the host's scatter, read through nnsight's own .source (on an instance of its own), is
+    [images, tokens, hidden]; image_features is it flat."""
+    model = StandardizedTransformer(tiny_checkpoint("gemma3"), task="image-text-to-text", attn_implementation="eager")
+    with model.trace(prompt(model, TWO), images=TWO):
+        called = model.model.source.inputs_embeds_masked_scatter_0.inputs.save()
+        features = model.vision.image_features.save()
+    (placeholder, scattered), _ = called
+    length = inputs(model, TWO)["input_ids"].shape[1]
+    assert placeholder.shape == (1, length, 1)
+    assert scattered.shape == (2, tokens_per_image(model), model.hidden_size)
+    assert torch.equal(features, scattered.reshape(-1, model.hidden_size))
+
+
+def test_two_images_are_scattered_in_order(model):
+    """Each image's rows of image_features go to its own run of soft tokens, the first image's first."""
+    tokens = tokens_per_image(model)
+    with model.trace(prompt(model, TWO), images=TWO):
+        mask = model.vision.image_token_mask.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    ids = inputs(model, TWO)["input_ids"][0]
+    positions = (ids == model.config.image_token_id).nonzero()[:, 0]
+    starts = [int(p) for i, p in enumerate(positions) if i == 0 or positions[i - 1] != p - 1]
+    assert len(starts) == 2 and positions.numel() == 2 * tokens  # two runs of soft tokens
+    for image, start in enumerate(starts):
+        assert torch.equal(first[0, start : start + tokens], projected[image])
+        assert torch.equal(features[image * tokens : (image + 1) * tokens], projected[image])
+    assert not torch.equal(projected[0], projected[1])
+    assert torch.equal(first[mask], features)
+
+
+def test_the_scatter_is_into_the_scaled_embeddings(model):
+    with model.trace(prompt(model, ONE), images=ONE):
+        mask = model.vision.image_token_mask.save()
+        embedded = model.embed_tokens.output.save()
+        first = model.layers[0].input.save()
+    ids = inputs(model, ONE)["input_ids"]
+    weight = model.embed_tokens._module.weight
+    scale = torch.tensor(model.hidden_size**0.5, dtype=weight.dtype)
+    assert torch.equal(embedded, weight[ids] * scale)  # Gemma scales its embeddings by sqrt(hidden_size)
+    assert torch.equal(first[~mask], embedded[~mask])  # the text rows are the scaled embeddings
+    assert not torch.equal(first[mask], embedded[mask])
+
+
+def test_what_the_projector_receives_and_how_it_pools(model):
+    """The projector reads tower_output (after post_layernorm) whole and pools it; recomputed from its weights."""
+    with model.trace(prompt(model, TWO), images=TWO):
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        projected = model.projector.output.save()
+    assert torch.equal(received, tower)
+    assert torch.equal(tower, model.vision.norm._module(last))
+    assert not torch.equal(received, last)
+    projector = model.projector._module
+    side = model.config.vision_config.image_size // model.config.vision_config.patch_size  # patches a side
+    per_side = int(model.config.mm_tokens_per_image**0.5)  # tokens a side
+    grid = tower.transpose(1, 2).reshape(2, -1, side, side).contiguous()
+    pooled = torch.nn.functional.avg_pool2d(grid, side // per_side).flatten(2).transpose(1, 2)
+    norm = projector.mm_soft_emb_norm
+    normed = pooled * torch.rsqrt(pooled.pow(2).mean(-1, keepdim=True) + norm.eps) * (1.0 + norm.weight)
+    assert torch.equal(projected, normed @ projector.mm_input_projection_weight)
+    # randomised: the real init leaves both at zero (no image signal; a plain RMS normalisation)
+    assert bool((projector.mm_input_projection_weight != 0).all()) and bool((norm.weight != 0).all())
+
+
+def test_writes_to_image_features_land_at_the_image_tokens_in_order(model):
+    text = prompt(model, TWO)
+    rows = 2 * tokens_per_image(model)
+    written = torch.arange(rows * model.hidden_size, dtype=torch.float32).reshape(rows, -1)
+    with model.trace(text, images=TWO):
+        mask = model.vision.image_token_mask.save()
+        model.vision.image_features = written
+        first = model.layers[0].input.save()
+    assert torch.equal(first[mask], written)
+    with pytest.raises(ValueError, match=rf"vision\.image_features takes a tensor of shape \({rows}, 32\).*got \(3, 32\)"):
+        with model.trace(text, images=TWO):
+            model.vision.image_features = torch.zeros(3, 32)
+
+
+def test_ablating_image_features_reaches_the_logits_and_nothing_leaks(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        clean = model.logits.save()
+    with model.trace(text, images=ONE):
+        model.vision.image_features[:] = 0
+        ablated = model.logits.save()
+    assert not torch.equal(ablated, clean)
+    with model.trace(text, images=ONE):
+        again = model.logits.save()
+    assert torch.equal(again, clean)
+
+
+# -- the blocks ----------------------------------------------------------------------------------------
+
+
+def test_block_values_add_up_on_the_sandwich_text_blocks_and_the_tower_blocks(model):
+    with model.trace(prompt(model, TWO), images=TWO):
+        tower_parts = nnsight.save([])
+        for block in model.vision.layers:
+            tower_parts.append(nnsight.save([block.layer_input, block.attention_output, block.mlp_output,
+                                             block.layer_output]))
+        text_parts = nnsight.save([])
+        for block in model.layers:
+            layer_input = block.layer_input
+            attended = block.self_attn.output[0].save()  # before post_attention_layernorm
+            text_parts.append(nnsight.save([layer_input, block.attention_output, block.mlp_output,
+                                            block.layer_output]))
+    for layer_input, attention, mlp, output in [*tower_parts, *text_parts]:
+        assert torch.equal(layer_input + attention + mlp, output)
+    last = model.layers[-1]._module
+    assert torch.equal(text_parts[-1][1], last.post_attention_layernorm(attended))  # the post-norm's output
+    assert not torch.equal(text_parts[-1][1], attended)
+    assert torch.equal(text_parts[1][0], text_parts[0][3])
+    assert tower_parts[0][0].shape == (2, patches_per_image(model), model.vision.vision_hidden_size)
+
+
+@pytest.mark.parametrize("layer", [0, 1], ids=["sliding", "global"])
+def test_text_attention_interior(model, layer):
+    """scores.softmax == probabilities and probabilities @ values == head outputs, on a sliding and a global layer."""
+    attention = model.layers[layer].self_attn
+    with model.trace(prompt(model, ONE), images=ONE):
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        scores = attention.attention_scores.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+    text = model.config.text_config
+    length = inputs(model, ONE)["input_ids"].shape[1]
+    assert queries.shape == (1, text.num_attention_heads, length, text.head_dim)
+    assert keys.shape == values.shape == (1, text.num_key_value_heads, length, text.head_dim)
+    assert probabilities.shape == scores.shape == (1, text.num_attention_heads, length, length)
+    assert torch.equal(scores.softmax(-1), probabilities)
+    assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+    groups = text.num_attention_heads // text.num_key_value_heads
+    assert torch.equal(probabilities @ values.repeat_interleave(groups, dim=1), heads.transpose(1, 2))
+    assert torch.equal(heads.reshape(1, length, -1), projected_in)
+
+
+@pytest.mark.parametrize("layer", [0, 1], ids=["sliding", "global"])
+def test_text_attention_is_causal_at_text_rows_and_bidirectional_within_an_image(model, layer):
+    """The pattern's nonzero entries are exactly the keys the processor's token_type_ids and the layer allow:
+    causal at text rows, every token of its own image at an image row, within the window on the sliding layer."""
+    text = model.config.text_config
+    kind = text.layer_types[layer]
+    with model.trace(prompt(model, TWO), images=TWO):
+        probabilities = model.layers[layer].self_attn.attention_probabilities.save()
+    token_types = inputs(model, TWO)["token_type_ids"]
+    allowed = allowed_keys(token_types, text.sliding_window if kind == "sliding_attention" else None)
+    for head in range(text.num_attention_heads):
+        assert torch.equal(probabilities[0, head] > 0, allowed)
+    text_rows = token_types[0] == 0
+    above = torch.ones_like(allowed).triu(1)
+    assert not (probabilities[0][:, text_rows] * above[text_rows]).any()  # causal at the text rows
+    assert (probabilities[0][:, ~text_rows] * above[~text_rows]).any()  # image rows see their image's later tokens
+    if kind == "sliding_attention":
+        assert probabilities.shape[-1] > text.sliding_window  # the window cuts keys off
+
+
+def test_tower_attention_interior_and_probabilities_are_writable(model):
+    attention = model.vision.layers[0].self_attn
+    rows = patches_per_image(model)
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        values = attention.attention_values.save()
+        scores = attention.attention_scores.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        clean = model.vision.layers[0].attention_output.save()
+    assert torch.equal(scores.softmax(-1), probabilities)
+    assert torch.equal(probabilities @ values, heads.transpose(1, 2))
+    assert bool((probabilities > 0).all())  # no mask in the tower
+    with model.trace(text, images=ONE):
+        attention.attention_probabilities[:] = 1.0 / rows
+        edited = model.vision.layers[0].attention_output.save()
+    uniform = values.mean(dim=2, keepdim=True).expand_as(values).transpose(1, 2).reshape(1, rows, -1)
+    assert not torch.equal(edited, clean)
+    assert torch.allclose(edited, attention._module.out_proj(uniform), atol=1e-6)
+
+
+def test_patch_embeddings_are_the_convolution_before_positions(model):
+    vision = model.vision
+    with model.trace(prompt(model, TWO), images=TWO):
+        patches = vision.patch_embeddings.save()
+        first = vision.layers[0].layer_input.save()
+    positions = vision._module.embeddings.position_embedding.weight
+    assert patches.shape == (2, patches_per_image(model), vision.vision_hidden_size)
+    assert torch.equal(first, patches + positions)
+
+
+# -- sizes, support, what is unavailable ------------------------------------------------------------------
+
+
+def test_sizes_are_the_configs(model):
+    vision, text = model.config.vision_config, model.config.text_config
+    assert (model.num_layers, model.hidden_size) == (text.num_hidden_layers, text.hidden_size)
+    assert model.vision.num_layers == vision.num_hidden_layers == len(model._module.model.vision_tower.encoder.layers)
+    assert (model.vision.vision_hidden_size, model.vision.num_heads) == (vision.hidden_size, vision.num_attention_heads)
+    assert model.vision.head_dim == vision.hidden_size // vision.num_attention_heads
+    assert (model.vision.intermediate_size, model.vision.patch_size, model.vision.image_size) == (
+        vision.intermediate_size, vision.patch_size, vision.image_size,
+    )
+    assert model.processor.image_seq_length == model.config.mm_tokens_per_image == 16
+    assert model.processor.image_processor.size == {"height": vision.image_size, "width": vision.image_size}
+
+
+def test_support_lists_every_value_as_available(model):
+    support = model.support()
+    for name in ("logits", "layer_input", "attention_output", "mlp_output", "layer_output",
+                 "self_attn.attention_queries", "self_attn.attention_scores", "self_attn.attention_probabilities",
+                 "self_attn.attention_head_outputs", "vision.image_token_mask", "vision.image_features",
+                 "vision.patch_embeddings", "vision.tower_output", "vision.layer_output",
+                 "vision.self_attn.attention_probabilities", "vision.self_attn.attention_head_outputs"):
+        assert support[name] is None, name
+    assert all(reason is None for reason in support.values())
+    assert set(model.vision.support(layer=0)) == {
+        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))
+    }
+
+
+def test_sdpa_makes_scores_and_probabilities_unavailable_with_the_reason(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("gemma3"), task="image-text-to-text", attn_implementation="sdpa")
+    support = model.support()
+    for name in ("self_attn.attention_scores", "self_attn.attention_probabilities",
+                 "vision.self_attn.attention_scores", "vision.self_attn.attention_probabilities"):
+        assert set(support[name]) == {0, 1}, name
+        assert all("attn_implementation='eager'" in reason for reason in support[name].values())
+    for name in ("self_attn.attention_queries", "self_attn.attention_head_outputs", "vision.image_features"):
+        assert support[name] is None, name
+    with pytest.raises(Unavailable, match=r"layers\[1\]\.self_attn\.attention_probabilities is unavailable: .*'sdpa'"):
+        model.layers[1].self_attn.attention_probabilities
+    with model.trace(prompt(model, ONE), images=ONE):
+        mask = model.vision.image_token_mask.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    assert torch.equal(first[mask], features)
+
+
+def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("gemma3"))
+    assert model.processor is None and model.vision.support() == {}
+    assert not [row for row in model.support() if row.startswith("vision.")]
+    for read in (lambda: model.vision.image_features, lambda: model.vision.tower_output,
+                 lambda: model.vision.layers[0].self_attn.attention_probabilities):
+        with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+            read()
+    with model.trace("What is in the picture ?"):
+        probabilities = model.layers[1].self_attn.attention_probabilities.save()
+        logits = model.logits.save()
+    above = torch.ones(probabilities.shape[-2:], dtype=torch.bool).triu(1)
+    assert not probabilities[..., above].any()  # text alone: causal everywhere
+    assert logits.shape[-1] == model.config.text_config.vocab_size
+
+
+# -- generation -----------------------------------------------------------------------------------------
+
+
+def test_generation_reads_the_mask_per_step_and_the_tower_at_step_zero(model):
+    text = prompt(model, ONE)
+    steps = 3
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        masks, features = nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[:]:
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                tower = model.vision.tower_output.save()
+                features.append(model.vision.image_features.save())
+    prompt_length = inputs(model, ONE)["input_ids"].shape[1]
+    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == tokens_per_image(model) and not any(m.any() for m in masks[1:])
+    assert tower.shape == (1, patches_per_image(model), model.vision.vision_hidden_size)
+    assert features[0].shape == (tokens_per_image(model), model.hidden_size)
+
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        later = nnsight.save([])
+        for step in tracer.iter[1:]:
+            later.append(model.vision.tower_output.save())  # the tower does not run again
+    assert later == []
+
+
+def test_generation_output_is_the_plain_models(model):
+    batch = inputs(model, ONE)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    expected = plain.generate(**batch, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    with model.generate(prompt(model, ONE), images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
+        ids = tracer.result.save()
+    assert torch.equal(ids, expected)
