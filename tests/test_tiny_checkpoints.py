@@ -25,6 +25,8 @@ CLASSES = {
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend"),
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
+    "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
+    "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -35,6 +37,8 @@ IMAGE_TOKENS = {
     "qwen2_5_vl": (16, 48),
     "qwen3_vl": (4, 12),
     "qwen3_5": (4, 12),
+    "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
+    "smolvlm": (20, 20),
 }
 
 TEXT = "Describe the image."
@@ -101,7 +105,7 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
     def grab(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
         seen["embeds"] = kwargs["inputs_embeds"].detach().clone()
 
-    handle = model.model.language_model.register_forward_pre_hook(grab, with_kwargs=True)
+    handle = model.get_decoder().register_forward_pre_hook(grab, with_kwargs=True)
     try:
         with torch.no_grad():
             out = model(**inputs)

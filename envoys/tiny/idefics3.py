@@ -19,6 +19,7 @@ rounds both sides up to multiples of 32, cuts that into rows x cols tiles of
 
 from __future__ import annotations
 
+import torch
 from transformers import (
     Idefics3Config,
     Idefics3ForConditionalGeneration,
@@ -108,6 +109,15 @@ def _configs(tokenizer: TokenizersBackend, start: str, vision_config: type) -> d
     }
 
 
+def _randomise_tower_norm(model: torch.nn.Module) -> None:
+    """Draw the tower's ``post_layernorm`` weight and bias (initialised to ones and zeros), so that what the
+    connector receives differs from the last block's output by more than a standardisation."""
+    norm = model.model.vision_model.post_layernorm
+    with torch.no_grad():
+        norm.weight.normal_(1.0, 0.5)
+        norm.bias.normal_(0.0, 0.5)
+
+
 def _image_processor_kwargs() -> dict:
     return {"size": {"longest_edge": LONGEST_EDGE}, "max_image_size": {"longest_edge": TILE}}
 
@@ -117,7 +127,8 @@ def build_idefics3() -> tuple[Idefics3ForConditionalGeneration, Idefics3Processo
 
     Tower (``Idefics3VisionTransformer``): 2 blocks, width 32, 2 heads, 32x32
     tiles of 8x8 patches, ``post_layernorm``. Connector: pixel shuffle by 2,
-    then a linear map 128 -> 32. Llama text model: 2 layers, width 32, 2 query
+    then a linear map 128 -> 32; ``post_layernorm``'s weight and bias are drawn at
+    random rather than left at ones and zeros. Llama text model: 2 layers, width 32, 2 query
     heads / 1 key-value head. The vocabulary holds ``<image>``,
     ``<fake_token_around_image>``, ``<global-img>`` and the 36
     ``<row_r_col_c>`` tile tokens as single tokens.
@@ -130,7 +141,9 @@ def build_idefics3() -> tuple[Idefics3ForConditionalGeneration, Idefics3Processo
         chat_template=IDEFICS3_TEMPLATE,
     )
     config = Idefics3Config(**_configs(processor.tokenizer, "<|begin_of_text|>", Idefics3VisionConfig))
-    return Idefics3ForConditionalGeneration(config), processor
+    model = Idefics3ForConditionalGeneration(config)
+    _randomise_tower_norm(model)
+    return model, processor
 
 
 def build_smolvlm() -> tuple[SmolVLMForConditionalGeneration, SmolVLMProcessor]:
@@ -149,7 +162,9 @@ def build_smolvlm() -> tuple[SmolVLMForConditionalGeneration, SmolVLMProcessor]:
         chat_template=SMOLVLM_TEMPLATE,
     )
     config = SmolVLMConfig(**_configs(processor.tokenizer, "<|im_start|>", SmolVLMVisionConfig))
-    return SmolVLMForConditionalGeneration(config), processor
+    model = SmolVLMForConditionalGeneration(config)
+    _randomise_tower_norm(model)
+    return model, processor
 
 
 #: The checkpoints this module builds, by name.
