@@ -18,7 +18,7 @@ SOFTMAX = {"nn.functional.softmax": ("nn_functional_softmax_0",)}
 
 #: model_type -> (the attention classes in its modeling module, the model_types whose models hold them)
 ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "llama": (("LlamaAttention",), ("llama", "llava")),
+    "llama": (("LlamaAttention",), ("llama", "llava", "idefics3", "smolvlm")),
     "mistral": (("MistralAttention",), ("mistral", "llava", "mistral3", "llava_next")),
     "qwen2": (("Qwen2Attention",), ("qwen2", "llava")),
     "siglip": (("SiglipAttention",), ("siglip", "llava", "gemma3")),
@@ -29,6 +29,8 @@ ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "qwen3_vl": (("Qwen3VLTextAttention",), ("qwen3_vl",)),
     "qwen3_5": (("Qwen3_5Attention",), ("qwen3_5",)),
     "gemma3": (("Gemma3Attention",), ("gemma3",)),
+    "idefics3": (("Idefics3VisionAttention",), ("idefics3",)),
+    "smolvlm": (("SmolVLMVisionAttention",), ("smolvlm",)),
 }
 
 

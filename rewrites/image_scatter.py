@@ -7,6 +7,10 @@ scatter video features with a second call (``_1``), exposed too and left
 unused. LLaVA-NeXT's features at the scatter are not its projector's
 output: the host unpads each image's tiles and adds ``image_newline`` rows
 first. Llama 4 has no inner host: its root scatters in its own forward.
+unused. Llama 4 has no inner host: its root scatters in its own forward.
+Idefics 3 scatters inside a helper, ``self.inputs_merger(input_ids=...,
+inputs_embeds=..., image_hidden_states=...)``: the helper's call in the
+host's forward is the site, its keyword ``image_hidden_states`` the features.
 """
 
 from instrument import Rule
@@ -14,8 +18,8 @@ from instrument import Rule
 SCATTER = "inputs_embeds.masked_scatter"
 
 
-def _host(model_type: str, target: str, labels: tuple[str, ...], purpose: str) -> Rule:
-    return Rule(f"{model_type}.image-scatter", target, {SCATTER: labels}, (model_type,), purpose)
+def _host(model_type: str, target: str, labels: tuple[str, ...], purpose: str, callee: str = SCATTER) -> Rule:
+    return Rule(f"{model_type}.image-scatter", target, {callee: labels}, (model_type,), purpose)
 
 
 IMAGE_ONLY = ("inputs_embeds_masked_scatter_0",)
@@ -30,5 +34,7 @@ RULES = (
     _host("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5Model.forward", IMAGE_AND_VIDEO, "image (_0) and video (_1) features scattered into the embeddings"),
     _host("mistral3", "transformers.models.mistral3.modeling_mistral3:Mistral3Model.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
     _host("gemma3", "transformers.models.gemma3.modeling_gemma3:Gemma3Model.forward", IMAGE_ONLY, "pooled image features, [images, tokens, hidden], scattered into the scaled embeddings"),
+    _host("idefics3", "transformers.models.idefics3.modeling_idefics3:Idefics3Model.forward", ("self_inputs_merger_0",), "the helper that scatters the image features into the embeddings", callee="self.inputs_merger"),
+    _host("smolvlm", "transformers.models.smolvlm.modeling_smolvlm:SmolVLMModel.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
     _host("llama4", "transformers.models.llama4.modeling_llama4:Llama4ForConditionalGeneration.forward", IMAGE_ONLY, "the root scatters the image features in its own forward"),
 )

@@ -28,6 +28,8 @@ CLASSES = {
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava_next": ("LlavaNextForConditionalGeneration", "LlavaNextProcessor", "TokenizersBackend"),
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
+    "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
+    "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -41,6 +43,8 @@ IMAGE_TOKENS = {
     "mistral3": (16, 48),
     "llava_next": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6
     "gemma3": (16, 16),
+    "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
+    "smolvlm": (20, 20),
 }
 
 TEXT = "Describe the image."
@@ -109,7 +113,7 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
     def grab(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
         seen["embeds"] = kwargs["inputs_embeds"].detach().clone()
 
-    handle = model.model.language_model.register_forward_pre_hook(grab, with_kwargs=True)
+    handle = model.get_decoder().register_forward_pre_hook(grab, with_kwargs=True)
     try:
         with torch.no_grad():
             out = model(**inputs)

@@ -1,0 +1,81 @@
+"""The tiled tower and pixel-shuffle connector that Idefics 3 and SmolVLM share.
+
+The processor cuts each image into tiles (``do_image_splitting``): it resizes
+the image so its longest edge is the image processor's ``size``, rounds both
+sides up to multiples of the tile side (``max_image_size``, the vision
+config's ``image_size``), cuts that into rows x cols tiles in raster order,
+and appends the whole image resized to one tile (the global image). So an
+image is ``rows * cols + 1`` tiles (1 when it is not split), and
+``pixel_values`` is ``[batch, tiles, 3, image_size, image_size]``, padded with
+all-zero tiles to the batch's largest tile count.
+
+The host drops every all-zero tile (the padding) before the tower and runs
+the tower (``model.vision_model``, a SigLIP-like ``Idefics3VisionTransformer``
+/ ``SmolVLMVisionTransformer``; blocks ``encoder.layers``; no CLS token) once
+over the remaining tiles: each tile is a row of the tower's values,
+``[tiles, patches, vision_hidden_size]`` (`Patches`, the images axis counting
+tiles), ``patches`` being ``(image_size // patch_size) ** 2`` in raster
+order. The tiles are in the order the processor made them: image after
+image, each image's tiles row by row, its global image last. The tower's
+``post_layernorm`` normalises every patch (the tower's ``norm``), and its
+output, ``tower_output``, is what the connector (``model.projector``)
+receives. The connector pixel-shuffles each tile, folding each
+``scale_factor`` x ``scale_factor`` block of patches into one row, and maps
+it to the text width, so a tile becomes ``image_seq_len`` image tokens, and
+``image_features`` is ``[tiles * image_seq_len, hidden_size]``: tile after
+tile in the tower's order, each tile's tokens in raster order of its blocks,
+as the prompt holds the image tokens (the processor writes
+``<fake_token_around_image><row_r_col_c>`` before each tile's tokens, and
+``<global-img>`` before the global image's).
+"""
+
+from __future__ import annotations
+
+from .vision import Vision
+
+#: The native names of the tower, the connector and the Llama text model under the standard ones.
+TILED_RENAME = {
+    "model.text_model.embed_tokens": "embed_tokens",
+    "model.text_model.layers": "layers",
+    "model.text_model.norm": "norm",
+    "model.vision_model": "vision",
+    "model.connector": "projector",
+    "encoder.layers": "layers",
+    "embeddings.patch_embedding": "patch_embed",
+    "post_layernorm": "norm",
+    "self_attn.out_proj": "self_attn.o_proj",
+    "mlp.fc1": "mlp.up_proj",
+    "mlp.fc2": "mlp.down_proj",
+}
+
+#: Where the text blocks are.
+TEXT_LAYERS = "model.text_model.layers"
+
+
+class TiledVision(Vision):
+    """The tower of Idefics 3 and SmolVLM: each tile of each image is a row, ``[tiles, patches, vision_hidden_size]``.
+
+    Rows are the tiles the host keeps (the processor's all-zero padding tiles
+    are dropped before the tower): image after image, each image's rows x
+    cols tiles in raster order, then its global image; each row holds a
+    tile's ``(image_size // patch_size) ** 2`` patches in raster order, no
+    CLS token. ``tower_output`` is after ``post_layernorm`` and is what the
+    connector receives. Sizes are the vision config's (SigLIP's spellings);
+    ``image_size`` is the tile's side, and ``scale_factor`` and
+    ``image_seq_len`` say how the connector folds a tile into image tokens.
+    """
+
+    @property
+    def image_size(self) -> int:
+        """The side of a tile, in pixels (the vision config's ``image_size``): every row of the tower is one tile."""
+        return self.vision_config.image_size
+
+    @property
+    def scale_factor(self) -> int:
+        """The side, in patches, of the square block the connector's pixel shuffle folds into one image token."""
+        return self.root.config.scale_factor
+
+    @property
+    def image_seq_len(self) -> int:
+        """Image tokens per tile: ``(image_size // patch_size) ** 2 // scale_factor ** 2``."""
+        return (self.image_size // self.patch_size) ** 2 // self.scale_factor**2

@@ -1,0 +1,417 @@
+"""StandardizedTransformer on tiny Idefics 3 and SmolVLM checkpoints: the tiled tower, exact.
+
+Both families share the tower (tiles as rows), the pixel-shuffle connector and
+a Llama text model; they differ in where the features enter the text model:
+Idefics 3 through its helper ``self.inputs_merger(..., image_hidden_states=...)``,
+SmolVLM by ``inputs_embeds.masked_scatter`` in its own forward. Every expected
+number comes from outside the code under test: the stock processor's outputs
+(``pixel_values``' tile axis, the image processor's rows and cols,
+``image_seq_len``), the modules' own weights and attributes, or a
+recomputation from other values.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+from envoys.values import Argument
+from instrument.show import main as show
+
+FAMILIES = ["idefics3", "smolvlm"]
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(64, 32, seed=1)]  # 32x32, and 64 wide x 32 high: different tilings
+
+
+@pytest.fixture(scope="module")
+def load(tiny_checkpoint):
+    """Each family's model, loaded once for this module (eager, float32, with its processor)."""
+    loaded: dict[str, StandardizedTransformer] = {}
+
+    def get(name: str) -> StandardizedTransformer:
+        if name not in loaded:
+            loaded[name] = StandardizedTransformer(
+                tiny_checkpoint(name), task="image-text-to-text", device="cpu", attn_implementation="eager"
+            )
+        return loaded[name]
+
+    return get
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request, load):
+    return load(request.param)
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What is in the picture?")
+
+
+def processed(model, images) -> dict:
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+
+
+def tiles_per_image(model, images) -> list[int]:
+    """The image processor's own tiling: rows x cols tiles plus the global image (1 tile when not split)."""
+    info = model.processor.image_processor(images=[list(images)], return_row_col_info=True, return_tensors="pt")
+    return [rows * cols + 1 for rows, cols in zip(info["rows"][0], info["cols"][0])]
+
+
+def patches_per_tile(model) -> int:
+    config = model.config.vision_config
+    return (config.image_size // config.patch_size) ** 2
+
+
+def tokens_per_tile(model) -> int:
+    return model.processor.image_seq_len
+
+
+def native(model):
+    """The wrapper's inner model (Idefics3Model / SmolVLMModel)."""
+    return model._module.model
+
+
+# -- loading and names -----------------------------------------------------------------------------
+
+
+def test_each_family_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
+    expected = {"idefics3": "Idefics3Processor", "smolvlm": "SmolVLMProcessor"}[model.config.model_type]
+    assert type(model.processor).__name__ == expected
+    inner = native(model)
+    tower = inner.vision_model
+    assert model.vision._module is tower and model.projector._module is inner.connector
+    assert [layer._module for layer in model.vision.layers] == list(tower.encoder.layers)
+    assert model.vision.patch_embed._module is tower.embeddings.patch_embedding
+    assert model.vision.norm._module is tower.post_layernorm
+    block, first = model.vision.layers[0], tower.encoder.layers[0]
+    assert block.self_attn.o_proj._module is first.self_attn.out_proj
+    assert (block.mlp.up_proj._module, block.mlp.down_proj._module) == (first.mlp.fc1, first.mlp.fc2)
+    text = inner.text_model
+    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
+    assert [layer._module for layer in model.layers] == list(text.layers)
+
+
+def test_the_vocabulary_holds_the_tile_tokens(model):
+    tokenizer = model.processor.tokenizer
+    tokens = ["<image>", "<fake_token_around_image>", "<global-img>"]
+    tokens += [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)]
+    for token in tokens:
+        assert tokenizer.convert_ids_to_tokens(tokenizer(token, add_special_tokens=False)["input_ids"]) == [token]
+    ids = processed(model, TWO)["input_ids"][0].tolist()
+    shown = tokenizer.convert_ids_to_tokens(ids)
+    assert shown.count("<global-img>") == 2 and "<row_2_col_2>" in shown and "<row_1_col_2>" in shown
+
+
+def test_outputs_outside_a_trace_are_the_plain_models(model):
+    inputs = processed(model, TWO)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
+
+
+# -- the tiles and the scatter ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
+def test_the_scatter_equality_and_tiles_as_rows(model, images):
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        patches = model.vision.patch_embeddings.save()
+        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
+        stream = model.vision.layers[0].layer_output.save()
+        tower = model.vision.tower_output.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    inputs = processed(model, images)
+    tiles = sum(tiles_per_image(model, images))
+    assert inputs["pixel_values"].shape[:2] == (1, tiles)  # one prompt: no padding tile
+    if len(images) == 2:
+        assert tiles_per_image(model, images)[0] != tiles_per_image(model, images)[1]
+    rows, width = patches_per_tile(model), model.config.vision_config.hidden_size
+    heads = model.config.vision_config.num_attention_heads
+    assert patches.shape == stream.shape == tower.shape == (tiles, rows, width)
+    assert pattern.shape == (tiles, heads, rows, rows)
+    assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
+    tokens = int(mask.sum())
+    assert tokens == tiles * tokens_per_tile(model) == features.shape[0]
+    assert torch.equal(mask, inputs["input_ids"] == model.processor.image_token_id)
+    assert features.shape == (tokens, model.hidden_size)
+    assert torch.equal(first[mask], features)
+    assert projected.shape == (tiles, tokens_per_tile(model), model.hidden_size)
+    assert torch.equal(projected.reshape(-1, model.hidden_size), features)  # tile after tile, in prompt order
+
+
+def test_each_row_is_one_of_the_processors_tiles_in_order(model):
+    """Row t of the tower is the convolution of pixel_values' tile t: image after image, global image last."""
+    with model.trace(prompt(model, TWO), images=TWO):
+        patches = model.vision.patch_embeddings.save()
+    pixels = processed(model, TWO)["pixel_values"][0]
+    convolution = model.vision.patch_embed._module
+    with torch.no_grad():
+        expected = convolution(pixels).flatten(2).transpose(1, 2)
+    assert torch.equal(patches, expected)
+    assert not torch.equal(patches[0], patches[1])  # noise: tiles differ
+
+
+def test_all_zero_padding_tiles_are_not_rows(model):
+    """Two prompts in one batch, 5 and 3 tiles: the processor pads the second with 2 all-zero tiles, which the
+    host drops, so the tower has 8 rows, the real tiles in order."""
+    text = prompt(model, ONE)
+    inputs = model.processor(text=[text, text], images=[[TWO[0]], [TWO[1]]], return_tensors="pt", padding=True)
+    pixels = inputs["pixel_values"]
+    real = ~(pixels.flatten(2) == 0).all(-1)  # [batch, tiles]: False on a padding tile
+    per_prompt = [tiles_per_image(model, [image])[0] for image in TWO]
+    assert real.sum(1).tolist() == per_prompt and pixels.shape[1] == max(per_prompt)
+    with model.trace(**inputs):
+        mask = model.vision.image_token_mask.save()
+        patches = model.vision.patch_embeddings.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    with torch.no_grad():
+        expected = model.vision.patch_embed._module(pixels[real]).flatten(2).transpose(1, 2)
+    assert patches.shape[0] == sum(per_prompt) < pixels.shape[0] * pixels.shape[1]
+    assert torch.equal(patches, expected)
+    assert int(mask.sum()) == sum(per_prompt) * tokens_per_tile(model)
+    assert torch.equal(first[mask], features)
+
+
+def test_block_values_add_up_and_the_attention_interior_is_consistent(model):
+    block = model.vision.layers[0]
+    attention = block.self_attn
+    with model.trace(prompt(model, ONE), images=ONE):
+        queries = attention.attention_queries.save()
+        values = attention.attention_values.save()
+        scores = attention.attention_scores.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+    with model.trace(prompt(model, ONE), images=ONE):
+        parts = nnsight.save([block.layer_input, block.attention_output, block.mlp_output, block.layer_output])
+        text = nnsight.save([model.layers[1].layer_input, model.layers[1].attention_output,
+                             model.layers[1].mlp_output, model.layers[1].layer_output])
+    tiles, rows = sum(tiles_per_image(model, ONE)), patches_per_tile(model)
+    assert queries.shape == values.shape == (tiles, model.vision.num_heads, rows, model.vision.head_dim)
+    assert torch.equal(scores.softmax(-1), probabilities)
+    assert torch.equal(probabilities @ values, heads.transpose(1, 2))
+    assert torch.equal(heads.reshape(tiles, rows, -1), projected_in)
+    for layer_input, attended, mlp, output in (parts, text):
+        assert torch.equal(layer_input + attended + mlp, output)
+
+
+def test_patch_embeddings_are_the_convolution_before_positions(model):
+    """A whole tile's patches take position ids 0..patches-1, so block 0 receives patch_embeddings + the table."""
+    with model.trace(prompt(model, TWO), images=TWO):
+        patches = model.vision.patch_embeddings.save()
+        first = model.vision.layers[0].layer_input.save()
+    positions = native(model).vision_model.embeddings.position_embedding.weight
+    assert positions.shape[0] == patches_per_tile(model)
+    assert torch.equal(first, patches + positions)
+
+
+def test_what_the_projector_receives_is_tower_output(model):
+    """The connector reads the tower's last_hidden_state, after post_layernorm (tower_output), not the last
+    block's output; it pixel-shuffles each tile and projects it, giving image_features."""
+    with model.trace(prompt(model, TWO), images=TWO):
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        features = model.vision.image_features.save()
+    norm = native(model).vision_model.post_layernorm
+    assert torch.equal(tower, torch.nn.functional.layer_norm(last, norm.normalized_shape, norm.weight, norm.bias, norm.eps))
+    assert torch.equal(received, tower) and not torch.equal(received, last)
+    scale, (tiles, patches, width) = model.config.scale_factor, tower.shape
+    side = int(patches**0.5)
+    # Pixel shuffle, recomputed: token (i, j) of a tile holds the scale x scale block of patches at (i, j), row by row.
+    blocks = tower.reshape(tiles, side // scale, scale, side // scale, scale, width)
+    shuffled = blocks.permute(0, 1, 3, 2, 4, 5).reshape(tiles, (side // scale) ** 2, scale * scale * width)
+    projection = native(model).connector.modality_projection.proj.weight
+    assert torch.allclose(features, (shuffled @ projection.T).reshape(-1, model.hidden_size), atol=1e-6)
+
+
+def test_an_ablation_of_image_features_reaches_the_logits_and_leaves_nothing_behind(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        clean = model.logits.save()
+    with model.trace(text, images=ONE):
+        mask = model.vision.image_token_mask.save()
+        model.vision.image_features[:] = 0
+        first = model.layers[0].input.save()
+        ablated = model.logits.save()
+    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
+    assert not torch.equal(ablated, clean)
+    with model.trace(text, images=ONE):
+        again = model.logits.save()
+    assert torch.equal(again, clean)
+
+
+def test_image_features_can_be_replaced_whole_and_a_bad_shape_is_refused(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        mask = model.vision.image_token_mask.save()
+        features = model.vision.image_features
+        model.vision.image_features = torch.ones_like(features)
+        first = model.layers[0].input.save()
+    assert torch.equal(first[mask], torch.ones_like(first[mask]))
+    tokens = sum(tiles_per_image(model, ONE)) * tokens_per_tile(model)
+    with pytest.raises(ValueError, match=rf"vision\.image_features takes a tensor of shape \({tokens}, 32\).*got \(3, 32\)"):
+        with model.trace(text, images=ONE):
+            model.vision.image_features = torch.zeros(3, 32)
+
+
+# -- what differs: where the features enter --------------------------------------------------------
+
+
+def test_idefics3_reads_the_features_at_its_inputs_merger_call(load):
+    model = load("idefics3")
+    vision = model.vision
+    assert type(vision).image_features._location(vision) == "model.model.source.self_inputs_merger_0.input"
+    assert type(vision).image_features.selector(vision) == Argument(2, "image_hidden_states")
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        features = vision.image_features.save()
+    with model.trace(text, images=TWO):  # nnsight's own op of the same call: the helper's keyword argument
+        call = nnsight.save(model.model.source.self_inputs_merger_0.inputs)
+    args, kwargs = call
+    assert args == () and set(kwargs) == {"input_ids", "inputs_embeds", "image_hidden_states"}
+    assert torch.equal(features, kwargs["image_hidden_states"])
+
+
+def test_smolvlm_scatters_in_its_own_forward_with_no_helper(load):
+    model = load("smolvlm")
+    vision = model.vision
+    assert not hasattr(native(model), "inputs_merger")
+    assert type(vision).image_features._location(vision) == "model.model.source.inputs_embeds_masked_scatter_0.input"
+    assert type(vision).image_features.selector(vision) == Argument(1, "source")
+
+
+@pytest.mark.parametrize("name, site", [("idefics3", "self_inputs_merger_0"), ("smolvlm", "inputs_embeds_masked_scatter_0")])
+def test_without_the_scatter_rule_image_features_says_why(name, site, tiny_checkpoint, monkeypatch):
+    import envoys.model
+
+    rules = tuple(rule for rule in envoys.model.RULES if rule.name != f"{name}.image-scatter")
+    monkeypatch.setattr(envoys.model, "RULES", rules)
+    model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text")
+    reason = model.vision.support()["image_features"]
+    assert reason.startswith(f"no rewrite rule exposes {site}")
+    with pytest.raises(Unavailable, match=rf"vision\.image_features is unavailable: no rewrite rule exposes {site}"):
+        model.vision.image_features
+    assert model.vision.support()["tower_output"] is None
+
+
+# -- sizes and support -----------------------------------------------------------------------------
+
+
+def test_sizes(model):
+    tower = native(model).vision_model
+    block = tower.encoder.layers[0]
+    vision = model.vision
+    assert vision.num_layers == len(tower.encoder.layers)
+    assert vision.vision_hidden_size == tower.embeddings.patch_embedding.out_channels
+    assert (vision.num_heads, vision.head_dim) == (block.self_attn.num_heads, block.self_attn.head_dim)
+    assert vision.intermediate_size == block.mlp.fc1.out_features
+    assert vision.patch_size == tower.embeddings.patch_embedding.kernel_size[0]
+    assert vision.image_size == model.processor.image_processor.max_image_size["longest_edge"]  # the tile side
+    assert vision.scale_factor == native(model).connector.scale_factor
+    assert vision.image_seq_len == model.processor.image_seq_len
+    text = native(model).text_model
+    assert (model.num_layers, model.hidden_size) == (len(text.layers), text.embed_tokens.embedding_dim)
+
+
+def test_support_rows(model):
+    tower = model.vision.support()
+    for name in ("image_token_mask", "image_features", "patch_embeddings", "tower_output", "layer_input",
+                 "attention_output", "mlp_output", "layer_output", "self_attn.attention_queries",
+                 "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_scores",
+                 "self_attn.attention_probabilities", "self_attn.attention_head_outputs"):
+        assert tower[name] is None, name
+    support = model.support()
+    assert all(reason is None for reason in support.values()), support
+    assert {f"vision.{name}" for name in tower} <= set(support)
+    for name in ("self_attn.attention_probabilities", "layer_output", "logits"):
+        assert name in support
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_what_is_unavailable_says_why(name, tiny_checkpoint):
+    sdpa = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", attn_implementation="sdpa")
+    rows = sdpa.vision.support()
+    for value in ("self_attn.attention_scores", "self_attn.attention_probabilities"):
+        assert set(rows[value]) == set(range(sdpa.vision.num_layers))
+        assert all("attn_implementation='eager'" in reason for reason in rows[value].values())
+    assert rows["self_attn.attention_queries"] is None and rows["image_features"] is None
+    with pytest.raises(Unavailable, match=r"exist only inside eager attention, and this model runs 'sdpa'"):
+        sdpa.layers[0].self_attn.attention_probabilities
+
+    text_only = StandardizedTransformer(tiny_checkpoint(name))
+    assert text_only.processor is None and text_only.vision.support() == {}
+    assert not [row for row in text_only.support() if row.startswith("vision.")]
+    for read in (lambda: text_only.vision.image_features, lambda: text_only.vision.tower_output,
+                 lambda: text_only.vision.layers[0].self_attn.attention_probabilities):
+        with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+            read()
+
+
+# -- generation ------------------------------------------------------------------------------------
+
+
+def test_generation_reads_the_mask_per_step_and_the_tower_at_step_zero(model):
+    text = prompt(model, ONE)
+    steps = 3
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        masks, features = nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[:]:
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                stream = model.vision.layers[0].layer_output.save()
+                features.append(model.vision.image_features.save())
+    prompt_length = processed(model, ONE)["input_ids"].shape[1]
+    tiles = sum(tiles_per_image(model, ONE))
+    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == tiles * tokens_per_tile(model) and not any(m.any() for m in masks[1:])
+    assert stream.shape == (tiles, patches_per_tile(model), model.vision.vision_hidden_size)
+    assert features[0].shape == (tiles * tokens_per_tile(model), model.hidden_size)
+
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        later = nnsight.save([])
+        for step in tracer.iter[1:]:
+            later.append(model.vision.tower_output.save())  # the tower does not run again
+    assert later == []
+
+
+def test_generation_output_is_the_plain_models(model):
+    text = prompt(model, ONE)
+    inputs = processed(model, ONE)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager")
+    expected = plain.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    with model.generate(text, images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
+        ids = tracer.result.save()
+    assert torch.equal(ids, expected)
+
+
+# -- the rewritten forwards, shown -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, host, site, tower", [
+    ("idefics3", "Idefics3Model", "self_inputs_merger_0", "Idefics3VisionAttention"),
+    ("smolvlm", "SmolVLMModel", "inputs_embeds_masked_scatter_0", "SmolVLMVisionAttention"),
+])
+def test_show_lists_every_rewritten_forward(name, host, site, tower, capsys):
+    assert show([name]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        f"# rule {name}.image-scatter",
+        "# rule llama.eager-attention",
+        "# rule llama.LlamaAttention",
+        f"# rule {name}.eager-attention",
+        f"# rule {name}.{tower}",
+    ]
+    assert f"# transformers.models.{name}.modeling_{name}:{host}.forward" in out
+    for label in (site, "attention_interface_1", "nn_functional_softmax_0"):
+        assert re.search(rf"^{label} +-> ", out, re.MULTILINE), label
