@@ -31,6 +31,7 @@ as the prompt holds the image tokens (the processor writes
 
 from __future__ import annotations
 
+from .families.encoder_names import ENCODER_RENAME
 from .vision import Vision
 
 #: The native names of the tower, the connector and the Llama text model under the standard ones.
@@ -40,12 +41,8 @@ TILED_RENAME = {
     "model.text_model.norm": "norm",
     "model.vision_model": "vision",
     "model.connector": "projector",
-    "encoder.layers": "layers",
-    "embeddings.patch_embedding": "patch_embed",
+    **ENCODER_RENAME,
     "post_layernorm": "norm",
-    "self_attn.out_proj": "self_attn.o_proj",
-    "mlp.fc1": "mlp.up_proj",
-    "mlp.fc2": "mlp.down_proj",
 }
 
 #: Where the text blocks are.

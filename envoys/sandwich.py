@@ -11,14 +11,21 @@ sublayers' own outputs. `SandwichLayer` serves ``attention_output`` and
 ``mlp_output`` there, which keeps the block equality of every text block,
 ``layer_input + attention_output + mlp_output == layer_output``, exact. The
 sublayers' own outputs, before their post-norms, stay at their native paths
-(``layers[i].self_attn.output``, ``layers[i].mlp.output``).
+(``layers[i].self_attn.output``, ``layers[i].mlp.output``); the same values
+answer on the sublayers too (`SandwichAttention.attention_output`,
+`SandwichMlp.mlp_output`), as on every block.
+
+The MLP's pre-norm keeps its native name, ``pre_feedforward_layernorm``: the
+name ``post_attention_layernorm``, the MLP's pre-norm on other blocks, is this
+block's norm of the attention's output, and nnsight binds no alias over a
+child's own name.
 """
 
 from __future__ import annotations
 
 from .layouts import Hidden
 from .standard import child
-from .text import Layer, lacks, value
+from .text import Attention, Layer, Mlp, lacks, value
 from .values import First
 
 #: The norm after each sublayer, whose output is what the sublayer adds to the stream.
@@ -37,4 +44,29 @@ class SandwichLayer(Layer):
     mlp_output = value(
         "mlp_output", Hidden, "what the MLP adds to the stream (after post_feedforward_layernorm)",
         lambda block: f"{child(block, MLP_POST_NORM).path}.output", First(), lacks(MLP_POST_NORM),
+    )
+
+
+def _post_norm(name: str) -> str:
+    """``name``'s output location, from a sublayer: its block's post-norm ``name``."""
+    return lambda part: f"{child(part.parent, name).path}.output"
+
+
+class SandwichAttention(Attention):
+    """A sandwich-norm block's attention: ``attention_output`` is what it adds to the stream, after
+    ``post_attention_layernorm``, the block's ``attention_output``; the interior is `Attention`'s."""
+
+    attention_output = value(
+        "attention_output", Hidden, "what the attention adds to the stream (after post_attention_layernorm)",
+        _post_norm(ATTENTION_POST_NORM), First(),
+    )
+
+
+class SandwichMlp(Mlp):
+    """A sandwich-norm block's MLP: ``mlp_output`` is what it adds to the stream, after
+    ``post_feedforward_layernorm``, the block's ``mlp_output``."""
+
+    mlp_output = value(
+        "mlp_output", Hidden, "what the MLP adds to the stream (after post_feedforward_layernorm)",
+        _post_norm(MLP_POST_NORM), First(),
     )

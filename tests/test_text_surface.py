@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
+from envoys.sandwich import SandwichLayer
 from envoys.tiny import NAMES, chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=0)]
@@ -36,7 +37,13 @@ def first_argument(served) -> torch.Tensor:
 
 def attention_block(model) -> int:
     """The first text block with softmax attention (a hybrid stack's first blocks may have another mixer)."""
-    return next(i for i, block in enumerate(model._module.model.language_model.layers) if hasattr(block, "self_attn"))
+    return next(i for i, block in enumerate(model.layers) if hasattr(block._module, "self_attn"))
+
+
+def mlp_norm(block) -> str:
+    """The name of the norm before a block's MLP: post_attention_layernorm, but on a sandwich-norm block (Gemma)
+    that name is the norm after the attention, so its MLP's pre-norm keeps its own name."""
+    return "pre_feedforward_layernorm" if isinstance(block, SandwichLayer) else "post_attention_layernorm"
 
 
 def test_sizes_are_the_text_configs(model):
@@ -55,7 +62,7 @@ def test_pre_norms_feed_the_attention_and_the_mlp(model):
         tower = nnsight.save([tower_block.input_layernorm.output, tower_block.self_attn.inputs,
                               tower_block.post_attention_layernorm.output, tower_block.mlp.inputs])
         text = nnsight.save([text_block.input_layernorm.output, text_block.self_attn.inputs,
-                             text_block.post_attention_layernorm.output, text_block.mlp.inputs])
+                             getattr(text_block, mlp_norm(text_block)).output, text_block.mlp.inputs])
     for attention_in, attention_call, mlp_in, mlp_call in (tower, text):
         assert torch.equal(attention_in, first_argument(attention_call))
         assert torch.equal(mlp_in, first_argument(mlp_call))

@@ -23,7 +23,7 @@ sliding layers): the text attention is causal at text rows only
 
 from __future__ import annotations
 
-from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention, Gemma3DecoderLayer, Gemma3Model
+from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention, Gemma3DecoderLayer, Gemma3MLP, Gemma3Model
 from transformers.models.siglip.modeling_siglip import (
     SiglipAttention,
     SiglipEncoderLayer,
@@ -31,27 +31,15 @@ from transformers.models.siglip.modeling_siglip import (
     SiglipVisionModel,
 )
 
-from ..sandwich import SandwichLayer
-from ..text import Attention
+from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
+from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
 
-RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.vision_tower": "vision",
-    "model.multi_modal_projector": "projector",
-    "encoder.layers": "layers",
-    "embeddings.patch_embedding": "patch_embed",
-    "post_layernorm": "norm",
-    "self_attn.out_proj": "self_attn.o_proj",
-    "mlp.fc1": "mlp.up_proj",
-    "mlp.fc2": "mlp.down_proj",
-}
+RENAME = {**WRAPPER_RENAME, **ENCODER_RENAME, "post_layernorm": "norm"}
 
 
-class GemmaAttention(Attention):
+class GemmaAttention(SandwichAttention):
     """A Gemma 3 text block's attention: the interior at the kernel call, sliding-window or global.
 
     Causal at text rows; an image's soft tokens (the processor's
@@ -65,6 +53,7 @@ ENVOYS = {
     Gemma3Model: ImageScatter,
     Gemma3DecoderLayer: SandwichLayer,
     Gemma3Attention: GemmaAttention,
+    Gemma3MLP: SandwichMlp,
     SiglipVisionModel: Vision,
     SiglipEncoderLayer: VisionLayer,
     SiglipAttention: VisionAttention,

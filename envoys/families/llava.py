@@ -27,21 +27,9 @@ from transformers.models.siglip.modeling_siglip import (
 
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
+from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
 
-RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.vision_tower": "vision",
-    "model.multi_modal_projector": "projector",
-    "encoder.layers": "layers",
-    "layer_norm1": "input_layernorm",
-    "layer_norm2": "post_attention_layernorm",
-    "embeddings.patch_embedding": "patch_embed",
-    "self_attn.out_proj": "self_attn.o_proj",
-    "mlp.fc1": "mlp.up_proj",
-    "mlp.fc2": "mlp.down_proj",
-}
+RENAME = {**WRAPPER_RENAME, **ENCODER_RENAME}
 
 ENVOYS = {
     LlavaModel: ImageScatter,
