@@ -32,6 +32,7 @@ from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor,
 from instrument import DriftError, compile_rule, install_all
 from rewrites import RULES
 
+from .bugs import TransformersBug
 from .families import Family, family_for
 from .layouts import Logits
 from .standard import rows_over
@@ -96,6 +97,19 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
+def logits_location(model: Any) -> str:
+    """Where the logits are served: the root's output, or the output of the module the family names (``logits_at``)."""
+    module = model.family.logits_at
+    return f"{model.path}.{module}.output" if module else f"{model.path}.output"
+
+
+def in_dtype(value: Any, dtype: torch.dtype) -> Any:
+    """A floating-point tensor in ``dtype``; anything else as it is."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
+        return value.to(dtype)
+    return value
+
+
 class StandardizedTransformer(TransformersModel):
     """An image-text-to-text checkpoint under standard names, with its vision side readable and writable.
 
@@ -148,10 +162,37 @@ class StandardizedTransformer(TransformersModel):
                 envoys=family.envoys_for(model),
             )
 
-    @EProperty(key="output", description="the language-model head's output [batch, seq, vocab]", select=Field("logits"))
+    @EProperty(key=logits_location, description="the language-model head's output [batch, seq, vocab]", select=Field("logits"))
     def logits(self, logits: torch.Tensor) -> Logits:
         """The language-model head's output, ``[batch, seq, vocab]``."""
         return logits
+
+    def _batch(self, invokes: list, fn: Any) -> tuple:
+        """nnsight's batched inputs, their floating-point tensors in the model's dtype.
+
+        As transformers' image-text-to-text pipeline casts the processor's
+        output (``BatchFeature.to(dtype)``): an image processor that returns
+        pixels in another dtype (Llama 4's computes them in bfloat16) then
+        reaches a float32 model as it reaches a bfloat16 one.
+        """
+        args, kwargs = super()._batch(invokes, fn)
+        return args, {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
+
+    def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.
+
+        Only while the bug's condition holds (`envoys.bugs`), and only for an
+        error of that bug: it is re-raised as a `TransformersBug` naming it and
+        the workaround, the original chained as its cause.
+        """
+        try:
+            return super().interleave(fn, *args, **kwargs)
+        except Exception as error:
+            bug = self.family.forward_bug
+            explained = bug.translate(error) if bug is not None else None
+            if explained is None:
+                raise
+            raise explained from error
 
     @property
     def config(self) -> Any:
@@ -177,6 +218,9 @@ class StandardizedTransformer(TransformersModel):
         under ``vision.`` (none on a load no image reaches).
         """
         rows: dict[str, Any] = {name: value.reason(self) for name, value in standard_values(type(self)).items()}
+        bug = self.family.forward_bug.reason() if self.family.forward_bug is not None else None
+        if bug is not None:  # the root's own return, and generate, which runs it
+            rows.update({"output": bug, "generate": bug})
         rows.update(rows_over(list(self.layers)))
         vision = self.__dict__.get("vision")
         if vision is not None and no_images(vision) is None:
