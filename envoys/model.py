@@ -215,7 +215,9 @@ class StandardizedTransformer(TransformersModel):
 
         The root's values, every text block value over ``layers``
         (``{layer: reason}`` where some blocks lack it), and the tower's values
-        under ``vision.`` (none on a load no image reaches).
+        under ``vision.`` (none on a load no image reaches). While the family's
+        known transformers bug breaks the root's forward (`envoys.bugs`),
+        ``output`` and ``generate`` are listed too, with its explanation.
         """
         rows: dict[str, Any] = {name: value.reason(self) for name, value in standard_values(type(self)).items()}
         bug = self.family.forward_bug.reason() if self.family.forward_bug is not None else None

@@ -203,7 +203,9 @@ IMAGE_OUTPUTS_BUG = KnownBug(
     workaround=(
         "every value up to the logits is served: read what you need (model.logits included, read at the language "
         "model's output) and end the trace with tracer.stop() after the last read, so the forward stops before the "
-        "failing line; transformers' generate cannot run until a release fixes it"
+        "failing line (if the trace already does, one of its reads was never served: reads follow the forward's "
+        "order, the tower, the projector, image_features, then the text model); transformers' generate cannot run "
+        "until a release fixes it"
     ),
     present=reads_a_field_its_output_lacks,
     raised=is_missing_field_error,
