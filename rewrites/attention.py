@@ -8,7 +8,9 @@ head_dim], weights)``. When the kernel is the module's own
 ``eager_attention_forward``, the call drills into its rewritten form, whose
 ``nn.functional.softmax`` call (``nn_functional_softmax_0``) takes the scores
 and returns the probabilities, ``[batch, heads, query, key]``, before they
-multiply the values.
+multiply the values. A class whose eager kernel is another function of its
+modeling module (Llama 4's tower: ``vision_eager_attention_forward``) drills
+into that one instead (`OTHER_EAGER_KERNELS`).
 """
 
 from instrument import Rule

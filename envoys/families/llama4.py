@@ -157,7 +157,10 @@ class Llama4Vision(Vision):
 
 def output_classes(function: Any) -> list[type]:
     """The ModelOutput classes ``function``'s return annotation names (``tuple | MoeCausalLMOutputWithPast``)."""
-    annotation = typing.get_type_hints(function).get("return")
+    try:
+        annotation = typing.get_type_hints(function).get("return")
+    except Exception:  # an annotation that does not resolve here: read it as written
+        annotation = function.__annotations__.get("return")
     candidates = typing.get_args(annotation) or (annotation,)
     return [c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)]
 
