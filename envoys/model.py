@@ -35,6 +35,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 from instrument import DriftError, compile_rule, install_all
 from rewrites import RULES
 
+from .bugs import TransformersBug
 from .families import Family, family_for
 from .standard import rows_over
 from .text_root import TextRoot
@@ -108,6 +109,13 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
+def in_dtype(value: Any, dtype: torch.dtype) -> Any:
+    """A floating-point tensor in ``dtype``; anything else as it is."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
+        return value.to(dtype)
+    return value
+
+
 class StandardizedTransformer(TextRoot, TransformersModel):
     """An image-text-to-text checkpoint under standard names, with its vision side readable and writable.
 
@@ -172,6 +180,33 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             self.vision = NoTower("vision", absent)
             self.projector = NoTower("projector", absent)
 
+    def _batch(self, invokes: list, fn: Any) -> tuple:
+        """nnsight's batched inputs, their floating-point tensors in the model's dtype.
+
+        As transformers' image-text-to-text pipeline casts the processor's
+        output (``BatchFeature.to(dtype)``): an image processor that returns
+        pixels in another dtype (Llama 4's computes them in bfloat16) then
+        reaches a float32 model as it reaches a bfloat16 one.
+        """
+        args, kwargs = super()._batch(invokes, fn)
+        return args, {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
+
+    def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.
+
+        Only while the bug's condition holds (`envoys.bugs`), and only for an
+        error of that bug: it is re-raised as a `TransformersBug` naming it and
+        the workaround, the original chained as its cause.
+        """
+        try:
+            return super().interleave(fn, *args, **kwargs)
+        except Exception as error:
+            bug = self.family.forward_bug
+            explained = bug.translate(error) if bug is not None else None
+            if explained is None:
+                raise
+            raise explained from error
+
     @property
     def config(self) -> Any:
         return self._module.config
@@ -181,9 +216,14 @@ class StandardizedTransformer(TextRoot, TransformersModel):
 
         The root's values, every text block value over ``layers``
         (``{layer: reason}`` where some blocks lack it), and the tower's values
-        under ``vision.`` (none on a load no image reaches).
+        under ``vision.`` (none on a load no image reaches). While the family's
+        known transformers bug breaks the root's forward (`envoys.bugs`),
+        ``output`` and ``generate`` are listed too, with its explanation.
         """
         rows: dict[str, Any] = {name: value.reason(self) for name, value in standard_values(type(self)).items()}
+        bug = self.family.forward_bug.reason() if self.family.forward_bug is not None else None
+        if bug is not None:  # the root's own return, and generate, which runs it
+            rows.update({"output": bug, "generate": bug})
         rows.update(rows_over(list(self.layers)))
         vision = self.__dict__.get("vision")
         if isinstance(vision, Vision) and no_images(vision) is None:

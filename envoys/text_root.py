@@ -64,6 +64,12 @@ def returns_tuple(block_class: type) -> bool:
     return any(isinstance(v, ast.Tuple) or (isinstance(v, ast.Name) and v.id in tuples) for v in returned)
 
 
+def logits_location(root: Any) -> str:
+    """Where the logits are served: the root's output, or the output of the module the family names (``logits_at``)."""
+    module = root.family.logits_at
+    return f"{root.path}.{module}.output" if module else f"{root.path}.output"
+
+
 class BlockValues:
     """One standard value of every text block by index: ``model.layers_output[i]`` is ``model.layers[i].layer_output``.
 
@@ -158,7 +164,8 @@ class TextRoot:
         its embeddings), before any image feature is scattered in; assign or edit in place."""
         return embeddings
 
-    @EProperty(key="output", description="the language-model head's output [batch, seq, vocab]", select=Field("logits"))
+    @EProperty(key=logits_location, description="the language-model head's output [batch, seq, vocab]",
+               select=Field("logits"))
     def logits(self, logits: torch.Tensor) -> Logits:
         """The language-model head's output, ``[batch, seq, vocab]``."""
         return logits

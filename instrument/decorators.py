@@ -27,6 +27,8 @@ KNOWN: dict[str, str] = {
     "transformers.utils.generic:merge_with_config_defaults": "func",
     "transformers.utils.output_capturing:capture_outputs": "func",
     "transformers.utils.deprecation:deprecate_kwarg": "func",
+    # Every GradientCheckpointingLayer subclass's forward is wrapped when the class is made.
+    "transformers.modeling_layers:GradientCheckpointingLayer.__init_subclass__": "forward",
 }
 
 
@@ -56,10 +58,12 @@ def known_wrappers() -> dict[CodeType, str]:
     for path, cell_name in KNOWN.items():
         module_name, _, attribute = path.partition(":")
         try:
-            factory = getattr(importlib.import_module(module_name), attribute)
+            factory = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                factory = getattr(factory, part)
         except (ImportError, AttributeError):
             continue  # a release without this decorator cannot have wrapped anything with it
-        for code in _nested_codes(factory.__code__):
+        for code in _nested_codes(getattr(factory, "__func__", factory).__code__):
             if cell_name in code.co_freevars:
                 wrappers[code] = cell_name
     return wrappers

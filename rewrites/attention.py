@@ -8,7 +8,9 @@ head_dim], weights)``. When the kernel is the module's own
 ``eager_attention_forward``, the call drills into its rewritten form, whose
 ``nn.functional.softmax`` call (``nn_functional_softmax_0``) takes the scores
 and returns the probabilities, ``[batch, heads, query, key]``, before they
-multiply the values.
+multiply the values. A class whose eager kernel is another function of its
+modeling module (Llama 4's tower: ``vision_eager_attention_forward``) drills
+into that one instead (`OTHER_EAGER_KERNELS`).
 """
 
 from instrument import Rule
@@ -31,6 +33,14 @@ ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gemma3": (("Gemma3Attention",), ("gemma3",)),
     "idefics3": (("Idefics3VisionAttention",), ("idefics3",)),
     "smolvlm": (("SmolVLMVisionAttention",), ("smolvlm",)),
+    "llama4": (("Llama4TextAttention",), ("llama4",)),
+}
+
+#: Attention classes whose eager kernel is another function of their modeling module than
+#: ``eager_attention_forward``: model_type -> {kernel function: (its classes, their users)}.
+#: Llama 4's tower defaults to ``vision_eager_attention_forward`` (scaled by head_dim ** -0.5 itself).
+OTHER_EAGER_KERNELS: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    "llama4": {"vision_eager_attention_forward": (("Llama4VisionAttention",), ("llama4",))},
 }
 
 
@@ -38,28 +48,38 @@ def _module(model_type: str) -> str:
     return f"transformers.models.{model_type}.modeling_{model_type}"
 
 
+def _kernel_rules(
+    model_type: str, kernel: str, classes: tuple[str, ...], users: tuple[str, ...], name: str
+) -> list[Rule]:
+    """The eager kernel ``kernel``'s softmax rule (called ``name``), and a kernel-call rule per class drilling into it."""
+    eager = Rule(
+        name,
+        f"{_module(model_type)}:{kernel}",
+        SOFTMAX,
+        users,
+        "the softmax of eager attention: scores in, probabilities out",
+    )
+    return [eager] + [
+        Rule(
+            f"{model_type}.{owner}",
+            f"{_module(model_type)}:{owner}.forward",
+            KERNEL,
+            users,
+            "the attention kernel call: queries, keys, values in, head outputs out",
+            drill={"attention_interface_1": eager},
+        )
+        for owner in classes
+    ]
+
+
 def _rules() -> tuple[Rule, ...]:
     rules: list[Rule] = []
     for model_type, (classes, users) in ATTENTION_CLASSES.items():
-        eager = Rule(
-            f"{model_type}.eager-attention",
-            f"{_module(model_type)}:eager_attention_forward",
-            SOFTMAX,
-            users,
-            "the softmax of eager attention: scores in, probabilities out",
-        )
-        rules.append(eager)
-        for name in classes:
-            rules.append(
-                Rule(
-                    f"{model_type}.{name}",
-                    f"{_module(model_type)}:{name}.forward",
-                    KERNEL,
-                    users,
-                    "the attention kernel call: queries, keys, values in, head outputs out",
-                    drill={"attention_interface_1": eager},
-                )
-            )
+        rules += _kernel_rules(model_type, "eager_attention_forward", classes, users, f"{model_type}.eager-attention")
+    for model_type, kernels in OTHER_EAGER_KERNELS.items():
+        for kernel, (classes, users) in kernels.items():
+            name = f"{model_type}.{kernel.removesuffix('_forward').replace('_', '-')}"
+            rules += _kernel_rules(model_type, kernel, classes, users, name)
     return tuple(rules)
 
 

@@ -30,6 +30,7 @@ CLASSES = {
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
     "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
+    "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -45,6 +46,17 @@ IMAGE_TOKENS = {
     "gemma3": (16, 16),
     "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
     "smolvlm": (20, 20),
+    "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
+}
+
+#: Where the config's image token is not the processor's image_token: the token the features go to.
+#: (Llama 4's prompt marks each image with one <|image|>, and the features go to its <|patch|> tokens.)
+FEATURE_TOKENS = {"llama4": "<|patch|>"}
+
+#: Checkpoints whose plain transformers forward fails on every call, and where that is covered instead.
+FORWARD_FAILS = {
+    "llama4": "transformers 5.24.0's Llama4ForConditionalGeneration.forward raises AttributeError on its last line; "
+    "the scatter is checked in tests/test_llama4.py::test_the_plain_forward_scatters_one_feature_per_patch_token",
 }
 
 TEXT = "Describe the image."
@@ -91,9 +103,11 @@ def test_loads_with_auto_classes(name: str, loaded: Callable[[str], tuple[Any, A
     assert model.dtype == torch.float32
     assert model.config._attn_implementation == "eager"
     assert model.config.get_text_config().vocab_size >= len(processor.tokenizer)
-    # The token at the image positions. (The processor's own image_token_id is the prompt's placeholder,
-    # which on Gemma 3 is the begin-of-image token, not the soft token the features go to.)
-    assert processor.tokenizer.image_token_id == model.config.image_token_id
+    # The token at the image positions: the tokenizer's image token, or the family's feature token. (The
+    # processor's own image_token_id is the prompt's placeholder, which on Gemma 3 is the begin-of-image token.)
+    feature_token = FEATURE_TOKENS.get(name)
+    expected = processor.tokenizer.convert_tokens_to_ids(feature_token) if feature_token else processor.tokenizer.image_token_id
+    assert expected == model.config.image_token_id
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -140,6 +154,8 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
 def test_forward_scatters_one_feature_per_image_token(
     name: str, n_images: int, loaded: Callable[[str], tuple[Any, Any]]
 ) -> None:
+    if name in FORWARD_FAILS:
+        pytest.skip(FORWARD_FAILS[name])
     model, processor = loaded(name)
     prompt = chat_prompt(processor, n_images, TEXT)
     inputs = processor(images=_images(n_images), text=prompt, return_tensors="pt")

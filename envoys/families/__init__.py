@@ -5,7 +5,9 @@ a supported model_type (nothing else to register). A family says only what is
 particular to it: the native names of its modules
 under the standard ones (``RENAME``), the envoy classes of its tower and its
 scatter host (``ENVOYS``), where its text blocks are (``TEXT_LAYERS``), and,
-for a wrapper that scatters in its own forward, ``ROOT_SCATTER``. The text
+for a wrapper that scatters in its own forward, ``ROOT_SCATTER``; where the
+root's own output cannot be had, which module's output carries the logits
+(``logits_at``) and the transformers bug that breaks the root (``forward_bug``). The text
 model's envoys (`Layer`, `Attention`, `Mlp`) are found from the blocks
 themselves, whatever text model the checkpoint pairs the tower with.
 """
@@ -19,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ..bugs import KnownBug
 from ..text import Attention, Layer, Mlp, TextModel
 
 
@@ -36,6 +39,8 @@ class Family:
     text_layers: str  #: the text blocks' path from the root
     root_scatter: str | None = None  #: the scatter's site in the root's own forward, if it scatters there
     extra_rename: Callable[[Any], Mapping[str, str]] = field(default=lambda config: {})  #: per-checkpoint names
+    logits_at: str = ""  #: the module whose output's ``logits`` are the logits, from the root ("" the root itself)
+    forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
 

@@ -63,7 +63,8 @@ def build(name: str, seed: int = 0) -> tuple[PreTrainedModel, ProcessorMixin]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model, processor = builder()
-    model = model.to(torch.float32)
+    if model.dtype != torch.float32:  # Module.to(dtype) would also make complex buffers real (Llama 4's rotary table)
+        model = model.to(torch.float32)
     model.set_attn_implementation("eager")
     return model.eval(), processor
 

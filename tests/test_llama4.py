@@ -1,0 +1,493 @@
+"""StandardizedTransformer on a tiny Llama 4 checkpoint: the root scatters, tiles with the CLS last, a known bug, exact.
+
+transformers 5.24.0's ``Llama4ForConditionalGeneration.forward`` raises
+``AttributeError`` on its last line on every call (it reads
+``outputs.image_outputs``), so every trace here that is meant to succeed ends
+with ``tracer.stop()`` after its last read. Every expected number comes from
+outside the code under test: the stock processor's outputs (``pixel_values``
+tiles, ``patch_size``, ``downsample_ratio``, ``input_ids``), the modules' own
+weights and submodules, or a recomputation from other values read in the same
+trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+from transformers.models.llama4 import modeling_llama4
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.bugs import TransformersBug
+from envoys.families import llama4
+from envoys.tiny import chat_prompt, noise_image
+from instrument.show import main as show
+
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(64, 32, seed=1)]  # 32x32 (1 tile), 64 wide x 32 high (1x2 + global)
+SETS = {"one-image": ONE, "two-images": TWO}
+
+
+@pytest.fixture(scope="module")
+def path(tiny_checkpoint):
+    return tiny_checkpoint("llama4")
+
+
+@pytest.fixture(scope="module")
+def model(path):
+    return StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager")
+
+
+@pytest.fixture(scope="module")
+def plain(path):
+    """The same checkpoint loaded by plain transformers, untouched by the library."""
+    return AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "Describe the image.")
+
+
+def processed(model, images) -> dict:
+    """The stock processor's outputs for the prompt and images."""
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+
+
+def tokens_per_tile(model, images) -> int:
+    """Image tokens per tile, from the processor: the tile's patches over its pixel-shuffle downsampling."""
+    processor = model.processor
+    side_h, side_w = processed(model, images)["pixel_values"].shape[-2:]
+    return (side_h // processor.patch_size) * (side_w // processor.patch_size) // processor.downsample_ratio
+
+
+def tiles(model, images) -> int:
+    return processed(model, images)["pixel_values"].shape[0]
+
+
+def patches_per_tile(model, images) -> int:
+    side_h, side_w = processed(model, images)["pixel_values"].shape[-2:]
+    return (side_h // model.processor.patch_size) * (side_w // model.processor.patch_size)
+
+
+def repeat_heads(tensor: torch.Tensor, heads: int) -> torch.Tensor:
+    """Key/value heads repeated to the query heads, as grouped-query attention does."""
+    return tensor.repeat_interleave(heads // tensor.shape[1], dim=1)
+
+
+# -- loading and names -----------------------------------------------------------------------------
+
+
+def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
+    root = model._module
+    assert type(model.processor).__name__ == "Llama4Processor"
+    assert type(model.processor.image_processor).__name__ == "Llama4ImageProcessor"
+    assert model.family.model_type == "llama4" and model.family.root_scatter == "inputs_embeds_masked_scatter_0"
+    assert model.vision._module is root.vision_model and model.projector._module is root.multi_modal_projector
+    assert [block._module for block in model.vision.layers] == list(root.vision_model.model.layers)
+    assert model.vision.patch_embed._module is root.vision_model.patch_embedding
+    assert model.vision.norm._module is root.vision_model.layernorm_post
+    text = root.language_model
+    assert [block._module for block in model.layers] == list(text.model.layers)
+    assert model.embed_tokens._module is text.model.embed_tokens and model.norm._module is text.model.norm
+    assert model.lm_head._module is text.lm_head
+    assert [block.mlp._module for block in model.layers] == [block.feed_forward for block in text.model.layers]
+
+
+def test_the_configs_moe_and_rope_layouts(model):
+    text = model.config.text_config
+    assert [type(block._module.feed_forward).__name__ for block in model.layers] == ["Llama4TextMoe", "Llama4TextMLP"]
+    assert [block._module.self_attn.use_rope for block in model.layers] == [1, 0]
+    assert text.layer_types == ["chunked_attention", "full_attention"]
+    vision = model.config.vision_config  # the tiny-checkpoint constraints
+    assert vision.intermediate_size == vision.hidden_size / vision.pixel_shuffle_ratio**2
+    assert vision.vision_output_dim == vision.projector_output_dim
+
+
+def test_the_rewritten_root_behaves_as_the_plain_one(model, plain):
+    """Outside a trace the instrumented root fails exactly as the plain one does, after the same logits."""
+    inputs = processed(model, TWO).to(torch.float32)
+    logits = {}
+    for name, module in (("ours", model._module), ("plain", plain)):
+        handle = module.language_model.register_forward_hook(lambda m, a, out, name=name: logits.update({name: out.logits}))
+        try:
+            with pytest.raises(AttributeError, match="image_outputs"):
+                with torch.no_grad():
+                    module(**inputs)
+        finally:
+            handle.remove()
+    assert torch.equal(logits["ours"], logits["plain"])
+
+
+def test_the_plain_forward_scatters_one_feature_per_patch_token(model, plain):
+    """The checkpoint itself, without the library: the projected tower output lands on the <|patch|> tokens.
+
+    Also for the shared tiny-checkpoint images (32x32, 48 high x 64 wide), whose token counts
+    tests/test_tiny_checkpoints.py states but cannot check through the failing forward.
+    """
+    from test_tiny_checkpoints import IMAGE_TOKENS, _images
+
+    shared = _images(2)
+    for images in (ONE, TWO, shared[:1], shared):
+        inputs = processed(model, images).to(torch.float32)
+        seen = {}
+        handle = plain.language_model.register_forward_pre_hook(
+            lambda m, a, kwargs: seen.update(embeds=kwargs["inputs_embeds"].detach().clone()), with_kwargs=True
+        )
+        try:
+            with pytest.raises(AttributeError), torch.no_grad():
+                plain(**inputs)
+        finally:
+            handle.remove()
+        with torch.no_grad():
+            tower = plain.vision_model(inputs["pixel_values"]).last_hidden_state
+            features = plain.multi_modal_projector(tower.reshape(-1, tower.shape[-1]))
+            embedded = plain.get_input_embeddings()(inputs["input_ids"])
+        patch_id = model.processor.tokenizer.convert_tokens_to_ids("<|patch|>")
+        positions = inputs["input_ids"] == patch_id
+        assert int(positions.sum()) == tiles(model, images) * tokens_per_tile(model, images) == features.shape[0]
+        assert torch.equal((seen["embeds"] != embedded).any(-1), positions)
+        assert torch.equal(seen["embeds"][positions], features)
+        if images[0] is shared[0]:
+            assert int(positions.sum()) == sum(IMAGE_TOKENS["llama4"][: len(images)])
+
+
+# -- where the image meets the text model ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", SETS.values(), ids=SETS.keys())
+def test_the_scatter_equality_and_the_tiled_shapes(model, images):
+    attention = model.vision.layers[0].self_attn
+    with model.trace(prompt(model, images), images=images) as tracer:
+        mask = model.vision.image_token_mask.save()
+        pixels = model.vision.patch_embed.input.save()
+        patches = model.vision.patch_embeddings.save()
+        block_input = model.vision.layers[0].layer_input.save()
+        pattern = attention.attention_probabilities.save()
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+        tracer.stop()
+    inputs = processed(model, images)
+    count, per_tile, rows = tiles(model, images), tokens_per_tile(model, images), patches_per_tile(model, images) + 1
+    width, heads = model.vision.vision_hidden_size, model.vision.num_heads
+    assert torch.equal(mask, inputs["input_ids"] == model.config.image_token_id)
+    assert int(mask.sum()) == count * per_tile == features.shape[0]
+    assert features.shape == (count * per_tile, model.hidden_size)
+    assert torch.equal(first[mask], features)
+    assert pixels.dtype == torch.float32 and torch.equal(pixels, inputs["pixel_values"].float())  # in the model's dtype
+    assert patches.shape == (count, rows - 1, width)
+    assert block_input.shape == last.shape == tower.shape == (count, rows, width)
+    assert pattern.shape == (count, heads, rows, rows)
+    assert received.shape == (count * per_tile, model.config.vision_config.vision_output_dim)
+
+
+def test_the_cls_token_is_last_on_the_patch_axis(model):
+    vision = model.vision._module
+    with model.trace(prompt(model, TWO), images=TWO) as tracer:
+        patches = model.vision.patch_embeddings.save()
+        block_input = model.vision.layers[0].layer_input.save()
+        tracer.stop()
+    positions = vision.positional_embedding_vlm
+    cls = vision.layernorm_pre(vision.class_embedding + positions[-1])
+    assert torch.equal(block_input[:, -1], cls.expand(block_input.shape[0], -1))
+    assert torch.equal(block_input[:, :-1], vision.layernorm_pre(patches + positions[:-1]))
+
+
+def test_tower_output_is_after_layernorm_post_and_the_adapter_feeds_the_projector(model):
+    vision = model.vision._module
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO) as tracer:
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        tracer.stop()
+    assert torch.equal(tower, vision.layernorm_post(last))
+    adapted = vision.vision_adapter(tower[:, :-1])  # the CLS dropped, pixel-shuffled, through the adapter's MLP
+    assert torch.equal(received, adapted.reshape(-1, adapted.shape[-1]))
+    with model.trace(text, images=TWO) as tracer:
+        model.vision.tower_output = torch.ones_like(tower)
+        edited = model.projector.input.save()
+        tracer.stop()
+    expected = vision.vision_adapter(torch.ones_like(tower[:, :-1]))
+    assert torch.equal(edited, expected.reshape(-1, expected.shape[-1]))
+
+
+def test_patch_embeddings_are_writable(model):
+    text = prompt(model, ONE)
+    vision = model.vision._module
+    with model.trace(text, images=ONE) as tracer:
+        model.vision.patch_embeddings[:] = 0
+        block_input = model.vision.layers[0].layer_input.save()
+        tracer.stop()
+    expected = vision.layernorm_pre(vision.positional_embedding_vlm[:-1])
+    assert torch.equal(block_input[0, :-1], expected)
+
+
+# -- the tower's and the text model's blocks -------------------------------------------------------
+
+
+def test_block_values_add_up_on_tower_and_text_blocks(model):
+    with model.trace(prompt(model, TWO), images=TWO) as tracer:
+        tower = nnsight.save([model.vision.layers[0].layer_input, model.vision.layers[0].attention_output,
+                              model.vision.layers[0].mlp_output, model.vision.layers[0].layer_output])
+        moe = nnsight.save([model.layers[0].layer_input, model.layers[0].attention_output])
+        routed = model.layers[0].mlp.output[0].save()  # the MoE's own output, [batch * seq, hidden]
+        moe += nnsight.save([model.layers[0].mlp_output, model.layers[0].layer_output])
+        dense = nnsight.save([model.layers[1].layer_input, model.layers[1].attention_output,
+                              model.layers[1].mlp_output, model.layers[1].layer_output])
+        tracer.stop()
+    for layer_input, attention, mlp, output in (tower, moe, dense):
+        assert torch.equal(layer_input + attention + mlp, output)
+    assert torch.equal(dense[0], moe[3])
+    assert routed.dim() == 2 and torch.equal(moe[2], routed.view(moe[2].shape))
+
+
+def test_mlp_output_on_a_moe_layer_is_writable(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE) as tracer:
+        before = model.layers[0].layer_input.save()
+        attention = model.layers[0].attention_output.save()
+        model.layers[0].mlp_output = torch.zeros_like(model.layers[0].mlp_output)
+        after = model.layers[0].layer_output.save()
+        tracer.stop()
+    assert torch.equal(after, before + attention)
+
+
+def test_tower_attention_is_whole_per_tile_and_consistent(model):
+    attention = model.vision.layers[0].self_attn
+    with model.trace(prompt(model, TWO), images=TWO) as tracer:
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        scores = attention.attention_scores.save()
+        probabilities = attention.attention_probabilities.save()
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+        tracer.stop()
+    head_dim = model.vision.head_dim
+    assert torch.equal(scores, queries @ keys.transpose(2, 3) * head_dim**-0.5)  # no mask
+    assert torch.equal(scores.softmax(-1), probabilities)
+    assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+    assert bool((probabilities > 0).all())  # every patch and the CLS see each other
+    assert torch.equal(probabilities @ values, heads.transpose(1, 2))
+    assert torch.equal(heads.reshape(*heads.shape[:2], -1), projected_in)
+
+
+def test_text_attention_is_chunked_on_rope_layers_and_causal_on_the_others(model):
+    chunk = model.config.text_config.attention_chunk_size
+    with model.trace(prompt(model, ONE), images=ONE) as tracer:
+        interior = nnsight.save([])
+        for block in model.layers:
+            attention = block.self_attn
+            interior.append(nnsight.save([attention.attention_queries, attention.attention_keys,
+                                          attention.attention_values, attention.attention_scores,
+                                          attention.attention_probabilities, attention.attention_head_outputs,
+                                          attention.o_proj.input]))
+        tracer.stop()
+    heads = model.config.text_config.num_attention_heads
+    for index, (queries, keys, values, scores, probabilities, outputs, projected_in) in enumerate(interior):
+        length = probabilities.shape[-1]
+        assert probabilities.shape == (1, heads, length, length) and length > chunk
+        assert torch.equal(scores.softmax(-1), probabilities)
+        assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+        assert torch.equal(probabilities @ repeat_heads(values, heads), outputs.transpose(1, 2))
+        assert torch.equal(outputs.reshape(1, length, -1), projected_in)
+        query, key = torch.arange(length)[:, None], torch.arange(length)[None, :]
+        allowed = key <= query
+        if model.config.text_config.layer_types[index] == "chunked_attention":
+            allowed &= key // chunk == query // chunk
+        assert torch.equal(probabilities[..., ~allowed], torch.zeros_like(probabilities[..., ~allowed])), index
+        assert bool((probabilities[..., allowed] > 0).all()), index
+
+
+def test_values_up_to_the_logits_are_writable(model):
+    """Writes to a tower block, a tower pattern, a text block (one-sided, at the image rows) and a text pattern
+    reach what follows them, in a trace that ends with tracer.stop()."""
+    text = prompt(model, ONE)
+    tower, block = model.vision.layers[0], model.layers[0]
+    with model.trace(text, images=ONE) as tracer:
+        mask = model.vision.image_token_mask.save()  # off the root's inputs: first
+        tower.layer_output = torch.ones_like(tower.layer_output)
+        following = model.vision.layers[1].layer_input.save()
+        model.vision.layers[1].self_attn.attention_probabilities[:] = 0
+        attended = model.vision.layers[1].attention_output.save()
+        block.self_attn.attention_probabilities[:] = 0
+        attention = block.attention_output.save()
+        before = block.layer_output.clone().save()
+        block.layer_output[mask] = 0
+        after = model.layers[1].layer_input.save()
+        tracer.stop()
+    assert torch.equal(following, torch.ones_like(following))
+    o_proj = model.vision.layers[1].self_attn.o_proj._module
+    assert torch.equal(attended, o_proj.bias.expand_as(attended))  # zero weights on the values: the bias alone
+    assert torch.equal(attention, torch.zeros_like(attention))  # the text o_proj has no bias
+    assert torch.equal(after[mask], torch.zeros_like(after[mask])) and torch.equal(after[~mask], before[~mask])
+
+
+# -- the ablation ----------------------------------------------------------------------------------
+
+
+def test_an_ablation_of_image_features_reaches_the_last_block_and_the_logits_and_the_next_run_is_clean(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE) as tracer:
+        clean = model.layers[-1].layer_output.save()
+        clean_logits = model.logits.save()
+        tracer.stop()
+    with model.trace(text, images=ONE) as tracer:
+        mask = model.vision.image_token_mask.save()
+        model.vision.image_features[:] = 0
+        first = model.layers[0].input.save()
+        ablated = model.layers[-1].layer_output.save()
+        ablated_logits = model.logits.save()
+        tracer.stop()
+    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
+    assert not torch.equal(ablated, clean) and not torch.equal(ablated_logits, clean_logits)
+    assert torch.equal(ablated_logits, model.lm_head._module(model.norm._module(ablated)))
+    with model.trace(text, images=ONE) as tracer:
+        again = model.layers[-1].layer_output.save()
+        again_logits = model.logits.save()
+        tracer.stop()
+    assert torch.equal(again, clean) and torch.equal(again_logits, clean_logits)
+
+
+# -- transformers 5.24.0's bug ---------------------------------------------------------------------
+
+
+def test_a_full_forward_raises_the_explained_error(model):
+    with pytest.raises(TransformersBug) as raised:
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.logits.save()
+    message = str(raised.value)
+    assert "Llama4ForConditionalGeneration.forward reads `outputs.image_outputs`" in message
+    assert "tracer.stop()" in message and "generate cannot run" in message
+    assert isinstance(raised.value.__cause__, AttributeError) and "image_outputs" in str(raised.value.__cause__)
+
+
+def test_generation_cannot_run_and_says_why(model, plain):
+    inputs = processed(model, ONE).to(torch.float32)
+    with pytest.raises(AttributeError, match="image_outputs"):  # transformers' own generate, without the library
+        plain.generate(**inputs, max_new_tokens=2, do_sample=False)
+    with pytest.raises(TransformersBug, match=r"so every forward, and so generate, raises AttributeError"):
+        with model.generate(prompt(model, ONE), images=ONE, max_new_tokens=2, do_sample=False):
+            model.vision.image_token_mask.save()
+
+
+def test_an_out_of_order_read_before_stop_is_explained_too(model):
+    """The forward fails before nnsight's own out-of-order check runs, so the explanation names that case."""
+    with pytest.raises(TransformersBug, match=r"one of its reads was never served: reads follow the forward's order"):
+        with model.trace(prompt(model, ONE), images=ONE) as tracer:
+            model.layers[0].layer_output.save()
+            model.vision.layers[0].layer_output.save()
+            tracer.stop()
+
+
+def test_support_says_so(model):
+    support = model.support()
+    for name in ("output", "generate"):
+        assert "outputs.image_outputs" in support[name] and "tracer.stop()" in support[name], name
+    assert support["logits"] is None
+
+
+def fixed_forward(self, input_ids=None, **kwargs):
+    """A root forward as a fixed release might have it: the language model's output is returned as it is."""
+    outputs = self.language_model(input_ids=input_ids, **kwargs)
+    return outputs
+
+
+@dataclasses.dataclass
+class OutputWithImageOutputs(modeling_llama4.MoeCausalLMOutputWithPast):
+    image_outputs: object = None
+
+
+def test_the_bug_is_detected_by_its_condition_not_the_version(model, monkeypatch):
+    assert llama4.reads_a_field_its_output_lacks()
+    assert llama4.reads_language_model_field(modeling_llama4.Llama4ForConditionalGeneration.forward, "image_outputs")
+    with monkeypatch.context() as patched:  # a release whose root no longer reads the field
+        patched.setattr(modeling_llama4.Llama4ForConditionalGeneration, "forward", fixed_forward)
+        assert not llama4.reads_a_field_its_output_lacks()
+        assert llama4.IMAGE_OUTPUTS_BUG.reason() is None
+        assert "output" not in model.support() and "generate" not in model.support()
+        # this instance still runs the 5.24.0 forward: its error is no longer explained, as nothing says it is the bug
+        with pytest.raises(AttributeError, match="image_outputs") as raised:
+            with model.trace(prompt(model, ONE), images=ONE):
+                model.logits.save()
+        assert not isinstance(raised.value, TransformersBug)
+    with monkeypatch.context() as patched:  # a release whose language model's output has the field
+        forward = inspect.unwrap(modeling_llama4.Llama4ForCausalLM.forward)
+        patched.setitem(forward.__annotations__, "return", OutputWithImageOutputs)
+        assert not llama4.reads_a_field_its_output_lacks()
+        assert llama4.IMAGE_OUTPUTS_BUG.translate(AttributeError("no attribute 'image_outputs'")) is None
+    assert llama4.reads_a_field_its_output_lacks()
+    assert "outputs.image_outputs" in model.support()["output"]
+
+
+def test_another_error_is_not_taken_for_the_bug(model):
+    with pytest.raises(ValueError, match=r"image_features takes a tensor of shape") as raised:
+        with model.trace(prompt(model, ONE), images=ONE) as tracer:
+            model.vision.image_features = torch.zeros(3, model.hidden_size)
+            tracer.stop()
+    assert not isinstance(raised.value, TransformersBug)
+
+
+# -- sizes, support, show --------------------------------------------------------------------------
+
+
+def test_sizes(model):
+    vision, config = model.vision, model.config.vision_config
+    block = model._module.vision_model.model.layers[0]
+    assert vision.num_layers == len(model._module.vision_model.model.layers)
+    assert vision.vision_hidden_size == model._module.vision_model.patch_embedding.linear.out_features
+    assert vision.num_heads == block.self_attn.num_heads and vision.head_dim == block.self_attn.head_dim
+    assert vision.intermediate_size == block.mlp.fc1.out_features
+    assert vision.patch_size == model.processor.patch_size
+    assert vision.image_size == model.processor.image_processor.size["height"] == processed(model, ONE)["pixel_values"].shape[-1]
+    assert vision.pixel_shuffle_ratio == config.pixel_shuffle_ratio
+    text = model._module.language_model.model
+    assert (model.num_layers, model.hidden_size) == (len(text.layers), text.embed_tokens.embedding_dim)
+
+
+def test_support_lists_every_value_as_available(model):
+    support = model.support()
+    for name in ("logits", "layer_input", "attention_output", "mlp_output", "layer_output",
+                 "self_attn.attention_queries", "self_attn.attention_probabilities", "self_attn.attention_head_outputs",
+                 "vision.image_token_mask", "vision.image_features", "vision.patch_embeddings", "vision.tower_output",
+                 "vision.layer_input", "vision.mlp_output", "vision.self_attn.attention_scores",
+                 "vision.self_attn.attention_probabilities"):
+        assert support[name] is None, name
+    assert set(model.vision.support(layer=0)) == {
+        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))
+    }
+
+
+def test_a_text_only_load_has_no_vision_values(path):
+    model = StandardizedTransformer(path)
+    assert model.processor is None and model.vision.support() == {}
+    with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+        model.vision.image_features
+    with model.trace("Describe the image .") as tracer:
+        logits = model.logits.save()
+        tracer.stop()
+    assert logits.shape[-1] == model.config.text_config.vocab_size
+
+
+def test_show_lists_every_rewritten_forward_of_llama4(capsys):
+    assert show(["llama4"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule llama4.image-scatter",
+        "# rule llama4.text-block",
+        "# rule llama4.eager-attention",
+        "# rule llama4.Llama4TextAttention",
+        "# rule llama4.vision-eager-attention",
+        "# rule llama4.Llama4VisionAttention",
+    ]
+    for site in ("inputs_embeds_masked_scatter_0", "hidden_states_view_0", "attention_interface_1",
+                 "nn_functional_softmax_0"):
+        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
