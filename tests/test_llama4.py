@@ -462,7 +462,7 @@ def test_support_lists_every_value_as_available(model):
                  "vision.self_attn.attention_probabilities"):
         assert support[name] is None, name
     assert set(model.vision.support(layer=0)) == {
-        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))
+        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))
     }
 
 

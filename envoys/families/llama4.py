@@ -92,6 +92,27 @@ class Llama4Layer(Layer):
     )
 
 
+def _block_site(mlp: Any) -> str:
+    return f"{mlp.parent.path}.source.{FEED_FORWARD_SITE}.output"
+
+
+def not_the_blocks_feed_forward(mlp: Any) -> str | None:
+    """Why this feed-forward adds nothing to the stream itself (the MoE's shared expert), or None."""
+    if isinstance(mlp.parent, Llama4Layer):
+        return no_feed_forward_site(mlp.parent)
+    return "this feed-forward runs inside the MoE (its shared expert), which adds its output to the stream; read the block's mlp_output"
+
+
+class Llama4Mlp(Mlp):
+    """A Llama 4 block's feed-forward (MoE or dense): ``mlp_output`` is the block's, ``[batch, seq, hidden_size]``,
+    where the module's own output is ``[batch * seq, hidden_size]`` on a MoE layer."""
+
+    mlp_output = value(
+        "mlp_output", Hidden, "what the feed-forward (MoE or dense) adds to the stream", _block_site, None,
+        not_the_blocks_feed_forward,
+    )
+
+
 # -- the tower -------------------------------------------------------------------------------------
 
 
@@ -232,8 +253,8 @@ RENAME = {
 
 ENVOYS = {
     Llama4TextDecoderLayer: Llama4Layer,
-    Llama4TextMoe: Mlp,
-    Llama4TextMLP: Mlp,
+    Llama4TextMoe: Llama4Mlp,
+    Llama4TextMLP: Llama4Mlp,
     Llama4VisionModel: Llama4Vision,
     Llama4VisionEncoderLayer: Llama4VisionLayer,
     Llama4VisionAttention: VisionAttention,
