@@ -18,11 +18,17 @@ from .values import EProperty
 from .vision import no_images
 
 
-def per_image_pattern(reason: str, site: str, reason_name: str) -> tuple[EProperty, EProperty]:
+def per_image_pattern(
+    reason: str,
+    site: str,
+    reason_name: str,
+    description: str = "one pattern per image (or window), inside each kernel call",
+) -> tuple[EProperty, EProperty]:
     """``(attention_scores, attention_probabilities)``, both Unavailable with ``reason``.
 
     ``site`` is the per-image kernel call (where each image's pattern lives,
-    inside the call); ``reason_name`` names the reason in the docstrings.
+    inside the call); ``reason_name`` names the reason in the docstrings;
+    ``description`` is what a repr shows.
     """
 
     def per_image(attention: Any) -> str:
@@ -36,7 +42,7 @@ def per_image_pattern(reason: str, site: str, reason_name: str) -> tuple[EProper
         read.__doc__ = f"Unavailable: `{reason_name}`."
         return EProperty(
             key=lambda a: f"{a.path}.source.{site}.output",
-            description="one pattern per image (or window), inside each kernel call",
+            description=description,
             unavailable=either(no_images, per_image),
         )(read)
 

@@ -79,7 +79,9 @@ class RadioVisionAttention(VisionAttention):
     attention_keys = projected("attention_keys", Keys, "keys", PROJECTION_SITES[1])
     attention_values = projected("attention_values", Values, "values", PROJECTION_SITES[2])
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
+    attention_scores, attention_probabilities = per_image_pattern(
+        PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE", "one pattern per image, inside each kernel call"
+    )
 
     @EProperty(key=lambda a: f"{child(a, 'o_proj').path}.input",
                description="every image's per-head outputs, joined [1, tokens, heads, head_dim]",

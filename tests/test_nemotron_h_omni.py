@@ -106,6 +106,18 @@ def test_the_root_is_the_scatter_host(model):
     assert not hasattr(model._module, "model")  # no inner model to key a host on
 
 
+def test_the_scatters_mask_is_pre_expanded_and_image_token_mask_is_its_token_axis(tiny_checkpoint):
+    """Read through nnsight's own ``.source`` of the root (a fresh load: opening it changes which body runs)."""
+    model = StandardizedTransformer(tiny_checkpoint(NAME), task="image-text-to-text")
+    with model.trace(prompt(model, TWO), images=TWO):
+        mask = model.vision.image_token_mask.save()
+        scattered = model.source.inputs_embeds_masked_scatter_0.inputs[0][0].save()
+        features = model.vision.image_features.save()
+    assert scattered.shape == (*mask.shape, model.hidden_size)
+    assert torch.equal(scattered, mask[..., None].expand_as(scattered))
+    assert features.shape == (int(mask.sum()), model.hidden_size)
+
+
 def test_outputs_outside_a_trace_are_the_plain_models(model):
     batch = inputs(model, TWO)
     plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
