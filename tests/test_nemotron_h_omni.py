@@ -99,6 +99,19 @@ def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(m
     assert set(kinds) == {"linear_attention", "moe", "full_attention"}
 
 
+def test_plain_mlp_blocks_are_named_only_on_a_stack_that_has_them(model):
+    """A mixture of experts holds one MLP (its shared expert): keyed by class on every stack, it would be ``mlp.mlp``."""
+    from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHMLP
+
+    config = model.config
+    assert NemotronHMLP not in model.family.rename_for(config)
+    moe = kinds(model).index("moe")
+    assert "mlp" not in model.layers[moe].mlp.__dict__
+    with_mlp = type(config).from_dict(config.to_dict())
+    with_mlp.text_config.layers_block_type = ["linear_attention", "mlp"]
+    assert model.family.rename_for(with_mlp)[NemotronHMLP] == "mlp"
+
+
 def test_the_root_is_the_scatter_host(model):
     host, operation, argument = scatter_host(model)
     assert host is model and operation == nemotron_h_omni.ROOT_SCATTER == "inputs_embeds_masked_scatter_0"
