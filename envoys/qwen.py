@@ -30,7 +30,8 @@ from typing import Any
 import torch
 from transformers.utils.generic import is_flash_attention_requested
 
-from .layouts import HeadOutputs, Keys, Layout, Pattern, Patches, Queries, Values
+from .layouts import HeadOutputs, Keys, Layout, Patches, Queries, Values
+from .per_image import per_image_pattern
 from .pinning import PinnedEProperty
 from .standard import missing_site
 from .text import either, value
@@ -47,6 +48,7 @@ PER_IMAGE = (
 
 #: The sites of the Qwen ViT attention's forward (rewrites/qwen_vit_attention.py).
 FLASH_SITE = "attention_interface_1"  # flash attention: one call over every image
+PER_IMAGE_SITE = "attention_interface_2"  # the kernel call per image (or window)
 SPLIT_SITE = "torch_split_0"  # queries (occurrence 0), keys (1), values (2), split at cu_seqlens
 SPLITS = 3  # the split's calls in one forward of the attention
 JOIN_SITE = "torch_cat_0"  # the per-image outputs joined back
@@ -130,10 +132,6 @@ def whole(name: str, layout: type, what: str, argument: str, index: int, occurre
     )(identity)
 
 
-def _per_image(attention: Any) -> str:
-    return PER_IMAGE
-
-
 class QwenVisionAttention(VisionAttention):
     """The Qwen ViT's attention: one interface call per image (or window), so the interior is read whole around them.
 
@@ -154,19 +152,7 @@ class QwenVisionAttention(VisionAttention):
     attention_keys = whole("attention_keys", Keys, "keys", "key", 2, 1)
     attention_values = whole("attention_values", Values, "values", "value", 3, 2)
 
-    @EProperty(key=lambda a: f"{a.path}.source.attention_interface_2.output",
-               description="one pattern per image (or window), inside each kernel call",
-               unavailable=either(no_images, _per_image))
-    def attention_scores(self, value: Any) -> Pattern:
-        """Unavailable: `PER_IMAGE`."""
-        return value
-
-    @EProperty(key=lambda a: f"{a.path}.source.attention_interface_2.output",
-               description="one pattern per image (or window), inside each kernel call",
-               unavailable=either(no_images, _per_image))
-    def attention_probabilities(self, value: Any) -> Pattern:
-        """Unavailable: `PER_IMAGE`."""
-        return value
+    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
     @EProperty(key=lambda a: f"{a.path}.source.{JOIN_SITE}.output",
                description="every image's per-head outputs joined back [1, patches, heads, head_dim]",

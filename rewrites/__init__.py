@@ -6,10 +6,18 @@ gathers them. One rule per target forward.
 
 from instrument import Rule
 
-from . import attention, deepstack, image_scatter, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows
+from . import attention, deepstack, image_scatter, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention
 
 #: Every rule, by concern.
-RULES: tuple[Rule, ...] = (*image_scatter.RULES, *qwen_vit_attention.RULES, *qwen_vit_windows.RULES, *deepstack.RULES, *llama4_feed_forward.RULES, *attention.RULES)
+RULES: tuple[Rule, ...] = (
+    *image_scatter.RULES,
+    *qwen_vit_attention.RULES,
+    *qwen_vit_windows.RULES,
+    *radio_attention.RULES,
+    *deepstack.RULES,
+    *llama4_feed_forward.RULES,
+    *attention.RULES,
+)
 
 
 def rule_named(name: str) -> Rule:

@@ -34,6 +34,7 @@ ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "idefics3": (("Idefics3VisionAttention",), ("idefics3",)),
     "smolvlm": (("SmolVLMVisionAttention",), ("smolvlm",)),
     "llama4": (("Llama4TextAttention",), ("llama4",)),
+    "nemotron_h": (("NemotronHAttention",), ("nemotron_h", "nemotron_h_omni")),
 }
 
 #: Attention classes whose eager kernel is another function of their modeling module than

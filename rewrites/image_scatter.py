@@ -6,11 +6,11 @@ the text model receives there (``vision.image_features``). Qwen-VL hosts
 scatter video features with a second call (``_1``), exposed too and left
 unused. LLaVA-NeXT's features at the scatter are not its projector's
 output: the host unpads each image's tiles and adds ``image_newline`` rows
-first. Llama 4 has no inner host: its root scatters in its own forward.
-unused. Llama 4 has no inner host: its root scatters in its own forward.
-Idefics 3 scatters inside a helper, ``self.inputs_merger(input_ids=...,
+first. Idefics 3 scatters inside a helper, ``self.inputs_merger(input_ids=...,
 inputs_embeds=..., image_hidden_states=...)``: the helper's call in the
 host's forward is the site, its keyword ``image_hidden_states`` the features.
+Llama 4 and Nemotron-H Omni have no inner host: their roots scatter in their
+own forwards (Nemotron-H Omni's video, ``_1``, and audio, ``_2``, too).
 """
 
 from instrument import Rule
@@ -24,6 +24,7 @@ def _host(model_type: str, target: str, labels: tuple[str, ...], purpose: str, c
 
 IMAGE_ONLY = ("inputs_embeds_masked_scatter_0",)
 IMAGE_AND_VIDEO = ("inputs_embeds_masked_scatter_0", "inputs_embeds_masked_scatter_1")
+IMAGE_VIDEO_AND_AUDIO = (*IMAGE_AND_VIDEO, "inputs_embeds_masked_scatter_2")
 
 RULES = (
     _host("llava", "transformers.models.llava.modeling_llava:LlavaModel.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
@@ -37,4 +38,5 @@ RULES = (
     _host("idefics3", "transformers.models.idefics3.modeling_idefics3:Idefics3Model.forward", ("self_inputs_merger_0",), "the helper that scatters the image features into the embeddings", callee="self.inputs_merger"),
     _host("smolvlm", "transformers.models.smolvlm.modeling_smolvlm:SmolVLMModel.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
     _host("llama4", "transformers.models.llama4.modeling_llama4:Llama4ForConditionalGeneration.forward", IMAGE_ONLY, "the root scatters the image features in its own forward"),
+    _host("nemotron_h_omni", "transformers.models.nemotron_h_omni.modeling_nemotron_h_omni:NemotronH_Omni_Reasoning_V3.forward", IMAGE_VIDEO_AND_AUDIO, "the root scatters image (_0), video (_1) and audio (_2) features in its own forward"),
 )

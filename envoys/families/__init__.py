@@ -34,11 +34,13 @@ class Family:
     """What is particular to one model_type."""
 
     model_type: str
-    rename: Mapping[str, str]  #: native path -> standard name (nnsight's ``rename=``)
+    #: native path -> standard name (nnsight's ``rename=``); a module class as a key names a block's child by what
+    #: it is, for a hybrid that holds different sublayers under one native name
+    rename: Mapping[str | type, str]
     envoys: Mapping[type, type]  #: module type -> envoy class, for the tower and the scatter host
     text_layers: str  #: the text blocks' path from the root
     root_scatter: str | None = None  #: the scatter's site in the root's own forward, if it scatters there
-    extra_rename: Callable[[Any], Mapping[str, str]] = field(default=lambda config: {})  #: per-checkpoint names
+    extra_rename: Callable[[Any], Mapping[str | type, str]] = field(default=lambda config: {})  #: per-checkpoint names
     logits_at: str = ""  #: the module whose output's ``logits`` are the logits, from the root ("" the root itself)
     forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
@@ -53,7 +55,7 @@ class Family:
         return replace(self, rename={**self.rename, **TEXT_ONLY_RENAME}, text_layers="model.layers",
                        root_scatter=None, text_only=True)
 
-    def rename_for(self, config: Any) -> dict[str, str]:
+    def rename_for(self, config: Any) -> dict[str | type, str]:
         """The ``rename=`` for one checkpoint of this family."""
         return {**self.rename, **self.extra_rename(config)}
 

@@ -1,0 +1,101 @@
+"""Nemotron-H Omni (model_type nemotron_h_omni): a RADIO tower on a NemotronH (Mamba2 / attention / MoE) text model.
+
+The root, ``NemotronH_Omni_Reasoning_V3``, has no inner model: it runs the
+tower and the projector (``get_image_features``) and scatters the projected
+features into the token embeddings in its own forward
+(``inputs_embeds_masked_scatter_0``, argument 1, the mask pre-expanded to
+``[batch, seq, hidden_size]``; ``_1`` is video, ``_2`` audio), so the family
+sets ``ROOT_SCATTER`` and the root is the host. The text model is the root's
+``language_model`` (a NemotronH causal LM), the tower ``vision_model`` (a
+`RadioVision`: packed, cls and register tokens per image), the projector
+``multi_modal_projector`` (RMSNorm and two linear layers over each image's
+pixel-shuffled patches, 2x2 patches folded into one image token).
+
+NemotronH blocks hold one sublayer each under the native name ``mixer``:
+``layers_block_type`` says which, a Mamba2 mixer (``linear_attention``),
+softmax attention (``full_attention``), a mixture of experts (``moe``) or an
+MLP (``mlp``); ``norm`` comes before it and the residual after it, so
+``layer_input + (what the mixer adds) == layer_output`` on every block. The
+attention answers to ``self_attn`` and the mixture of experts (and an MLP) to
+``mlp`` (class-keyed renames), so a block serves ``attention_output`` or
+``mlp_output``, not both, and a Mamba2 block neither: what it adds is
+``layers[i].mixer.output``. Every block is a `NemotronHLayer`, which says so
+per block.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers.models.nemotron_h.modeling_nemotron_h import (
+    NemotronHAttention,
+    NemotronHBlock,
+    NemotronHMamba2Mixer,
+    NemotronHMLP,
+    NemotronHMoE,
+)
+from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer, RadioMLP, RadioModel, RadioSwiGLUFFN
+
+from ..hybrid import HybridLayer
+from ..radio import RadioVision, RadioVisionAttention, RadioVisionLayer
+from ..text import Attention, Mlp
+from ..vision import VisionMlp
+from . import Family
+
+#: The root's own scatter of the image features (rewrites/image_scatter.py).
+ROOT_SCATTER = "inputs_embeds_masked_scatter_0"
+
+RENAME = {
+    "language_model.model.embeddings": "embed_tokens",
+    "language_model.model.layers": "layers",
+    "language_model.model.norm_f": "norm",
+    "language_model.lm_head": "lm_head",
+    "vision_model": "vision",
+    "multi_modal_projector": "projector",
+    "encoder.layer": "layers",
+    "embeddings.patch_projection": "patch_embed",
+    "attention": "self_attn",
+    "norm1": "input_layernorm",
+    "norm2": "post_attention_layernorm",
+    "mlp.fc1": "mlp.up_proj",
+    "mlp.fc2": "mlp.down_proj",
+    NemotronHAttention: "self_attn",
+    NemotronHMoE: "mlp",
+}
+
+
+class NemotronHLayer(HybridLayer):
+    """A NemotronH block: one sublayer (``mixer``), so ``layer_input + (what it adds) == layer_output``.
+
+    On an attention block that is ``attention_output`` (``mlp_output`` is
+    Unavailable: there is no MLP in it); on a mixture-of-experts or MLP block
+    ``mlp_output``; on a Mamba2 block neither (nor any ``self_attn.*`` value):
+    what it adds is ``layers[i].mixer.output``.
+    """
+
+    mixers = {NemotronHMamba2Mixer: "a Mamba2 selective state-space mixer"}
+
+
+ENVOYS = {
+    RadioModel: RadioVision,
+    RadioLayer: RadioVisionLayer,
+    RadioAttention: RadioVisionAttention,
+    RadioMLP: VisionMlp,
+    RadioSwiGLUFFN: VisionMlp,
+    NemotronHBlock: NemotronHLayer,
+    NemotronHAttention: Attention,
+    NemotronHMoE: Mlp,
+    NemotronHMLP: Mlp,
+}
+
+
+def plain_mlp_blocks(config: Any) -> dict[Any, str]:
+    """``mlp`` for the MLP blocks of a stack that has them; not otherwise, since each mixture of experts holds one
+    MLP (its shared expert), which would be aliased ``mlp`` inside it too."""
+    return {NemotronHMLP: "mlp"} if "mlp" in config.text_config.layers_block_type else {}
+
+
+FAMILY = Family(
+    "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
+    root_scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks,
+)

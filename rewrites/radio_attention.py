@@ -1,0 +1,34 @@
+"""RADIO's attention: one kernel call for a single image, one per image when several are packed.
+
+``RadioAttention.forward`` projects the packed stream ``[1, tokens, width]``
+(every image's cls and register tokens, then its patches, image after image)
+to queries, keys and values, each ``self.x_proj(hidden_states).view(...).transpose(1, 2)``
+(``transpose_0`` queries, ``transpose_1`` keys, ``transpose_2`` values,
+``[1, heads, tokens, head_dim]``, no rotary embedding), then takes one of three
+branches by what the encoder passed as ``cu_seqlens``:
+
+- ``attention_interface_1``: one image (``cu_seqlens`` None), one dense call;
+- ``attention_interface_2``: several images under flash attention, one varlen call;
+- ``attention_interface_3``: several images otherwise, one call per image, inside
+  a list comprehension over ``torch.split`` of the queries, keys and values.
+
+The projections run on every branch, so the whole queries, keys and values
+are served there, whatever the image count or attention implementation.
+"""
+
+from instrument import Rule
+
+SITES = {
+    "transpose": ("transpose_0", "transpose_1", "transpose_2"),
+    "attention_interface": ("attention_interface_1", "attention_interface_2", "attention_interface_3"),
+}
+
+RULES = (
+    Rule(
+        "radio.vision-attention",
+        "transformers.models.radio.modeling_radio:RadioAttention.forward",
+        SITES,
+        ("radio", "nemotron_h_omni"),
+        "the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)",
+    ),
+)

@@ -1,0 +1,515 @@
+"""StandardizedTransformer on a tiny Nemotron-H Omni checkpoint: RADIO, the root's scatter, the NemotronH hybrid, exact.
+
+Every expected number comes from outside the code under test: the stock
+processor's ``input_ids``, ``pixel_values`` and ``image_grid_hw``, the
+modules' own weights and attributes, transformers' own functions, or a
+recomputation from other values read in the same trace.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.families import nemotron_h_omni
+from envoys.tiny import chat_prompt, noise_image
+from envoys.vision import scatter_host
+from instrument.show import main as show
+
+NAME = "nemotron_h_omni"
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # two sizes: 32x32, and 64 wide by 48 high
+COUNTS = ["one-image", "two-images"]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint) -> StandardizedTransformer:
+    return StandardizedTransformer(tiny_checkpoint(NAME), task="image-text-to-text", device="cpu", attn_implementation="eager")
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What is in the picture?")
+
+
+def inputs(model, images) -> dict[str, torch.Tensor]:
+    """The stock processor's outputs for the prompt and the images."""
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+
+
+def grids(model, images) -> list[tuple[int, int]]:
+    """The processor's ``image_grid_hw``: ``(h, w)`` patches per image."""
+    return [tuple(g) for g in inputs(model, images)["image_grid_hw"].tolist()]
+
+
+def prefix(model) -> int:
+    """The cls and register rows before each image's patches, off the embedder's own parameter."""
+    return model._module.vision_model.embeddings.cls_register_token.shape[0]
+
+
+def image_rows(model, images) -> list[tuple[int, int, int]]:
+    """``(start, first patch row, end)`` of each image in the packed stream: prefix rows, then h * w patches."""
+    rows, start = [], 0
+    for h, w in grids(model, images):
+        end = start + prefix(model) + h * w
+        rows.append((start, start + prefix(model), end))
+        start = end
+    return rows
+
+
+def merge(model) -> int:
+    """The side of the patch block folded into one image token: the processor's pixel-shuffle ratio, inverted."""
+    return round(1 / model.processor.image_processor.downsample_ratio)
+
+
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
+    """RADIO's eager kernel on one image: [1, heads, n, d] in, [1, n, heads, d] out."""
+    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1)
+    return torch.matmul(weights, v).transpose(1, 2).contiguous()
+
+
+# -- loading and names -------------------------------------------------------------------------------
+
+
+def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
+    root = model._module
+    assert type(model.processor).__name__ == "NemotronH_Omni_Reasoning_V3Processor"
+    assert type(model.processor.image_processor).__name__ == "NemotronH_Omni_Reasoning_V3ImageProcessor"
+    assert model.family.model_type == root.config.model_type == NAME
+    assert model.vision._module is root.vision_model and model.projector._module is root.multi_modal_projector
+    assert [layer._module for layer in model.vision.layers] == list(root.vision_model.encoder.layer)
+    assert model.vision.patch_embed._module is root.vision_model.embeddings.patch_projection
+    block = model.vision.layers[0]
+    assert block.self_attn._module is root.vision_model.encoder.layer[0].attention
+    assert block.input_layernorm._module is root.vision_model.encoder.layer[0].norm1
+    assert block.mlp.up_proj._module is root.vision_model.encoder.layer[0].mlp.fc1
+    text = root.language_model.model
+    assert model.embed_tokens._module is text.embeddings and model.norm._module is text.norm_f
+    assert model.lm_head._module is root.language_model.lm_head
+    assert [layer._module for layer in model.layers] == list(text.layers)
+    kinds = root.config.text_config.layers_block_type
+    for index, kind in enumerate(kinds):
+        layer, mixer = model.layers[index], text.layers[index].mixer
+        assert (getattr(layer, "self_attn", None) is not None and layer.self_attn._module is mixer) == (kind == "full_attention")
+        assert (getattr(layer, "mlp", None) is not None and layer.mlp._module is mixer) == (kind == "moe")
+    assert set(kinds) == {"linear_attention", "moe", "full_attention"}
+
+
+def test_plain_mlp_blocks_are_named_only_on_a_stack_that_has_them(model):
+    """A mixture of experts holds one MLP (its shared expert): keyed by class on every stack, it would be ``mlp.mlp``."""
+    from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHMLP
+
+    config = model.config
+    assert NemotronHMLP not in model.family.rename_for(config)
+    moe = kinds(model).index("moe")
+    assert "mlp" not in model.layers[moe].mlp.__dict__
+    with_mlp = type(config).from_dict(config.to_dict())
+    with_mlp.text_config.layers_block_type = ["linear_attention", "mlp"]
+    assert model.family.rename_for(with_mlp)[NemotronHMLP] == "mlp"
+
+
+def test_the_root_is_the_scatter_host(model):
+    host, operation, argument = scatter_host(model)
+    assert host is model and operation == nemotron_h_omni.ROOT_SCATTER == "inputs_embeds_masked_scatter_0"
+    assert argument.index == 1
+    assert not hasattr(model._module, "model")  # no inner model to key a host on
+
+
+def test_the_scatters_mask_is_pre_expanded_and_image_token_mask_is_its_token_axis(tiny_checkpoint):
+    """Read through nnsight's own ``.source`` of the root (a fresh load: opening it changes which body runs)."""
+    model = StandardizedTransformer(tiny_checkpoint(NAME), task="image-text-to-text")
+    with model.trace(prompt(model, TWO), images=TWO):
+        mask = model.vision.image_token_mask.save()
+        scattered = model.source.inputs_embeds_masked_scatter_0.inputs[0][0].save()
+        features = model.vision.image_features.save()
+    assert scattered.shape == (*mask.shape, model.hidden_size)
+    assert torch.equal(scattered, mask[..., None].expand_as(scattered))
+    assert features.shape == (int(mask.sum()), model.hidden_size)
+
+
+def test_outputs_outside_a_trace_are_the_plain_models(model):
+    batch = inputs(model, TWO)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(model._module(**batch).logits, plain(**batch).logits)
+
+
+# -- where the image meets the text model ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
+def test_the_scatter_equality_and_the_projector(model, images):
+    batch = inputs(model, images)
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    image_token = model.processor.tokenizer.convert_tokens_to_ids(model.processor.image_token)
+    assert torch.equal(mask, batch["input_ids"] == image_token)
+    tokens = sum(h * w for h, w in grids(model, images)) // merge(model) ** 2
+    assert int(mask.sum()) == tokens == features.shape[0]
+    assert features.shape == (tokens, model.hidden_size)
+    assert torch.equal(first[mask], features)
+    assert torch.equal(features, projected)  # the projector's output is what the root scatters
+    # What the projector receives: each image's patch rows of tower_output (no cls, no registers), each
+    # 2x2 block of patches (row-major) folded into one row of 4 * width, image after image.
+    m = merge(model)
+    folded = []
+    for (start, patches, end), (h, w) in zip(image_rows(model, images), grids(model, images)):
+        grid = tower[0, patches:end].reshape(h // m, m, w // m, m, -1)
+        folded.append(grid.permute(0, 2, 1, 3, 4).reshape((h // m) * (w // m), -1))
+    assert torch.equal(received, torch.cat(folded))
+    assert received.shape == (tokens, m * m * model.vision.vision_hidden_size)
+
+
+def test_an_ablation_reaches_the_logits_and_the_next_clean_run_is_identical(model):
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        clean = model.logits.save()
+    with model.trace(text, images=TWO):
+        mask = model.vision.image_token_mask.save()
+        model.vision.image_features[:] = 0
+        first = model.layers[0].input.save()
+        ablated = model.logits.save()
+    with model.trace(text, images=TWO):
+        again = model.logits.save()
+    embeddings = model._module.get_input_embeddings().weight
+    ids = inputs(model, TWO)["input_ids"]
+    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
+    assert torch.equal(first[~mask], embeddings[ids][~mask])  # the text rows untouched
+    assert not torch.equal(ablated, clean)
+    assert torch.equal(again, clean)
+
+
+# -- the packed tower -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
+def test_the_packed_layout_with_cls_and_register_rows_per_image(model, images):
+    batch = inputs(model, images)
+    embeddings = model._module.vision_model.embeddings
+    with model.trace(prompt(model, images), images=images):
+        patches = model.vision.patch_embeddings.save()
+        stream = model.vision.layers[0].layer_input.save()
+        last = model.vision.layers[-1].layer_output.save()
+        tower = model.vision.tower_output.save()
+    width = model.vision.vision_hidden_size
+    rows = image_rows(model, images)
+    total_patches = sum(h * w for h, w in grids(model, images))
+    assert patches.shape == (1, total_patches, width)
+    assert stream.shape == last.shape == tower.shape == (1, rows[-1][2], width)
+    assert torch.equal(tower, last)  # no final norm
+    # The patch projection on the processor's flattened patches, image after image.
+    assert torch.equal(patches[0], torch.nn.functional.linear(batch["pixel_values"], embeddings.patch_projection.weight))
+    # Each image's rows: its cls tokens, its registers (the embedder's own parameter), then its patches plus
+    # the position embedding interpolated to its own grid.
+    done = 0
+    for (start, first_patch, end), (h, w) in zip(rows, grids(model, images)):
+        assert torch.equal(stream[0, start:first_patch], embeddings.cls_register_token)
+        position = embeddings._interpolate_position_embedding((h, w), patches.dtype)[0]
+        assert torch.equal(stream[0, first_patch:end], patches[0, done : done + h * w] + position)
+        done += h * w
+    assert model.vision.num_prefix_tokens == model.vision.num_cls_tokens + model.vision.num_registers == prefix(model)
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
+def test_stream_values_add_up_after_the_layer_scales(model, images):
+    block = model.vision.layers[0]
+    native = model._module.vision_model.encoder.layer[0]
+    with model.trace(prompt(model, images), images=images):
+        layer_input = block.layer_input.save()
+        attended = block.self_attn.output[0].save()
+        attention = block.attention_output.save()
+        mlp = block.mlp_output.save()
+        output = block.layer_output.save()
+        following = model.vision.layers[1].layer_input.save()
+    assert torch.equal(layer_input + attention + mlp, output)
+    assert torch.equal(following, output)
+    assert torch.equal(attention, attended * native.layer_scale1.lambda1)  # the scaled branch is what is added
+    assert not torch.equal(attention, attended)
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
+def test_queries_keys_and_values_are_whole_and_each_image_attends_with_its_slice(model, images):
+    """One dense kernel call for one image, one call per image for two: the per-call outputs, joined, are the
+    head outputs, and each is eager attention over the image's rows of the whole queries, keys and values."""
+    attention = model.vision.layers[-1].self_attn
+    native = model._module.vision_model.encoder.layer[-1].attention
+    rows = image_rows(model, images)
+    several = len(images) > 1
+    with model.trace(prompt(model, images), images=images) as tracer:
+        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
+        normed = attention.inputs[0][0].save()
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        calls = nnsight.save([])
+        if several:
+            for _ in tracer.iter[0 : len(images)]:
+                calls.append(attention.source.attention_interface_3.output[0].save())
+        else:
+            calls.append(attention.source.attention_interface_1.output[0].save())
+        heads = attention.attention_head_outputs.save()
+        projected = attention.o_proj.input.save()
+    head_count, head_dim = native.num_attention_heads, native.head_dim
+    assert queries.shape == keys.shape == values.shape == (1, head_count, rows[-1][2], head_dim)
+    assert heads.shape == (1, rows[-1][2], head_count, head_dim)
+    assert torch.equal(queries, native.q_proj(normed).view(1, -1, head_count, head_dim).transpose(1, 2))
+    if several:
+        assert cu_seqlens.tolist() == [0, *(end for _, _, end in rows)]
+    else:
+        assert cu_seqlens is None
+    assert [c.shape[1] for c in calls] == [end - start for start, _, end in rows]
+    assert torch.equal(torch.cat(list(calls), dim=1), heads)
+    assert torch.equal(heads.flatten(2), projected)
+    for (start, _, end), call in zip(rows, calls):
+        q, k, v = (t[:, :, start:end] for t in (queries, keys, values))
+        assert torch.equal(eager_attention(q, k, v, native.scaling), call)
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
+def test_writes_to_keys_and_head_outputs_reach_every_branch(model, images):
+    """Zero keys (assigned) or zero queries (in place) make each image attend evenly over its own rows, on the
+    dense branch and the per-image one; zero head outputs leave the output projection's bias."""
+    attention = model.vision.layers[-1].self_attn
+    text = prompt(model, images)
+    with model.trace(text, images=images):
+        keys = attention.attention_keys
+        attention.attention_keys = torch.zeros_like(keys)
+        values = attention.attention_values.save()
+        via_keys = attention.attention_head_outputs.save()
+    with model.trace(text, images=images):
+        attention.attention_queries[:] = 0
+        via_queries = attention.attention_head_outputs.save()
+    assert torch.equal(via_keys, via_queries)
+    for start, _, end in image_rows(model, images):
+        mean = values[:, :, start:end].mean(dim=2, keepdim=True).transpose(1, 2)
+        assert torch.allclose(via_keys[:, start:end], mean.expand(1, end - start, -1, -1), atol=1e-6)
+    with model.trace(text, images=images):
+        attention.attention_head_outputs[:] = 0
+        projected = attention.output[0].save()
+    bias = attention.o_proj._module.bias
+    assert torch.equal(projected, bias.expand_as(projected))
+
+
+def test_a_write_of_the_wrong_shape_is_refused(model):
+    attention = model.vision.layers[0].self_attn
+    length = image_rows(model, ONE)[-1][2]
+    with pytest.raises(ValueError, match=rf"attention_queries takes a tensor of shape \(1, 2, {length}, 16\).*got \(1, 2, 3, 16\)"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            attention.attention_queries = torch.zeros(1, 2, 3, 16)
+
+
+def test_writing_patch_embeddings_reaches_the_first_block(model):
+    text = prompt(model, TWO)
+    vision = model.vision
+    with model.trace(text, images=TWO):
+        clean_patches = vision.patch_embeddings.save()
+        clean = vision.layers[0].layer_input.save()
+    with model.trace(text, images=TWO):
+        vision.patch_embeddings[:] = 0
+        zeroed = vision.layers[0].layer_input.save()
+    for start, first_patch, end in image_rows(model, TWO):
+        assert torch.equal(zeroed[0, start:first_patch], clean[0, start:first_patch])  # prefix rows untouched
+    patch_rows = torch.cat([torch.arange(p, e) for _, p, e in image_rows(model, TWO)])
+    assert torch.allclose(zeroed[0, patch_rows], clean[0, patch_rows] - clean_patches[0], atol=1e-6)  # positions remain
+
+
+# -- the pattern: Unavailable, per image -----------------------------------------------------------
+
+
+def test_scores_and_probabilities_are_unavailable_with_the_per_image_reason(model):
+    attention = model.vision.layers[0].self_attn
+    for read in (lambda: attention.attention_probabilities, lambda: attention.attention_scores):
+        with pytest.raises(Unavailable, match=r"one kernel call per image.*attention_interface_3.*cu_seqlens"):
+            read()
+    with pytest.raises(Unavailable, match=r"self_attn\.attention_probabilities is unavailable: RADIO's attention"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            attention.attention_probabilities.save()
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
+def test_the_discarded_eager_weights_the_reason_points_to_are_block_diagonal(model, images):
+    """What PER_IMAGE says: under eager, self_attn.output[1] is each image's probabilities, zero between images."""
+    attention = model.vision.layers[0].self_attn
+    rows = image_rows(model, images)
+    with model.trace(prompt(model, images), images=images):
+        weights = attention.output[1].save()
+    length = rows[-1][2]
+    assert weights.shape == (1, model.vision.num_heads, length, length)
+    assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:-1]))
+    inside = torch.zeros(length, length, dtype=torch.bool)
+    for start, _, end in rows:
+        inside[start:end, start:end] = True
+    assert torch.equal(weights[..., ~inside], torch.zeros_like(weights[..., ~inside]))
+
+
+# -- the hybrid text model ---------------------------------------------------------------------------
+
+
+def kinds(model) -> list[str]:
+    return list(model.config.text_config.layers_block_type)
+
+
+def test_each_block_adds_its_one_sublayer(model):
+    blocks = kinds(model)
+    mamba, moe, attention = (blocks.index(k) for k in ("linear_attention", "moe", "full_attention"))
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        mixed = nnsight.save([model.layers[mamba].layer_input, model.layers[mamba].mixer.output,
+                              model.layers[mamba].layer_output])
+        experts = nnsight.save([model.layers[moe].layer_input, model.layers[moe].mlp_output,
+                                model.layers[moe].layer_output])
+        attended_input = model.layers[attention].layer_input.save()
+        probabilities = model.layers[attention].self_attn.attention_probabilities.save()
+        attended = nnsight.save([attended_input, model.layers[attention].attention_output,
+                                 model.layers[attention].layer_output])
+    for layer_input, added, output in (mixed, experts, attended):
+        assert torch.equal(layer_input + added, output)
+    length = mixed[0].shape[1]
+    heads = model.config.text_config.num_attention_heads
+    assert probabilities.shape == (1, heads, length, length)
+    assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+    assert torch.equal(probabilities.triu(1), torch.zeros_like(probabilities))  # causal
+
+
+def test_a_value_a_block_lacks_is_unavailable_with_the_reason(model):
+    blocks = kinds(model)
+    mamba, moe, attention = (blocks.index(k) for k in ("linear_attention", "moe", "full_attention"))
+    with pytest.raises(Unavailable, match=rf"layers\[{mamba}\]'s token mixer is a Mamba2 selective state-space mixer, "
+                                          rf"mixer, not softmax attention.*layers\[{mamba}\]\.mixer\.output"):
+        model.layers[mamba].attention_output
+    with pytest.raises(Unavailable, match=rf"layers\[{mamba}\] has no MLP.*layers\[{mamba}\]\.mixer\.output"):
+        model.layers[mamba].mlp_output
+    with pytest.raises(Unavailable, match=rf"layers\[{attention}\] has no MLP: this NemotronHBlock holds one "
+                                          rf"sublayer, softmax attention.*layers\[{attention}\]\.attention_output"):
+        model.layers[attention].mlp_output
+    with pytest.raises(Unavailable, match=rf"layers\[{moe}\] holds no token mixer, only its MLP \(NemotronHMoE\).*"
+                                          rf"layers\[{moe}\]\.mlp_output"):
+        model.layers[moe].attention_output
+
+
+def test_support_rows_and_reasons(model):
+    blocks = kinds(model)
+    support = model.support()
+    without_attention = {i for i, kind in enumerate(blocks) if kind != "full_attention"}
+    without_mlp = {i for i, kind in enumerate(blocks) if kind not in ("moe", "mlp")}
+    for name in ("attention_output", "self_attn.attention_queries", "self_attn.attention_probabilities",
+                 "self_attn.attention_head_outputs"):
+        assert set(support[name]) == without_attention, name
+    assert set(support["mlp_output"]) == without_mlp
+    assert support["layer_input"] is support["layer_output"] is support["logits"] is None
+    tower = model.vision.support()
+    for name in ("self_attn.attention_probabilities", "self_attn.attention_scores"):
+        assert set(tower[name]) == set(range(model.vision.num_layers))
+        assert all("one kernel call per image" in reason for reason in tower[name].values())
+    for name in ("image_token_mask", "image_features", "patch_embeddings", "tower_output", "layer_input",
+                 "attention_output", "mlp_output", "layer_output", "self_attn.attention_queries",
+                 "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_head_outputs"):
+        assert tower[name] is None, name
+        assert support[f"vision.{name}"] is None, name
+
+
+def test_sizes(model):
+    root = model._module
+    vision, native = model.vision, root.vision_model
+    block = native.encoder.layer[0]
+    assert vision.num_layers == len(native.encoder.layer)
+    assert vision.vision_hidden_size == native.embeddings.patch_projection.out_features
+    assert vision.num_heads == block.attention.num_attention_heads
+    assert vision.head_dim == block.attention.head_dim
+    assert vision.intermediate_size == block.mlp.fc1.out_features
+    assert vision.patch_size == model.processor.image_processor.patch_size
+    with pytest.raises(Unavailable, match=r"any resolution.*image_grid_hw"):
+        vision.image_size
+    assert model.num_layers == len(root.language_model.model.layers)
+    assert model.hidden_size == root.language_model.model.embeddings.embedding_dim
+
+
+def test_sdpa_serves_the_same_whole_values(model, tiny_checkpoint):
+    """The projections run on every branch: under sdpa the queries and head outputs are where eager has them,
+    the discarded weights are None, and the pattern is still Unavailable for the same reason."""
+    sdpa = StandardizedTransformer(tiny_checkpoint(NAME), task="image-text-to-text", attn_implementation="sdpa")
+    text = prompt(model, TWO)
+    reads = {}
+    for name, loaded in (("eager", model), ("sdpa", sdpa)):
+        attention = loaded.vision.layers[0].self_attn  # its input does not depend on any kernel
+        with loaded.trace(text, images=TWO):
+            queries = attention.attention_queries.save()
+            heads = attention.attention_head_outputs.save()
+            weights = attention.output[1].save()
+        reads[name] = (queries, heads, weights)
+    assert torch.equal(reads["sdpa"][0], reads["eager"][0])
+    assert torch.allclose(reads["sdpa"][1], reads["eager"][1], atol=1e-6)  # up to each kernel's rounding
+    assert reads["sdpa"][2] is None
+    assert sdpa.vision.support() == model.vision.support()
+
+
+def test_repr_shows_each_kind_of_block(model):
+    text = repr(model)
+    assert text.startswith("StandardizedTransformer(nemotron_h_omni: NemotronH_Omni_Reasoning_V3; text: 4 blocks")
+    for line in ("  layers: 4 x NemotronHBlock", "    [0]:", "    [1, 3]:", "    [2]:", "      mlp: NemotronHMoE()",
+                 "      self_attn: NemotronHAttention()", "  vision: RadioModel()", "    layers: 2 x RadioLayer",
+                 "    patch_embed: Linear(in_features=192, out_features=32, bias=False)"):
+        assert line in text.splitlines(), line
+
+
+def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint(NAME))
+    assert model.processor is None and model.vision.support() == {}
+    with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+        model.vision.image_features
+    with model.trace("What is in the picture ?"):
+        logits = model.logits.save()
+    assert logits.shape[-1] == model.config.text_config.vocab_size
+
+
+# -- generation ----------------------------------------------------------------------------------------
+
+
+def test_generation_reads_the_tower_at_step_zero_only(model):
+    text = prompt(model, ONE)
+    steps = 3
+    options = {"max_new_tokens": steps, "min_new_tokens": steps, "do_sample": False}
+    with model.generate(text, images=ONE, **options) as tracer:
+        masks, features = nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[0:steps]:  # bounded, so the statement after the loop runs
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                queries = model.vision.layers[0].self_attn.attention_queries.save()
+                features.append(model.vision.image_features.save())
+        generated = tracer.result.save()
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    batch = inputs(model, ONE)
+    prompt_length = batch["input_ids"].shape[1]
+    assert torch.equal(generated, plain.generate(**batch, **options))
+    tokens = sum(h * w for h, w in grids(model, ONE)) // merge(model) ** 2
+    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
+    assert queries.shape[2] == image_rows(model, ONE)[-1][2]
+    assert features[0].shape == (tokens, model.hidden_size)
+
+
+# -- the rewritten forwards, shown ---------------------------------------------------------------------
+
+
+def test_show_lists_every_rewritten_forward_of_the_family(capsys):
+    assert show([NAME]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule nemotron_h_omni.image-scatter",
+        "# rule radio.vision-attention",
+        "# rule nemotron_h.eager-attention",
+        "# rule nemotron_h.NemotronHAttention",
+    ]
+    for site in ("inputs_embeds_masked_scatter_0", "inputs_embeds_masked_scatter_1", "inputs_embeds_masked_scatter_2",
+                 "transpose_0", "transpose_1", "transpose_2", "attention_interface_1", "attention_interface_2",
+                 "attention_interface_3", "nn_functional_softmax_0"):
+        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
