@@ -12,6 +12,7 @@ import torch
 
 from envoys import StandardizedTransformer
 from envoys.sandwich import SandwichLayer
+from envoys.standard import child
 from envoys.tiny import NAMES, chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=0)]
@@ -38,9 +39,9 @@ def first_argument(served) -> torch.Tensor:
     return args[0] if args else kwargs["hidden_states"]
 
 
-def attention_block(model) -> int:
-    """The first text block with softmax attention (a hybrid stack's first blocks may have another mixer)."""
-    return next(i for i, block in enumerate(model.layers) if hasattr(block._module, "self_attn"))
+def block_with(model, *parts: str) -> int | None:
+    """The first text block holding every one of ``parts`` (a hybrid stack's blocks hold different ones), or None."""
+    return next((i for i, block in enumerate(model.layers) if all(child(block, part) for part in parts)), None)
 
 
 def mlp_norm(block) -> str:
@@ -60,14 +61,15 @@ def test_sizes_are_the_text_configs(model):
 
 
 def test_pre_norms_feed_the_attention_and_the_mlp(model):
-    text_block, tower_block = model.layers[attention_block(model)], model.vision.layers[0]
+    # A text block with both sublayers; Nemotron-H's blocks hold one sublayer each, behind one norm, so only its
+    # tower blocks have the pair.
+    index = block_with(model, "self_attn", "mlp")
+    blocks = [model.vision.layers[0]] + ([model.layers[index]] if index is not None else [])
     with model.trace(prompt(model), images=IMAGES) as tracer:
-        tower = nnsight.save([tower_block.input_layernorm.output, tower_block.self_attn.inputs,
-                              tower_block.post_attention_layernorm.output, tower_block.mlp.inputs])
-        text = nnsight.save([text_block.input_layernorm.output, text_block.self_attn.inputs,
-                             getattr(text_block, mlp_norm(text_block)).output, text_block.mlp.inputs])
+        seen = nnsight.save([[block.input_layernorm.output, block.self_attn.inputs,
+                              getattr(block, mlp_norm(block)).output, block.mlp.inputs] for block in blocks])
         tracer.stop()
-    for attention_in, attention_call, mlp_in, mlp_call in (tower, text):
+    for attention_in, attention_call, mlp_in, mlp_call in seen:
         assert torch.equal(attention_in, first_argument(attention_call))
         assert torch.equal(mlp_in, first_argument(mlp_call))
 
@@ -106,21 +108,22 @@ def test_next_token_probs_is_the_softmax_of_the_last_row(model):
 
 
 def test_accessors_index_the_block_values(model):
-    index = attention_block(model)
-    block = model.layers[index]
-    with model.trace(prompt(model), images=IMAGES) as tracer:
-        by_accessor = nnsight.save([model.layers_input[index], model.attentions_output[index],
-                                    model.mlps_output[index], model.layers_output[index]])
-        tracer.stop()
-    with model.trace(prompt(model), images=IMAGES) as tracer:
-        by_name = nnsight.save([block.layer_input, block.attention_output, block.mlp_output, block.layer_output])
-        tracer.stop()
-    with model.trace(prompt(model), images=IMAGES) as tracer:
-        on_parts = nnsight.save([block.self_attn.attention_output, block.mlp.mlp_output])
-        tracer.stop()
-    for a, b in zip(by_accessor, by_name):
-        assert torch.equal(a, b)
-    assert torch.equal(on_parts[0], by_name[1]) and torch.equal(on_parts[1], by_name[2])
+    for value, part, name in (("attentions_output", "self_attn", "attention_output"), ("mlps_output", "mlp", "mlp_output")):
+        index = block_with(model, part)
+        block = model.layers[index]
+        with model.trace(prompt(model), images=IMAGES) as tracer:
+            by_accessor = nnsight.save([model.layers_input[index], getattr(model, value)[index],
+                                        model.layers_output[index]])
+            tracer.stop()
+        with model.trace(prompt(model), images=IMAGES) as tracer:
+            by_name = nnsight.save([block.layer_input, getattr(block, name), block.layer_output])
+            tracer.stop()
+        with model.trace(prompt(model), images=IMAGES) as tracer:
+            on_part = getattr(getattr(block, part), name).save()
+            tracer.stop()
+        for a, b in zip(by_accessor, by_name):
+            assert torch.equal(a, b)
+        assert torch.equal(on_part, by_name[1])
     assert len(model.layers_output) == model.num_layers
 
 
