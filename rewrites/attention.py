@@ -27,6 +27,7 @@ ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "qwen2_5_vl": (("Qwen2_5_VLAttention",), ("qwen2_5_vl",)),
     "qwen3_vl": (("Qwen3VLTextAttention",), ("qwen3_vl",)),
     "qwen3_5": (("Qwen3_5Attention",), ("qwen3_5",)),
+    "gemma4": (("Gemma4TextAttention", "Gemma4VisionAttention"), ("gemma4",)),
 }
 
 
