@@ -25,6 +25,7 @@ CLASSES = {
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend"),
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
+    "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -35,6 +36,7 @@ IMAGE_TOKENS = {
     "qwen2_5_vl": (16, 48),
     "qwen3_vl": (4, 12),
     "qwen3_5": (4, 12),
+    "gemma4": (64, 63),
 }
 
 TEXT = "Describe the image."
@@ -117,7 +119,7 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
 
 def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The projected image features, all images concatenated in order."""
-    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw") if k in inputs}
+    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_position_ids") if k in inputs}
     with torch.no_grad():
         features = model.model.get_image_features(**kwargs).pooler_output
     return torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
