@@ -43,7 +43,7 @@ from .layouts import Hidden, Layout, Patches
 from .qwen import variable_resolution
 from .standard import Standard, child
 from .text import Layer, either, lacks, value
-from .values import Argument, EProperty, Field, First
+from .values import Argument, EProperty, Field, First, Unavailable
 from .vision import VISION_ORDER, Vision, VisionAttention, no_images
 
 #: How the padded patch axis shows, said once for every tower value's docstring.
@@ -238,6 +238,9 @@ class Gemma4Vision(Vision):
     @property
     def patch_rows(self) -> int:
         """The padded patch axis' length: the processor's ``max_soft_tokens * pooling_kernel_size**2``."""
+        reason = no_images(self)
+        if reason is not None:
+            raise Unavailable(f"vision.patch_rows is the processor's: {reason}")
         image_processor = self.root.processor.image_processor
         return image_processor.max_soft_tokens * image_processor.pooling_kernel_size**2
 

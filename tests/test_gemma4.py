@@ -363,6 +363,8 @@ def test_sdpa_says_why_the_pattern_is_unavailable(tiny_checkpoint):
 def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("gemma4"))
     assert model.processor is None and model.vision.support() == {}
+    with pytest.raises(Unavailable, match=r"patch_rows is the processor's: .*task='image-text-to-text'"):
+        model.vision.patch_rows
     for read in (lambda: model.vision.patch_mask, lambda: model.vision.image_features,
                  lambda: model.vision.layers[0].self_attn.attention_probabilities):
         with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):

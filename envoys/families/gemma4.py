@@ -20,7 +20,10 @@ values (the last ``num_kv_shared_layers``), ``attention_keys`` and
 blocks have no ``k_proj``. Under ``generate`` the text model slices the
 stream entering the first such block to the positions whose logits are kept
 (the last one) on the prompt pass, so from that block on the prompt step's
-values have one position; a trace keeps every position.
+values have one position; a trace keeps every position. The text attention
+is causal (sliding-window on the "sliding_attention" blocks), except on a
+checkpoint with ``use_bidirectional_attention="vision"``, whose sliding blocks
+let each image's tokens attend to each other both ways.
 """
 
 from __future__ import annotations
