@@ -67,6 +67,24 @@ def real_patches(image_position_ids: torch.Tensor) -> torch.Tensor:
     return ~(image_position_ids == -1).all(dim=-1)
 
 
+def image_grids(rows: torch.Tensor, image_position_ids: torch.Tensor) -> list[torch.Tensor]:
+    """A tower value's real rows put back on each image's patch grid: one ``[height, width, ...]`` per image.
+
+    ``rows`` is ``[images, patches, ...]`` over the padded patch axis (a stream
+    value, or a pattern's query axis); ``image_position_ids`` is the
+    processor's ``[images, patches, 2]``, each real patch's (x, y). The padded
+    rows are left out.
+    """
+    grids = []
+    for values, positions in zip(rows, image_position_ids):
+        real = real_patches(positions[None])[0]
+        x, y = positions[real, 0], positions[real, 1]
+        grid = values.new_zeros(int(y.max()) + 1, int(x.max()) + 1, *values.shape[1:])
+        grid[y, x] = values[real]
+        grids.append(grid)
+    return grids
+
+
 def documented(prop: EProperty, doc: str) -> EProperty:
     """``prop`` with its own docstring (a copy: the shared value keeps its own)."""
     copied = type(prop).__new__(type(prop))
@@ -174,7 +192,8 @@ class Gemma4Vision(Vision):
     where ``patches`` is the processor's fixed row count
     (``max_soft_tokens * pooling_kernel_size**2``, `patch_rows`) whatever the
     image's size: an image's real patches come first, in raster order, and
-    the rest is padding (`PADDING`; `patch_mask` says which rows are real).
+    the rest is padding (`PADDING`; `patch_mask` says which rows are real,
+    and `image_grids` puts the real rows back on each image's patch grid).
     The blocks mask the padded keys (`Gemma4VisionAttention`). There is no
     final norm: ``tower_output`` is the last block's stream, padding
     included; the pooler then makes one soft token of each
@@ -224,8 +243,8 @@ class Gemma4Vision(Vision):
         lambda v: f"{v.encoder.path}.output", Field("last_hidden_state"), no_images,
         doc="The last block's stream, ``[images, patches, vision_hidden_size]`` (the tower has no final norm), "
         "before the pooler. " + PADDING + " The pooler zeroes the padded rows, averages each "
-        "pooling_kernel_size-square block of real patches and scales by sqrt(vision_hidden_size): "
-        "projector.input.",
+        "pooling_kernel_size-square block of real patches, scales by sqrt(vision_hidden_size) and drops the "
+        "padding (then standardises, on a checkpoint configured to): that is projector.input.",
     )
 
     # -- sizes, off the vision config (image_size: variable resolution) -----------------------------

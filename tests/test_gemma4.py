@@ -17,6 +17,7 @@ from nnsight.intervention.interleaver import OutOfOrderError
 from transformers import AutoModelForImageTextToText, Gemma4ForConditionalGeneration
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.gemma4 import image_grids
 from envoys.tiny import build, chat_prompt, noise_image
 from instrument.show import main as show
 
@@ -225,6 +226,21 @@ def test_what_the_projector_receives_is_the_pooled_real_patches(model):
         grid = tower[image][real].reshape(lines // k, k, columns // k, k, width)  # raster order: x fastest
         expected.append(grid.mean(dim=(1, 3)).reshape(-1, width) * math.sqrt(width))
     torch.testing.assert_close(received, torch.cat(expected), rtol=1e-5, atol=1e-5)
+
+
+def test_image_grids_put_each_real_row_at_its_patch(model):
+    inputs = processed(model, TWO)
+    with model.trace(prompt(model, TWO), images=TWO):
+        tower = model.vision.tower_output.save()
+    grids = image_grids(tower, inputs["image_position_ids"])
+    patch = model.processor.image_processor.patch_size
+    for image, grid, positions in zip(range(2), grids, inputs["image_position_ids"]):
+        real = int((positions >= 0).all(-1).sum())
+        assert grid.shape[0] * grid.shape[1] == real and grid.shape[2:] == tower.shape[2:]
+        for row in (0, 1, real // 2, real - 1):
+            x, y = positions[row].tolist()
+            assert torch.equal(grid[y, x], tower[image, row])
+    assert [tuple(g.shape[:2]) for g in grids] == [(64 // patch, 64 // patch), (56 // patch, 72 // patch)]
 
 
 def test_tower_blocks_add_up_through_their_sandwich_norms(model):
