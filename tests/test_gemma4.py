@@ -39,7 +39,7 @@ def without_per_layer_inputs(tmp_path_factory):
     config = reference.config
     config.text_config.hidden_size_per_layer_input = 0
     # as on those checkpoints, no KV sharing either: transformers 5.24.0's text model slices the per-layer
-    # inputs before the first kv-shared block unconditionally, so KV sharing without them cannot run
+    # inputs before the first kv-shared block without checking they exist, so KV sharing without them fails
     config.text_config.num_kv_shared_layers = 0
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1)
