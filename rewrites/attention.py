@@ -35,6 +35,7 @@ ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "smolvlm": (("SmolVLMVisionAttention",), ("smolvlm",)),
     "llama4": (("Llama4TextAttention",), ("llama4",)),
     "nemotron_h": (("NemotronHAttention",), ("nemotron_h", "nemotron_h_omni")),
+    "gemma4": (("Gemma4TextAttention", "Gemma4VisionAttention"), ("gemma4",)),
 }
 
 #: Attention classes whose eager kernel is another function of their modeling module than

@@ -9,6 +9,7 @@ output: the host unpads each image's tiles and adds ``image_newline`` rows
 first. Idefics 3 scatters inside a helper, ``self.inputs_merger(input_ids=...,
 inputs_embeds=..., image_hidden_states=...)``: the helper's call in the
 host's forward is the site, its keyword ``image_hidden_states`` the features.
+Gemma 4 has a third scatter, for audio (``_2``).
 Llama 4 and Nemotron-H Omni have no inner host: their roots scatter in their
 own forwards (Nemotron-H Omni's video, ``_1``, and audio, ``_2``, too).
 """
@@ -37,6 +38,7 @@ RULES = (
     _host("gemma3", "transformers.models.gemma3.modeling_gemma3:Gemma3Model.forward", IMAGE_ONLY, "pooled image features, [images, tokens, hidden], scattered into the scaled embeddings"),
     _host("idefics3", "transformers.models.idefics3.modeling_idefics3:Idefics3Model.forward", ("self_inputs_merger_0",), "the helper that scatters the image features into the embeddings", callee="self.inputs_merger"),
     _host("smolvlm", "transformers.models.smolvlm.modeling_smolvlm:SmolVLMModel.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
+    _host("gemma4", "transformers.models.gemma4.modeling_gemma4:Gemma4Model.forward", IMAGE_VIDEO_AND_AUDIO, "image (_0), video (_1) and audio (_2) features scattered into the embeddings"),
     _host("llama4", "transformers.models.llama4.modeling_llama4:Llama4ForConditionalGeneration.forward", IMAGE_ONLY, "the root scatters the image features in its own forward"),
     _host("nemotron_h_omni", "transformers.models.nemotron_h_omni.modeling_nemotron_h_omni:NemotronH_Omni_Reasoning_V3.forward", IMAGE_VIDEO_AND_AUDIO, "the root scatters image (_0), video (_1) and audio (_2) features in its own forward"),
 )

@@ -32,6 +32,7 @@ CLASSES = {
     "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
+    "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -49,6 +50,7 @@ IMAGE_TOKENS = {
     "smolvlm": (20, 20),
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
     "nemotron_h_omni": (4, 12),
+    "gemma4": (64, 63),
 }
 
 #: Where the config's image token is not the processor's image_token: the token the features go to.
@@ -150,7 +152,8 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
 
 def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The projected image features, all images concatenated in order."""
-    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_sizes", "image_grid_hw") if k in inputs}
+    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_sizes", "image_grid_hw", "image_position_ids")
+              if k in inputs}
     with torch.no_grad():
         features = _host(model).get_image_features(**kwargs).pooler_output
     return torch.cat([f.reshape(-1, f.shape[-1]) for f in features])

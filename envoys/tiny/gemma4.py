@@ -1,0 +1,165 @@
+"""A tiny Gemma 4 checkpoint: its patch-padded tower on a Gemma 4 text model with per-layer inputs and KV sharing.
+
+The builder returns an unsaved (`Gemma4ForConditionalGeneration`,
+`Gemma4Processor`) pair with random float32 weights (seed the torch generator
+first; :func:`envoys.tiny.build` does). No audio tower (``audio_config=None``);
+the processor still carries its stock audio feature extractor and video
+processor, and its tokenizer the begin/end-of-audio tokens it insists on.
+
+Images: the stock image processor resizes each image, keeping its aspect
+ratio, to fill a budget of ``max_soft_tokens * pooling_kernel_size**2`` patches
+of ``patch_size`` pixels (here 70 * 2**2 = 280 patches of 4x4 pixels), sides
+multiples of ``pooling_kernel_size * patch_size`` (8 pixels), then cuts it into
+flat patches and pads the patch axis with zero patches at position (-1, -1) to
+exactly 280 rows. The tower's pooler averages each 2x2 block of real patches
+into one soft token: a 32x32 image becomes 64x64 pixels, 256 real patches, 64
+image tokens; a 48 (high) x 64 (wide) one becomes 56x72 pixels, 252 real
+patches, 63 image tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import (
+    Gemma4AudioFeatureExtractor,
+    Gemma4Config,
+    Gemma4ForConditionalGeneration,
+    Gemma4ImageProcessor,
+    Gemma4Processor,
+    Gemma4TextConfig,
+    Gemma4VideoProcessor,
+    Gemma4VisionConfig,
+    TokenizersBackend,
+)
+
+from .tokenizer import word_level_tokenizer
+
+PATCH_SIZE = 4
+POOLING_KERNEL_SIZE = 2
+MAX_SOFT_TOKENS = 70  # the smallest budget the image processor accepts (70, 140, 280, 560, 1120)
+PADDED_PATCHES = MAX_SOFT_TOKENS * POOLING_KERNEL_SIZE**2  # 280 rows on the tower's patch axis
+
+#: Gemma's turns, with the image placeholder where each image goes; the processor expands it.
+CHAT_TEMPLATE = (
+    "{{ '<bos>' }}"
+    "{% for message in messages %}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}{{ '<|image|>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}"
+    "{{ '<end_of_turn>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+
+_SPECIAL = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
+_NAMED = {
+    "image_token": "<|image|>",
+    "boi_token": "<|image>",
+    "eoi_token": "<image|>",
+    "audio_token": "<|audio|>",
+    "boa_token": "<|audio>",
+    "eoa_token": "<audio|>",
+}
+
+
+def _tokenizer() -> TokenizersBackend:
+    return word_level_tokenizer(
+        special_tokens=_SPECIAL,
+        named_tokens=_NAMED,
+        chat_template=CHAT_TEMPLATE,
+        eos_token="<end_of_turn>",
+        pad_token="<pad>",
+        bos_token="<bos>",
+    )
+
+
+def _randomise_layer_scalars(model: Gemma4ForConditionalGeneration) -> None:
+    """Real checkpoints ship a per-block output scale; the init leaves it at 1, which would hide it."""
+    for layer in model.model.language_model.layers:
+        layer.layer_scalar.copy_(torch.rand(1) + 0.5)
+
+
+def build_gemma4() -> tuple[Gemma4ForConditionalGeneration, Gemma4Processor]:
+    """Imitates google/gemma-4-e2b-it, the image path only.
+
+    Tower: 2 blocks, width 32, 2 heads of 16, patch 4, 2x2 pooling, no
+    standardisation, 280 padded patch rows (``max_soft_tokens`` 70). Text
+    model: 4 blocks of width 32 ("sliding", "full", "sliding", "full"), 2
+    query heads / 1 key-value head of 16 on every block (``global_head_dim``
+    16 on the full ones), per-layer inputs 8 wide, the last 2 blocks reusing
+    the keys and values of the first 2 (``num_kv_shared_layers=2``), tied
+    embeddings, causal everywhere (``use_bidirectional_attention`` unset).
+    Each text block's ``layer_scalar`` is drawn in [0.5, 1.5).
+    """
+    image_processor = Gemma4ImageProcessor(
+        patch_size=PATCH_SIZE, max_soft_tokens=MAX_SOFT_TOKENS, pooling_kernel_size=POOLING_KERNEL_SIZE
+    )
+    video_processor = Gemma4VideoProcessor(
+        patch_size=PATCH_SIZE, max_soft_tokens=MAX_SOFT_TOKENS, pooling_kernel_size=POOLING_KERNEL_SIZE, num_frames=2
+    )
+    processor = Gemma4Processor(
+        feature_extractor=Gemma4AudioFeatureExtractor(),
+        image_processor=image_processor,
+        tokenizer=_tokenizer(),
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+        image_seq_length=MAX_SOFT_TOKENS,
+    )
+    tokenizer = processor.tokenizer  # the processor adds its video token to it
+    vocab = len(tokenizer)
+    vision = Gemma4VisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+        patch_size=PATCH_SIZE,
+        pooling_kernel_size=POOLING_KERNEL_SIZE,
+        position_embedding_size=64,
+        standardize=False,
+    )
+    text = Gemma4TextConfig(
+        vocab_size=vocab,
+        vocab_size_per_layer_input=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        global_head_dim=16,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        sliding_window=16,
+        hidden_size_per_layer_input=8,
+        num_kv_shared_layers=2,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        tie_word_embeddings=True,
+    )
+    config = Gemma4Config(
+        text_config=text,
+        vision_config=vision,
+        audio_config=None,
+        image_token_id=tokenizer.image_token_id,
+        boi_token_id=tokenizer.convert_tokens_to_ids("<|image>"),
+        eoi_token_id=tokenizer.convert_tokens_to_ids("<image|>"),
+        video_token_id=processor.video_token_id,
+        audio_token_id=tokenizer.convert_tokens_to_ids("<|audio|>"),
+        boa_token_id=tokenizer.convert_tokens_to_ids("<|audio>"),
+        eoa_token_index=tokenizer.convert_tokens_to_ids("<audio|>"),
+        tie_word_embeddings=True,
+    )
+    model = Gemma4ForConditionalGeneration(config)
+    with torch.no_grad():
+        _randomise_layer_scalars(model)
+    return model, processor
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"gemma4": build_gemma4}

@@ -1,0 +1,443 @@
+"""StandardizedTransformer on a tiny Gemma 4 checkpoint: the padded patch axis, the pooler, sandwich-normed blocks.
+
+Every expected number comes from outside the code under test: the stock
+processor's outputs (``image_position_ids``, ``pixel_values``), the modules'
+weights and configs, or a recomputation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import nnsight
+import pytest
+import torch
+from nnsight.intervention.interleaver import OutOfOrderError
+from transformers import AutoModelForImageTextToText, Gemma4ForConditionalGeneration
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.gemma4 import image_grids
+from envoys.tiny import build, chat_prompt, noise_image
+from instrument.show import main as show
+
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint("gemma4"), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+@pytest.fixture(scope="module")
+def without_per_layer_inputs(tmp_path_factory):
+    """The tiny checkpoint with per-layer inputs off (``hidden_size_per_layer_input=0``), as Gemma 4's larger checkpoints."""
+    reference, processor = build("gemma4")
+    config = reference.config
+    config.text_config.hidden_size_per_layer_input = 0
+    # as on those checkpoints, no KV sharing either: transformers 5.24.0's text model slices the per-layer
+    # inputs before the first kv-shared block without checking they exist, so KV sharing without them fails
+    config.text_config.num_kv_shared_layers = 0
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        plain = Gemma4ForConditionalGeneration(config).eval()
+    path = tmp_path_factory.mktemp("gemma4-no-ple")
+    plain.save_pretrained(path)
+    processor.save_pretrained(path)
+    return StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager")
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What is in the picture?")
+
+
+def processed(model, images) -> dict:
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+
+
+def real_rows(model, images) -> torch.Tensor:
+    """The processor's own account of which patch rows are real: ``image_position_ids`` other than (-1, -1)."""
+    positions = processed(model, images)["image_position_ids"]
+    return (positions[..., 0] >= 0) & (positions[..., 1] >= 0)
+
+
+def soft_tokens(model, images) -> list[int]:
+    """Image tokens per image: real patches over the pooling area (the processor's kernel size)."""
+    area = model.processor.image_processor.pooling_kernel_size ** 2
+    return [int(n) // area for n in real_rows(model, images).sum(-1)]
+
+
+def fixed_rows(model) -> int:
+    image_processor = model.processor.image_processor
+    return image_processor.max_soft_tokens * image_processor.pooling_kernel_size ** 2
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+
+def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
+    native = model._module.model
+    assert type(model.processor).__name__ == "Gemma4Processor"
+    assert type(model.processor.image_processor).__name__ == "Gemma4ImageProcessor"
+    assert model._module.config.audio_config is None and native.audio_tower is None
+    assert model.vision._module is native.vision_tower and model.projector._module is native.embed_vision
+    assert [layer._module for layer in model.vision.layers] == list(native.vision_tower.encoder.layers)
+    assert model.vision.patch_embed._module is native.vision_tower.patch_embedder
+    assert [layer._module for layer in model.layers] == list(native.language_model.layers)
+    assert model.embed_tokens._module is native.language_model.embed_tokens
+    tokenizer = model.processor.tokenizer
+    for name in ("boa_token", "eoa_token", "audio_token", "boi_token", "eoi_token"):
+        assert getattr(tokenizer, name) in tokenizer.get_vocab(), name
+
+
+def test_outputs_outside_a_trace_are_the_plain_models(model):
+    inputs = processed(model, TWO)
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
+
+
+# -- the scatter -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
+def test_the_scatter_equality_and_the_padded_shapes(model, images):
+    n, rows, width = len(images), fixed_rows(model), model.vision.vision_hidden_size
+    with model.trace(prompt(model, images), images=images):
+        mask = model.vision.image_token_mask.save()
+        patch_mask = model.vision.patch_mask.save()
+        patches = model.vision.patch_embeddings.save()
+        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
+        block = model.vision.layers[0].layer_output.save()
+        tower = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    tokens = sum(soft_tokens(model, images))
+    assert rows == 280 and int(mask.sum()) == tokens == features.shape[0]
+    assert torch.equal(first[mask], features)
+    assert torch.equal(projected, features)
+    assert patches.shape == block.shape == tower.shape == (n, rows, width)
+    assert pattern.shape == (n, model.vision.num_heads, rows, rows)
+    assert received.shape == (tokens, width) and features.shape == (tokens, model.hidden_size)
+    assert torch.equal(patch_mask, real_rows(model, images))
+    for image in range(n):  # each image's real rows come first, then padding
+        count = int(patch_mask[image].sum())
+        assert 0 < count < rows and bool(patch_mask[image, :count].all()) and not patch_mask[image, count:].any()
+
+
+def test_the_scatter_puts_features_over_pad_embeddings_with_an_expanded_mask(model):
+    pad_id = model.config.text_config.pad_token_id
+    with model.trace(prompt(model, ONE), images=ONE):
+        mask = model.vision.image_token_mask.save()
+        ids = model.embed_tokens.input.save()
+        embedded = model.embed_tokens.output.save()
+        arguments, _ = model.model.source.inputs_embeds_masked_scatter_0.inputs  # nnsight's own name for the call
+        expanded, flat = arguments[0].save(), arguments[1].save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    pad = model.embed_tokens._module(torch.tensor([pad_id]))[0]
+    assert torch.equal(ids[mask], torch.full((int(mask.sum()),), pad_id))  # image tokens are embedded as the pad
+    assert torch.equal(embedded[mask], pad.expand(int(mask.sum()), -1))
+    assert torch.equal(expanded, mask[..., None].expand_as(embedded))  # [batch, seq, hidden_size]
+    assert torch.equal(flat, features) and torch.equal(first[~mask], embedded[~mask])
+
+
+# -- the padded tower ------------------------------------------------------------------------------
+
+
+def test_the_pattern_is_zero_on_padded_keys_and_sums_to_one_over_real_ones(model):
+    attention = [layer.self_attn for layer in model.vision.layers]
+    with model.trace(prompt(model, TWO), images=TWO):
+        values = attention[0].attention_values.save()
+        scores = attention[0].attention_scores.save()
+        patterns = nnsight.save([attention[0].attention_probabilities])
+        heads = attention[0].attention_head_outputs.save()
+        patterns.append(attention[1].attention_probabilities.save())
+    real = real_rows(model, TWO)
+    assert torch.equal(scores.softmax(-1), patterns[0])
+    assert torch.equal(patterns[0] @ values, heads.transpose(1, 2))
+    for pattern in patterns:
+        for image in range(len(TWO)):
+            keep = real[image]
+            from_real = pattern[image][:, keep]  # [heads, real queries, keys]
+            assert torch.equal(from_real[..., ~keep], torch.zeros_like(from_real[..., ~keep]))
+            assert bool((from_real[..., keep] > 0).all())  # not causal: every real patch sees every real patch
+            torch.testing.assert_close(from_real[..., keep].sum(-1), torch.ones(from_real.shape[:2]), rtol=0, atol=1e-6)
+
+
+def test_padding_never_reaches_the_text_model(model):
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        real = model.vision.patch_mask.save()
+        clean_tower = model.vision.tower_output.save()
+        clean_features = model.vision.image_features.save()
+        clean = model.logits.save()
+    with model.trace(text, images=TWO):
+        patches = model.vision.patch_embeddings
+        noise = torch.randn(patches.shape, generator=torch.Generator().manual_seed(0)) * 100
+        model.vision.patch_embeddings = torch.where(real[..., None], patches, noise)
+        tower = model.vision.tower_output.save()
+        features = model.vision.image_features.save()
+        logits = model.logits.save()
+    assert not torch.equal(tower[~real], clean_tower[~real])  # the padded rows did change
+    assert torch.equal(tower[real], clean_tower[real])
+    assert torch.equal(features, clean_features) and torch.equal(logits, clean)
+
+
+def test_patch_embeddings_are_the_linear_projection_before_positions(model):
+    inputs = processed(model, TWO)
+    embedder = model._module.model.vision_tower.patch_embedder
+    with model.trace(prompt(model, TWO), images=TWO):
+        patches = model.vision.patch_embeddings.save()
+        embedded = model.vision.patch_embed.output.save()
+        first = model.vision.layers[0].layer_input.save()
+    pixels, positions = inputs["pixel_values"], inputs["image_position_ids"]
+    padded = (positions == -1).all(-1)
+    assert torch.equal(patches, torch.nn.functional.linear(2 * (pixels - 0.5), embedder.input_proj.weight))
+    table = embedder.position_embedding_table
+    where = positions.clamp(min=0)
+    expected_positions = (table[0][where[..., 0]] + table[1][where[..., 1]]).masked_fill(padded[..., None], 0.0)
+    assert torch.equal(embedded, patches + expected_positions)
+    assert torch.equal(first, embedded)
+    rows = patches[padded]  # the processor's zero patch, rescaled to -1 everywhere: one row, repeated
+    assert torch.equal(rows, rows[:1].expand_as(rows))
+    minus_ones = -torch.ones(pixels.shape[-1])
+    torch.testing.assert_close(rows[0], torch.nn.functional.linear(minus_ones, embedder.input_proj.weight))
+
+
+def test_what_the_projector_receives_is_the_pooled_real_patches(model):
+    inputs = processed(model, TWO)
+    with model.trace(prompt(model, TWO), images=TWO):
+        tower = model.vision.tower_output.save()
+        pooler = model.vision.pooler.output
+        pooled, kept = pooler[0].save(), pooler[1].save()
+        received = model.projector.input.save()
+    assert torch.equal(received, pooled[kept])
+    k, width = model.vision.pooling_kernel_size, model.vision.vision_hidden_size
+    expected = []
+    for image, positions in enumerate(inputs["image_position_ids"]):
+        real = (positions >= 0).all(-1)
+        columns, lines = int(positions[real, 0].max()) + 1, int(positions[real, 1].max()) + 1
+        grid = tower[image][real].reshape(lines // k, k, columns // k, k, width)  # raster order: x fastest
+        expected.append(grid.mean(dim=(1, 3)).reshape(-1, width) * math.sqrt(width))
+    torch.testing.assert_close(received, torch.cat(expected), rtol=1e-5, atol=1e-5)
+
+
+def test_image_grids_put_each_real_row_at_its_patch(model):
+    inputs = processed(model, TWO)
+    with model.trace(prompt(model, TWO), images=TWO):
+        tower = model.vision.tower_output.save()
+    grids = image_grids(tower, inputs["image_position_ids"])
+    patch = model.processor.image_processor.patch_size
+    for image, grid, positions in zip(range(2), grids, inputs["image_position_ids"]):
+        real = int((positions >= 0).all(-1).sum())
+        assert grid.shape[0] * grid.shape[1] == real and grid.shape[2:] == tower.shape[2:]
+        for row in (0, 1, real // 2, real - 1):
+            x, y = positions[row].tolist()
+            assert torch.equal(grid[y, x], tower[image, row])
+    assert [tuple(g.shape[:2]) for g in grids] == [(64 // patch, 64 // patch), (56 // patch, 72 // patch)]
+
+
+def test_tower_blocks_add_up_through_their_sandwich_norms(model):
+    block = model.vision.layers[1]
+    with model.trace(prompt(model, TWO), images=TWO):
+        layer_input = block.layer_input.save()
+        raw_attention = block.self_attn.output[0].save()
+        rest = nnsight.save([block.attention_output, block.mlp_output, block.layer_output])
+    attention, mlp, output = rest
+    assert torch.equal(layer_input + attention + mlp, output)
+    assert torch.equal(attention, block.post_attention_layernorm._module(raw_attention))
+
+
+# -- the text model --------------------------------------------------------------------------------
+
+
+def test_text_blocks_add_up_then_scale_by_their_layer_scalar(model):
+    blocks = list(model.layers)
+    with model.trace(prompt(model, ONE), images=ONE):
+        per_layer = blocks[0].per_layer_input.save()
+        values = nnsight.save([[b.layer_input, b.attention_output, b.mlp_output, b.per_layer_output, b.layer_output]
+                               for b in blocks])
+    for block, (layer_input, attention, mlp, per_layer_output, output) in zip(blocks, values):
+        scalar = block._module.layer_scalar
+        assert float(scalar) != 1.0
+        assert torch.equal((layer_input + attention + mlp + per_layer_output) * scalar, output)
+    config = model.config.text_config
+    assert per_layer.shape == (*values[0][0].shape[:2], config.hidden_size_per_layer_input)
+
+
+def test_kv_shared_blocks_attend_with_the_keys_and_values_of_their_producer(model):
+    config = model.config.text_config
+    first_shared = config.num_hidden_layers - config.num_kv_shared_layers
+    with model.trace(prompt(model, ONE), images=ONE):
+        keys, values = nnsight.save([]), nnsight.save([])
+        for index, layer in enumerate(model.layers):
+            keys.append(layer.self_attn.attention_keys.save())
+            values.append(layer.self_attn.attention_values.save())
+            if index == 0:
+                probabilities = layer.self_attn.attention_probabilities.save()
+    for index in range(first_shared, config.num_hidden_layers):
+        kind = config.layer_types[index]
+        producer = max(i for i in range(first_shared) if config.layer_types[i] == kind)
+        assert torch.equal(keys[index], keys[producer]) and torch.equal(values[index], values[producer])
+        assert not hasattr(model.layers[index].self_attn._module, "k_proj")
+    above = torch.ones(probabilities.shape[-2:], dtype=torch.bool).triu(1)
+    assert torch.equal(probabilities[..., above], torch.zeros_like(probabilities[..., above]))  # causal text
+
+
+def test_without_per_layer_inputs_the_branch_is_unavailable_and_the_block_adds_up(without_per_layer_inputs):
+    model = without_per_layer_inputs
+    block = model.layers[0]
+    for read in (lambda: block.per_layer_output, lambda: block.per_layer_input):
+        with pytest.raises(Unavailable, match=r"no per-layer inputs .*hidden_size_per_layer_input is 0"):
+            read()
+    assert "hidden_size_per_layer_input is 0" in model.support()["per_layer_output"][0]
+    with model.trace(prompt(model, ONE), images=ONE):
+        stream = nnsight.save([block.layer_input, block.attention_output, block.mlp_output, block.layer_output])
+    layer_input, attention, mlp, output = stream
+    assert torch.equal((layer_input + attention + mlp) * block._module.layer_scalar, output)
+
+
+# -- edits -----------------------------------------------------------------------------------------
+
+
+def test_an_ablation_reaches_the_logits_and_the_next_clean_run_is_identical(model):
+    text = prompt(model, ONE)
+    with model.trace(text, images=ONE):
+        clean = model.logits.save()
+    with model.trace(text, images=ONE):
+        model.vision.image_features[:] = 0
+        ablated = model.logits.save()
+    assert not torch.equal(ablated, clean)
+    with model.trace(text, images=ONE):
+        model.vision.layers[0].self_attn.attention_probabilities[:] = 0
+        silenced = model.logits.save()
+    assert not torch.equal(silenced, clean)
+    with model.trace(text, images=ONE):
+        again = model.logits.save()
+    assert torch.equal(again, clean)
+
+
+def test_patch_mask_is_read_only_and_read_first(model):
+    with pytest.raises(AttributeError, match="vision.patch_mask is read-only"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.vision.patch_mask = torch.zeros(1, fixed_rows(model), dtype=torch.bool)
+    with pytest.raises(OutOfOrderError, match=r"vision\.patch_mask"):
+        with model.trace(prompt(model, ONE), images=ONE):
+            model.vision.tower_output.save()
+            model.vision.patch_mask.save()
+
+
+# -- sizes and support -----------------------------------------------------------------------------
+
+
+def test_sizes(model):
+    vision, config = model.vision, model.config.vision_config
+    block = model._module.model.vision_tower.encoder.layers[0]
+    assert vision.num_layers == len(model._module.model.vision_tower.encoder.layers) == 2
+    assert vision.vision_hidden_size == block.self_attn.o_proj.linear.out_features
+    assert vision.num_heads == block.self_attn.q_proj.linear.out_features // block.self_attn.head_dim
+    assert vision.head_dim == block.self_attn.head_dim
+    assert vision.intermediate_size == block.mlp.gate_proj.linear.out_features
+    assert vision.patch_size ** 2 * 3 == model._module.model.vision_tower.patch_embedder.input_proj.in_features
+    assert vision.pooling_kernel_size == model.processor.image_processor.pooling_kernel_size == config.pooling_kernel_size
+    assert vision.patch_rows == fixed_rows(model) == processed(model, ONE)["pixel_values"].shape[1]
+    with pytest.raises(Unavailable, match=r"any resolution.*patch budget.*image_position_ids"):
+        vision.image_size
+    assert (model.num_layers, model.hidden_size) == (4, 32)
+
+
+def test_support_rows(model):
+    support = model.support()
+    for name in ("logits", "layer_input", "attention_output", "mlp_output", "layer_output", "per_layer_input",
+                 "per_layer_output", "self_attn.attention_probabilities", "self_attn.attention_keys",
+                 "vision.image_token_mask", "vision.image_features", "vision.patch_mask", "vision.patch_embeddings",
+                 "vision.tower_output", "vision.layer_output", "vision.attention_output",
+                 "vision.self_attn.attention_scores", "vision.self_attn.attention_probabilities",
+                 "vision.self_attn.attention_head_outputs"):
+        assert support[name] is None, name
+    tower = model.vision.support()
+    assert set(model.vision.support(layer=0)) == {
+        k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))
+    }
+
+
+def test_sdpa_says_why_the_pattern_is_unavailable(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("gemma4"), task="image-text-to-text", attn_implementation="sdpa")
+    rows = model.vision.support(layer=0)
+    assert "attn_implementation='eager'" in rows["self_attn.attention_probabilities"]
+    assert rows["self_attn.attention_keys"] is None
+    with pytest.raises(Unavailable, match=r"vision\.layers\[0\]\.self_attn\.attention_probabilities is unavailable"):
+        model.vision.layers[0].self_attn.attention_probabilities
+
+
+def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("gemma4"))
+    assert model.processor is None and model.vision.support() == {}
+    with pytest.raises(Unavailable, match=r"patch_rows is the processor's: .*task='image-text-to-text'"):
+        model.vision.patch_rows
+    for read in (lambda: model.vision.patch_mask, lambda: model.vision.image_features,
+                 lambda: model.vision.layers[0].self_attn.attention_probabilities):
+        with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+            read()
+
+
+def test_docstrings_say_how_padding_shows(model):
+    vision, block = type(model.vision), type(model.vision.layers[0])
+    attention = type(model.vision.layers[0].self_attn)
+    for value in (vision.patch_embeddings, vision.tower_output, block.layer_input, block.attention_output,
+                  block.mlp_output, block.layer_output):
+        assert "image_position_ids" in value.__doc__ and "padding" in value.__doc__, value.name
+    for value in (attention.attention_keys, attention.attention_probabilities):
+        assert "padded keys are masked" in value.__doc__, value.name
+
+
+# -- generation ------------------------------------------------------------------------------------
+
+
+def test_generation_runs_the_tower_once_and_matches_the_plain_model(model):
+    text = prompt(model, ONE)
+    steps = 3
+    config = model.config.text_config
+    first_shared = config.num_hidden_layers - config.num_kv_shared_layers
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        masks, features, shared = nnsight.save([]), nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[:]:
+            masks.append(model.vision.image_token_mask.save())
+            if step == 0:
+                pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
+                features.append(model.vision.image_features.save())
+                unshared = model.layers[first_shared - 1].layer_output.save()
+                shared.append(model.layers[first_shared].layer_input.save())
+    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
+        ids = tracer.result.save()
+    prompt_length = processed(model, ONE)["input_ids"].shape[1]
+    tokens = sum(soft_tokens(model, ONE))
+    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
+    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
+    assert pattern.shape[-1] == fixed_rows(model) and features[0].shape == (tokens, model.hidden_size)
+    # generate keeps one logit, so the kv-shared blocks see the prompt's last position only
+    assert unshared.shape[1] == prompt_length and shared[0].shape[1] == 1
+    assert torch.equal(shared[0], unshared[:, -1:])
+
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager")
+    expected = plain.generate(**processed(model, ONE), max_new_tokens=steps, min_new_tokens=steps, do_sample=False)
+    assert torch.equal(ids, expected)
+
+
+def test_show_lists_every_rewritten_forward_of_gemma4(capsys):
+    assert show(["gemma4"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [
+        "# rule gemma4.image-scatter",
+        "# rule gemma4.eager-attention",
+        "# rule gemma4.Gemma4TextAttention",
+        "# rule gemma4.Gemma4VisionAttention",
+    ]
+    for site in ("inputs_embeds_masked_scatter_0", "inputs_embeds_masked_scatter_2", "attention_interface_1"):
+        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
