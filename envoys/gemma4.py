@@ -40,11 +40,11 @@ from typing import Any
 import torch
 
 from .layouts import Hidden, Layout, Patches
-from .qwen import variable_resolution
 from .standard import Standard, child
-from .text import Layer, either, lacks, value
-from .values import Argument, EProperty, Field, First, Unavailable
-from .vision import VISION_ORDER, Vision, VisionAttention, no_images
+from .text import value
+from .sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, post_norm_output, sandwich_stream_values
+from .values import Argument, EProperty, Field, Unavailable
+from .vision import VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
 
 #: How the padded patch axis shows, said once for every tower value's docstring.
 PADDING = (
@@ -97,32 +97,6 @@ def documented(prop: EProperty, doc: str) -> EProperty:
 # -- Gemma's sandwich-normed block ----------------------------------------------------------------
 
 
-def sandwich_stream_values(layout: type, gate: Any = None, rows: str = "") -> tuple[EProperty, ...]:
-    """A sandwich-normed block's stream values: layer_input, attention_output, mlp_output, layer_output.
-
-    What the block adds to the stream is the output of ``post_attention_layernorm``
-    and of ``post_feedforward_layernorm`` (the norms after the attention and the
-    MLP). ``rows`` is appended to each docstring (how padding shows).
-    """
-    shape = layout.shape()
-    return (
-        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
-              either(gate, None), doc=f"The stream entering the block, ``{shape}``. {rows}".strip()),
-        value("attention_output", layout, "what the attention adds to the stream (after post_attention_layernorm)",
-              lambda block: f"{child(block, 'post_attention_layernorm').path}.output", None,
-              either(gate, lacks("post_attention_layernorm")),
-              doc=f"What the attention adds to the stream, ``{shape}``: the attention's output after "
-              f"``post_attention_layernorm`` (self_attn.output is before that norm). {rows}".strip()),
-        value("mlp_output", layout, "what the MLP adds to the stream (after post_feedforward_layernorm)",
-              lambda block: f"{child(block, 'post_feedforward_layernorm').path}.output", None,
-              either(gate, lacks("post_feedforward_layernorm")),
-              doc=f"What the MLP adds to the stream, ``{shape}``: the MLP's output after "
-              f"``post_feedforward_layernorm`` (mlp.output is before that norm). {rows}".strip()),
-        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None),
-              doc=f"The stream leaving the block, ``{shape}``. {rows}".strip()),
-    )
-
-
 # -- the tower ------------------------------------------------------------------------------------
 
 
@@ -166,6 +140,7 @@ class Gemma4VisionAttention(VisionAttention):
     queries' rows are computed too, and are as meaningless as the rows.
     """
 
+    attention_output = post_norm_output("attention_output", Patches, "attention", ATTENTION_POST_NORM, no_images)
     attention_queries = documented(VisionAttention.attention_queries, _INTERIOR_DOCS["attention_queries"])
     attention_keys = documented(VisionAttention.attention_keys, _INTERIOR_DOCS["attention_keys"])
     attention_values = documented(VisionAttention.attention_values, _INTERIOR_DOCS["attention_values"])
@@ -174,6 +149,13 @@ class Gemma4VisionAttention(VisionAttention):
         VisionAttention.attention_probabilities, _INTERIOR_DOCS["attention_probabilities"]
     )
     attention_head_outputs = documented(VisionAttention.attention_head_outputs, _INTERIOR_DOCS["attention_head_outputs"])
+
+
+class Gemma4VisionMlp(VisionMlp):
+    """A Gemma 4 tower block's MLP: ``mlp_output`` is what it adds to the stream, after
+    ``post_feedforward_layernorm``, the block's ``mlp_output``."""
+
+    mlp_output = post_norm_output("mlp_output", Patches, "MLP", MLP_POST_NORM, no_images)
 
 
 def no_patch_embedder(vision: Any) -> str | None:
@@ -279,7 +261,7 @@ def no_per_layer_input(block: Any) -> str | None:
     )
 
 
-class Gemma4TextLayer(Layer):
+class Gemma4TextLayer(SandwichLayer):
     """A Gemma 4 text block: sandwich-normed, with an optional per-layer input branch, scaled by ``layer_scalar``.
 
     ``attention_output`` and ``mlp_output`` are the outputs of
@@ -293,8 +275,6 @@ class Gemma4TextLayer(Layer):
     (without per-layer inputs the third term is absent). Each ``[batch, seq,
     hidden_size]``.
     """
-
-    layer_input, attention_output, mlp_output, layer_output = sandwich_stream_values(Hidden)
 
     per_layer_input = value(
         "per_layer_input", PerLayerInput, "the per-layer input this block receives", "input",

@@ -35,7 +35,6 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 from instrument import DriftError, compile_rule, install_all
 from rewrites import RULES
 
-from .bugs import TransformersBug
 from .families import Family, family_for
 from .standard import rows_over
 from .text_root import TextRoot

@@ -21,7 +21,7 @@ outputs are its ``attention_output`` and ``mlp_output`` (`RadioVisionLayer`).
 
 from __future__ import annotations
 
-from typing import Any
+
 
 import torch
 

@@ -1,4 +1,5 @@
-"""Sandwich-norm text blocks (Gemma 2, 3 and 4): each sublayer's output is normed again before it joins the stream.
+"""Sandwich-norm blocks (Gemma 2, 3 and 4, text and Gemma 4's tower): each sublayer's output is normed again
+before it joins the stream.
 
 Such a block computes::
 
@@ -7,13 +8,14 @@ Such a block computes::
 
 so what the attention adds to the stream is ``post_attention_layernorm``'s
 output, and what the MLP adds is ``post_feedforward_layernorm``'s, not the
-sublayers' own outputs. `SandwichLayer` serves ``attention_output`` and
-``mlp_output`` there, which keeps the block equality of every text block,
-``layer_input + attention_output + mlp_output == layer_output``, exact. The
-sublayers' own outputs, before their post-norms, stay at their native paths
+sublayers' own outputs. `sandwich_stream_values` serves ``attention_output``
+and ``mlp_output`` there, which keeps the block equality of every block,
+``layer_input + attention_output + mlp_output == layer_output``, exact (a
+block that adds more, Gemma 4's per-layer input, says so). The sublayers' own
+outputs, before their post-norms, stay at their native paths
 (``layers[i].self_attn.output``, ``layers[i].mlp.output``); the same values
-answer on the sublayers too (`SandwichAttention.attention_output`,
-`SandwichMlp.mlp_output`), as on every block.
+answer on the sublayers too (`post_norm_output`: `SandwichAttention`,
+`SandwichMlp`), as on every block.
 
 The MLP's pre-norm keeps its native name, ``pre_feedforward_layernorm``: the
 name ``post_attention_layernorm``, the MLP's pre-norm on other blocks, is this
@@ -23,50 +25,72 @@ child's own name.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from .layouts import Hidden
 from .standard import child
-from .text import Attention, Layer, Mlp, lacks, value
-from .values import First
+from .text import Attention, Layer, Mlp, either, lacks, value
+from .values import Argument, EProperty, First
 
 #: The norm after each sublayer, whose output is what the sublayer adds to the stream.
 ATTENTION_POST_NORM = "post_attention_layernorm"
 MLP_POST_NORM = "post_feedforward_layernorm"
+
+Gate = Callable[[Any], "str | None"] | None
+
+
+def _doc(text: str, layout: type, rows: str) -> str:
+    return f"{text}, ``{layout.shape()}``. {rows}".strip()
+
+
+def sandwich_stream_values(layout: type, gate: Gate = None, rows: str = "") -> tuple[EProperty, ...]:
+    """A sandwich-norm block's stream values in ``layout``: layer_input, attention_output, mlp_output, layer_output.
+
+    ``gate`` is checked before each value's own reason (a tower's `no_images`);
+    ``rows`` is added to each docstring (what a row is, how padding shows).
+    """
+    return (
+        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
+              either(gate, None), doc=_doc("The stream entering the block", layout, rows)),
+        value("attention_output", layout, "what the attention adds to the stream (after post_attention_layernorm)",
+              lambda block: f"{child(block, ATTENTION_POST_NORM).path}.output", First(),
+              either(gate, lacks(ATTENTION_POST_NORM)),
+              doc=_doc("What the attention adds to the stream: its output after ``post_attention_layernorm`` "
+                       "(``self_attn.output`` is before that norm)", layout, rows)),
+        value("mlp_output", layout, "what the MLP adds to the stream (after post_feedforward_layernorm)",
+              lambda block: f"{child(block, MLP_POST_NORM).path}.output", First(),
+              either(gate, lacks(MLP_POST_NORM)),
+              doc=_doc("What the MLP adds to the stream: its output after ``post_feedforward_layernorm`` "
+                       "(``mlp.output`` is before that norm)", layout, rows)),
+        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None),
+              doc=_doc("The stream leaving the block", layout, rows)),
+    )
+
+
+def post_norm_output(name: str, layout: type, what: str, norm: str, gate: Gate = None) -> EProperty:
+    """A sublayer's ``name`` value: what it adds to the stream, read at its block's post-norm ``norm``."""
+    return value(
+        name, layout, f"what the {what} adds to the stream (after {norm})",
+        lambda part: f"{child(part.parent, norm).path}.output", First(), either(gate, None),
+    )
 
 
 class SandwichLayer(Layer):
     """A sandwich-norm text block: ``layer_input + attention_output + mlp_output == layer_output``, each
     ``[batch, seq, hidden_size]``, where ``attention_output`` and ``mlp_output`` are the post-norms' outputs."""
 
-    attention_output = value(
-        "attention_output", Hidden, "what the attention adds to the stream (after post_attention_layernorm)",
-        lambda block: f"{child(block, ATTENTION_POST_NORM).path}.output", First(), lacks(ATTENTION_POST_NORM),
-    )
-    mlp_output = value(
-        "mlp_output", Hidden, "what the MLP adds to the stream (after post_feedforward_layernorm)",
-        lambda block: f"{child(block, MLP_POST_NORM).path}.output", First(), lacks(MLP_POST_NORM),
-    )
-
-
-def _post_norm(name: str) -> str:
-    """``name``'s output location, from a sublayer: its block's post-norm ``name``."""
-    return lambda part: f"{child(part.parent, name).path}.output"
+    layer_input, attention_output, mlp_output, layer_output = sandwich_stream_values(Hidden)
 
 
 class SandwichAttention(Attention):
     """A sandwich-norm block's attention: ``attention_output`` is what it adds to the stream, after
     ``post_attention_layernorm``, the block's ``attention_output``; the interior is `Attention`'s."""
 
-    attention_output = value(
-        "attention_output", Hidden, "what the attention adds to the stream (after post_attention_layernorm)",
-        _post_norm(ATTENTION_POST_NORM), First(),
-    )
+    attention_output = post_norm_output("attention_output", Hidden, "attention", ATTENTION_POST_NORM)
 
 
 class SandwichMlp(Mlp):
     """A sandwich-norm block's MLP: ``mlp_output`` is what it adds to the stream, after
     ``post_feedforward_layernorm``, the block's ``mlp_output``."""
 
-    mlp_output = value(
-        "mlp_output", Hidden, "what the MLP adds to the stream (after post_feedforward_layernorm)",
-        _post_norm(MLP_POST_NORM), First(),
-    )
+    mlp_output = post_norm_output("mlp_output", Hidden, "MLP", MLP_POST_NORM)

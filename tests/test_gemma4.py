@@ -363,7 +363,7 @@ def test_support_rows(model):
         assert support[name] is None, name
     tower = model.vision.support()
     assert set(model.vision.support(layer=0)) == {
-        k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn."))
+        k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))
     }
 
 

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.sandwich import SandwichLayer
 from envoys.standard import child
 from envoys.tiny import NAMES, chat_prompt, noise_image
 
@@ -47,7 +46,7 @@ def block_with(model, *parts: str) -> int | None:
 def mlp_norm(block) -> str:
     """The name of the norm before a block's MLP: post_attention_layernorm, but on a sandwich-norm block (Gemma)
     that name is the norm after the attention, so its MLP's pre-norm keeps its own name."""
-    return "pre_feedforward_layernorm" if isinstance(block, SandwichLayer) else "post_attention_layernorm"
+    return "pre_feedforward_layernorm" if child(block, "pre_feedforward_layernorm") else "post_attention_layernorm"
 
 
 def test_sizes_are_the_text_configs(model):
@@ -77,15 +76,19 @@ def test_pre_norms_feed_the_attention_and_the_mlp(model):
 def test_the_inputs_are_the_processors_and_the_embeddings(model):
     given = inputs(model)
     with model.trace(prompt(model), images=IMAGES) as tracer:
+        images = model.vision.image_token_mask.save()
         ids = model.input_ids.save()
         mask = model.attention_mask.save()
         size = nnsight.save(model.input_size)
+        received = first_argument(model.embed_tokens.inputs).save()
         embeddings = model.token_embeddings.save()
         tracer.stop()
     assert torch.equal(ids, given["input_ids"]) and torch.equal(mask, given["attention_mask"])
     assert tuple(size) == tuple(given["input_ids"].shape)
+    # The embedding receives the prompt's ids, but at the image tokens a family may embed another id (Gemma 4, the pad).
+    assert torch.equal(received[~images], given["input_ids"][~images])
     with torch.no_grad():
-        assert torch.equal(embeddings, model.embed_tokens._module(given["input_ids"]))
+        assert torch.equal(embeddings, model.embed_tokens._module(received))
 
 
 def test_writing_token_embeddings_changes_the_logits(model):

@@ -30,16 +30,19 @@ from __future__ import annotations
 
 from transformers.models.gemma4.modeling_gemma4 import (
     Gemma4Model,
+    Gemma4TextAttention,
     Gemma4TextDecoderLayer,
+    Gemma4TextMLP,
     Gemma4VisionAttention,
     Gemma4VisionEncoderLayer,
     Gemma4VisionMLP,
     Gemma4VisionModel,
 )
 
-from ..gemma4 import Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer
+from ..gemma4 import Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
 from ..gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
-from ..vision import ImageScatter, VisionMlp
+from ..sandwich import SandwichAttention, SandwichMlp
+from ..vision import ImageScatter
 from . import Family
 
 RENAME = {
@@ -55,10 +58,12 @@ RENAME = {
 ENVOYS = {
     Gemma4Model: ImageScatter,
     Gemma4TextDecoderLayer: Gemma4TextLayer,
+    Gemma4TextAttention: SandwichAttention,
+    Gemma4TextMLP: SandwichMlp,
     Gemma4VisionModel: Gemma4Vision,
     Gemma4VisionEncoderLayer: Gemma4VisionLayer,
     Gemma4VisionAttention: Gemma4VisionAttentionEnvoy,
-    Gemma4VisionMLP: VisionMlp,
+    Gemma4VisionMLP: Gemma4VisionMlp,
 }
 
 FAMILY = Family("gemma4", RENAME, ENVOYS, "model.language_model.layers")

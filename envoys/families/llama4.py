@@ -41,7 +41,6 @@ import textwrap
 import typing
 from typing import Any
 
-import torch
 from transformers.models.llama4 import modeling_llama4
 from transformers.models.llama4.modeling_llama4 import (
     Llama4TextDecoderLayer,
