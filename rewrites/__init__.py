@@ -6,10 +6,10 @@ gathers them. One rule per target forward.
 
 from instrument import Rule
 
-from . import attention, deepstack, image_scatter, qwen_vit_attention, qwen_vit_windows
+from . import attention, deepstack, deltanet, image_scatter, qwen_vit_attention, qwen_vit_windows
 
 #: Every rule, by concern.
-RULES: tuple[Rule, ...] = (*image_scatter.RULES, *qwen_vit_attention.RULES, *qwen_vit_windows.RULES, *deepstack.RULES, *attention.RULES)
+RULES: tuple[Rule, ...] = (*image_scatter.RULES, *qwen_vit_attention.RULES, *qwen_vit_windows.RULES, *deepstack.RULES, *attention.RULES, *deltanet.RULES)
 
 
 def rule_named(name: str) -> Rule:
