@@ -4,14 +4,18 @@
 (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video). The text
 model's ``layer_types`` mix ``linear_attention`` blocks (a gated DeltaNet,
 ``linear_attn``) and ``full_attention`` blocks (``self_attn``, output-gated):
-every block is a `HybridLayer`, whose attention values are Unavailable on the
-blocks without ``self_attn`` (``support()`` gives the reason per block).
+every block is a `DeltaNetHybridLayer`, whose attention values are Unavailable
+on the blocks without ``self_attn`` and whose DeltaNet values
+(``linear_attn.linear_attention_*``, `GatedDeltaNet`, read at the gated delta
+rule kernel call) are Unavailable on the blocks without ``linear_attn``
+(``support()`` gives the reason per block).
 """
 
 from __future__ import annotations
 
 from transformers.models.qwen3_5.modeling_qwen3_5 import (
     Qwen3_5DecoderLayer,
+    Qwen3_5GatedDeltaNet,
     Qwen3_5Model,
     Qwen3_5VisionAttention,
     Qwen3_5VisionBlock,
@@ -19,7 +23,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
     Qwen3_5VisionModel,
 )
 
-from ..hybrid import HybridLayer
+from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..qwen import QwenVision, QwenVisionAttention
 from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
@@ -29,7 +33,8 @@ RENAME = dict(QWEN3_VL_RENAME)
 
 ENVOYS = {
     Qwen3_5Model: ImageScatter,
-    Qwen3_5DecoderLayer: HybridLayer,
+    Qwen3_5DecoderLayer: DeltaNetHybridLayer,
+    Qwen3_5GatedDeltaNet: GatedDeltaNet,
     Qwen3_5VisionModel: QwenVision,
     Qwen3_5VisionBlock: VisionLayer,
     Qwen3_5VisionAttention: QwenVisionAttention,
