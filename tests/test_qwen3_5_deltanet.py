@@ -221,6 +221,19 @@ def test_zeroing_betas_or_values_empties_the_state_and_changes_the_logits(model,
     assert torch.equal(again[0], before) and torch.equal(again[1], logits)
 
 
+def test_an_in_place_edit_reaches_the_kernel(model, text):
+    layer = deltanet_blocks(model)[0]
+    before, _ = clean(model, text, layer)
+    deltanet = model.layers[layer].linear_attn
+    with model.trace(text, images=ONE):
+        deltanet.linear_attention_betas[:] = 0
+        values = read_all(deltanet)
+        output = deltanet.output.save()
+    assert torch.equal(values["head_outputs"], torch.zeros_like(values["head_outputs"]))
+    assert torch.equal(values["state"], torch.zeros_like(values["state"]))
+    assert not torch.equal(output, before)
+
+
 def test_writing_head_outputs_and_decays_reaches_the_block(model, text):
     layer = deltanet_blocks(model)[1]
     before, logits = clean(model, text, layer)
@@ -323,6 +336,17 @@ def test_without_a_cache_every_step_runs_the_chunk_call_and_there_is_no_state(mo
                                           r"\(use_cache=False\), so it asks the kernel for no final state"):
         with model.trace(text, images=ONE, use_cache=False):
             deltanet.linear_attention_state
+
+
+def test_without_the_rule_the_values_say_why(tiny_checkpoint, monkeypatch):
+    import envoys.model
+
+    monkeypatch.setattr(envoys.model, "RULES", tuple(r for r in envoys.model.RULES if r.name != "qwen3_5.gated-deltanet"))
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_5"), task="image-text-to-text")
+    reason = model.layers[0].support()["linear_attn.linear_attention_queries"]
+    assert reason.startswith("no rewrite rule exposes torch_chunk_gated_delta_rule_0 in Qwen3_5GatedDeltaNet.forward")
+    with pytest.raises(Unavailable, match=r"layers\[0\]\.linear_attn\.linear_attention_betas is unavailable: no rewrite"):
+        model.layers[0].linear_attn.linear_attention_betas
 
 
 def test_a_config_without_a_cache_says_so_in_support(model, monkeypatch):
