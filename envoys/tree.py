@@ -17,7 +17,7 @@ from nnsight import Envoy
 from .values import standard_values
 
 ROOT_NAMES = ("embed_tokens", "layers", "norm", "lm_head", "vision", "projector")
-BLOCK_PARTS = ("self_attn", "mlp")
+BLOCK_PARTS = ("self_attn", "linear_attn", "mlp")
 
 
 def module_line(module: torch.nn.Module) -> str:

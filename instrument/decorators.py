@@ -27,6 +27,7 @@ KNOWN: dict[str, str] = {
     "transformers.utils.generic:merge_with_config_defaults": "func",
     "transformers.utils.output_capturing:capture_outputs": "func",
     "transformers.utils.deprecation:deprecate_kwarg": "func",
+    "transformers.integrations.accelerate:force_accelerate_hooks": "forward_func",
     # Every GradientCheckpointingLayer subclass's forward is wrapped when the class is made.
     "transformers.modeling_layers:GradientCheckpointingLayer.__init_subclass__": "forward",
 }

@@ -6,7 +6,7 @@ gathers them. One rule per target forward.
 
 from instrument import Rule
 
-from . import attention, deepstack, image_scatter, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention
+from . import attention, deepstack, deltanet, image_scatter, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention
 
 #: Every rule, by concern.
 RULES: tuple[Rule, ...] = (
@@ -16,6 +16,7 @@ RULES: tuple[Rule, ...] = (
     *radio_attention.RULES,
     *deepstack.RULES,
     *llama4_feed_forward.RULES,
+    *deltanet.RULES,
     *attention.RULES,
 )
 

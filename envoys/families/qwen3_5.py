@@ -4,9 +4,12 @@
 (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video). The text
 model's ``layer_types`` mix ``linear_attention`` blocks (a gated DeltaNet,
 ``linear_attn``) and ``full_attention`` blocks (``self_attn``, output-gated):
-every block is a `HybridLayer`, whose attention values are Unavailable on the
-blocks without ``self_attn`` (``support()`` gives the reason per block). A
-checkpoint of the text model alone (``qwen3_5_text``, ``Qwen3_5ForCausalLM``)
+every block is a `DeltaNetHybridLayer`, whose attention values are Unavailable
+on the blocks without ``self_attn`` and whose DeltaNet values
+(``linear_attn.linear_attention_*``, `GatedDeltaNet`, read at the gated delta
+rule kernel call) are Unavailable on the blocks without ``linear_attn``
+(``support()`` gives the reason per block).
+A checkpoint of the text model alone (``qwen3_5_text``, ``Qwen3_5ForCausalLM``)
 loads with the same text names.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from transformers.models.qwen3_5.modeling_qwen3_5 import (
     Qwen3_5DecoderLayer,
+    Qwen3_5GatedDeltaNet,
     Qwen3_5Model,
     Qwen3_5VisionAttention,
     Qwen3_5VisionBlock,
@@ -21,7 +25,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
     Qwen3_5VisionModel,
 )
 
-from ..hybrid import HybridLayer
+from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..qwen import QwenVision, QwenVisionAttention
 from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
@@ -31,7 +35,8 @@ RENAME = dict(QWEN3_VL_RENAME)
 
 ENVOYS = {
     Qwen3_5Model: ImageScatter,
-    Qwen3_5DecoderLayer: HybridLayer,
+    Qwen3_5DecoderLayer: DeltaNetHybridLayer,
+    Qwen3_5GatedDeltaNet: GatedDeltaNet,
     Qwen3_5VisionModel: QwenVision,
     Qwen3_5VisionBlock: VisionLayer,
     Qwen3_5VisionAttention: QwenVisionAttention,

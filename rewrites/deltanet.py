@@ -1,0 +1,41 @@
+"""Gated DeltaNet: the kernel call of a linear-attention block (Qwen3.5's ``linear_attn``).
+
+The forward projects and convolves the block's input into queries, keys and
+values (``[batch, seq, heads, head_dim]``), computes the decays
+(``g = -exp(A_log) * softplus(a + dt_bias)``) and betas (``sigmoid(b)``),
+``[batch, seq, value_heads]``, and calls one gated-delta-rule kernel with
+``(query, key, value, g=, beta=, initial_state=, output_final_state=, ...)``,
+returning ``(output [batch, seq, value_heads, value_head_dim], final state
+[batch, value_heads, key_head_dim, value_head_dim] or None)``:
+
+- ``torch_chunk_gated_delta_rule_0``: the chunked kernel, on a forward that
+  does not continue a cached state with one token (a prompt pass; every step
+  of a generation without a cache);
+- ``torch_recurrent_gated_delta_rule_0``: the per-token kernel, on a
+  single-token forward against the cached state (a decode step).
+
+One of the two runs per forward. The final state is asked for only when the
+forward has a cache (``output_final_state=cache is not None``).
+"""
+
+from instrument import Rule
+
+CHUNK_SITE = "torch_chunk_gated_delta_rule_0"
+RECURRENT_SITE = "torch_recurrent_gated_delta_rule_0"
+
+SITES = {
+    "torch_chunk_gated_delta_rule": (CHUNK_SITE,),
+    "torch_recurrent_gated_delta_rule": (RECURRENT_SITE,),
+}
+
+
+def _deltanet(model_type: str, target: str) -> Rule:
+    return Rule(
+        f"{model_type}.gated-deltanet", target, SITES, (model_type,),
+        "the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out",
+    )
+
+
+RULES = (
+    _deltanet("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5GatedDeltaNet.forward"),
+)
