@@ -39,9 +39,9 @@ def test_it_loads_as_the_causal_lm_with_the_text_names(model, text_checkpoint):
     config = json.loads((text_checkpoint / "config.json").read_text())
     assert model.family.text_only and config["model_type"] in model.family.text_model_types
     assert type(model._module) is AutoModelForCausalLM._model_mapping[type(model.config)]
-    assert model.num_layers == config["num_hidden_layers"] and model.hidden_size == config["hidden_size"]
+    assert model.num_layers == model.config.num_hidden_layers and model.hidden_size == config["hidden_size"]
     assert [layer._module for layer in model.layers] == list(model._module.model.layers)
-    assert model.embed_tokens._module is model._module.model.embed_tokens and model.norm._module is model._module.model.norm
+    assert model.embed_tokens._module is model._module.get_input_embeddings()
 
 
 def test_it_computes_what_the_plain_causal_lm_computes(model, text_checkpoint):
@@ -50,11 +50,14 @@ def test_it_computes_what_the_plain_causal_lm_computes(model, text_checkpoint):
     with model.trace(TEXT):
         embeddings = model.token_embeddings.save()
         first = model.layers[0].layer_input.save()
+        normed = model.norm.output.save()
+        head_input = model.lm_head.input.save()
         logits = model.logits.save()
     with torch.no_grad():
         expected = plain(**ids).logits
     assert torch.equal(logits, expected)
     assert torch.equal(first, embeddings)
+    assert torch.equal(head_input, normed)  # ``norm`` is the final norm: what the head receives
 
 
 def test_the_vision_side_says_why_it_is_absent(model):

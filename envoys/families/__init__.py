@@ -25,8 +25,8 @@ from ..bugs import KnownBug
 from ..text import Attention, Layer, Mlp, TextModel
 
 
-#: The text model's standard names in a checkpoint saved from the text model alone (a ``*ForCausalLM``).
-TEXT_ONLY_RENAME = {"model.embed_tokens": "embed_tokens", "model.layers": "layers", "model.norm": "norm"}
+#: Where a causal LM (a checkpoint of a text model alone) holds its text model.
+CAUSAL_LM_BASE = "model"
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,17 @@ class Family:
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
 
     def for_text_model(self) -> "Family":
-        """This family for a checkpoint of its text model alone: the text model's names at the top of the tree.
+        """This family for a checkpoint of its text model alone (a causal LM): its text names moved to the top.
 
-        The wrapper's own keys match nothing there; the ones relative to a
-        block (a family's spelling of a norm or an MLP) still apply.
+        The wrapper's keys under the text model's path (``model.language_model.layers``)
+        are moved to the causal LM's (``model.layers``); the keys relative to a
+        block (a family's spelling of a norm or an MLP) apply as they are.
         """
-        return replace(self, rename={**self.rename, **TEXT_ONLY_RENAME}, text_layers="model.layers",
-                       root_scatter=None, text_only=True)
+        prefix = self.text_layers.rpartition(".")[0] + "."
+        moved = {f"{CAUSAL_LM_BASE}.{key[len(prefix):]}": name for key, name in self.rename.items()
+                 if isinstance(key, str) and key.startswith(prefix)}
+        return replace(self, rename={**self.rename, **moved}, text_layers=f"{CAUSAL_LM_BASE}.layers",
+                       root_scatter=None, logits_at="", forward_bug=None, text_only=True)
 
     def rename_for(self, config: Any) -> dict[str | type, str]:
         """The ``rename=`` for one checkpoint of this family."""

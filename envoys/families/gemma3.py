@@ -60,4 +60,4 @@ ENVOYS = {
     SiglipMLP: VisionMlp,
 }
 
-FAMILY = Family("gemma3", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("gemma3", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma3_text",))

@@ -66,4 +66,4 @@ ENVOYS = {
     Gemma4VisionMLP: Gemma4VisionMlp,
 }
 
-FAMILY = Family("gemma4", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("gemma4", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma4_text",))

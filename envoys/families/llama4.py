@@ -268,4 +268,5 @@ FAMILY = Family(
     root_scatter="inputs_embeds_masked_scatter_0",
     logits_at="language_model",
     forward_bug=IMAGE_OUTPUTS_BUG,
+    text_model_types=("llama4_text",),
 )

@@ -92,10 +92,10 @@ ENVOYS = {
 def plain_mlp_blocks(config: Any) -> dict[Any, str]:
     """``mlp`` for the MLP blocks of a stack that has them; not otherwise, since each mixture of experts holds one
     MLP (its shared expert), which would be aliased ``mlp`` inside it too."""
-    return {NemotronHMLP: "mlp"} if "mlp" in config.text_config.layers_block_type else {}
+    return {NemotronHMLP: "mlp"} if "mlp" in config.get_text_config().layers_block_type else {}
 
 
 FAMILY = Family(
     "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
-    root_scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks,
+    root_scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",),
 )

@@ -98,8 +98,9 @@ def build_checkpoint(name: str, directory: str | os.PathLike[str], seed: int = 0
 def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: int = 0) -> Path:
     """Save the text model of the tiny checkpoint `name` alone, as the causal LM transformers has for it, with its tokenizer.
 
-    The weights are the full checkpoint's (same `seed`): its decoder and its
-    head, so the text model alone computes what the wrapper computes on text.
+    The weights are the full checkpoint's (same `seed`): its text model (the
+    module of the causal LM's base-model class) and its head, so the text model
+    alone computes what the wrapper computes on text.
     Raises ValueError when transformers has no causal LM for the text model's config.
     """
     model, processor = build(name, seed)
@@ -108,8 +109,13 @@ def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: in
         causal = AutoModelForCausalLM.from_config(text_config)
     except ValueError as error:
         raise ValueError(f"transformers has no causal LM for {name}'s text model ({text_config.model_type})") from error
-    causal.model.load_state_dict(model.get_decoder().state_dict())
-    causal.lm_head.load_state_dict(model.lm_head.state_dict())
+    nested = next((m for m in model.modules() if type(m) is type(causal)), None)
+    if nested is not None:  # the wrapper holds the causal LM whole (Llama 4, Nemotron-H Omni)
+        causal.load_state_dict(nested.state_dict())
+    else:
+        decoder = next(m for m in model.modules() if type(m) is type(causal.base_model))
+        causal.base_model.load_state_dict(decoder.state_dict())
+        causal.get_output_embeddings().load_state_dict(model.get_output_embeddings().state_dict())
     causal = causal.to(torch.float32).eval()
     return _save(causal, processor.tokenizer, directory)
 
