@@ -22,6 +22,7 @@ from transformers import (
 )
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
+from .sizes import text_sizes
 from .tokenizer import WORDS, word_level_tokenizer
 
 IMAGE_SIZE = 32
@@ -106,22 +107,13 @@ def build_gemma3() -> tuple[Gemma3ForConditionalGeneration, Gemma3Processor]:
         patch_size=PATCH_SIZE,
         vision_use_head=False,
     )
-    text = Gemma3TextConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+    text = Gemma3TextConfig(**text_sizes(
+        tokenizer,
         head_dim=16,
         query_pre_attn_scalar=16,
         sliding_window=16,
         layer_types=["sliding_attention", "full_attention"],
-        max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    ))
     config = Gemma3Config(
         vision_config=vision,
         text_config=text,

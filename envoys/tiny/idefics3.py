@@ -36,6 +36,7 @@ from transformers import (
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 from transformers.models.smolvlm.configuration_smolvlm import SmolVLMVisionConfig
 
+from .sizes import text_sizes
 from .tokenizer import WORDS, word_level_tokenizer
 
 TILE = 32
@@ -88,18 +89,11 @@ def _configs(tokenizer: TokenizersBackend, start: str, vision_config: type) -> d
         image_size=TILE,
         patch_size=PATCH,
     )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+    text = LlamaConfig(**text_sizes(
+        tokenizer,
         max_position_embeddings=1024,
         bos_token_id=tokenizer.convert_tokens_to_ids(start),
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    ))
     return {
         "vision_config": vision,
         "text_config": text,

@@ -22,6 +22,7 @@ from transformers import (
     TokenizersBackend,
 )
 
+from .sizes import text_sizes
 from .tokenizer import word_level_tokenizer
 
 IMAGE_SIZE = 32
@@ -100,19 +101,11 @@ def build_llava_siglip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]
         patch_size=PATCH_SIZE,
         vision_use_head=False,
     )
-    text = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
+    text = Qwen2Config(**text_sizes(
+        tokenizer,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    ))
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,
@@ -161,18 +154,7 @@ def build_llava_clip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
         patch_size=PATCH_SIZE,
         projection_dim=32,
     )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    text = LlamaConfig(**text_sizes(tokenizer, num_key_value_heads=2))
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,

@@ -20,6 +20,7 @@ from transformers import (
     TokenizersBackend,
 )
 
+from .sizes import text_sizes
 from .tokenizer import word_level_tokenizer
 
 TILE_SIZE = 32
@@ -87,20 +88,7 @@ def build_llava_next() -> tuple[LlavaNextForConditionalGeneration, LlavaNextProc
         patch_size=PATCH_SIZE,
         projection_dim=32,
     )
-    text = MistralConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=512,
-        sliding_window=None,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    text = MistralConfig(**text_sizes(tokenizer, head_dim=16, sliding_window=None))
     config = LlavaNextConfig(
         vision_config=vision,
         text_config=text,

@@ -27,6 +27,7 @@ from transformers import (
     TokenizersBackend,
 )
 
+from .sizes import text_sizes
 from .tokenizer import word_level_tokenizer
 
 PATCH_SIZE = 4
@@ -85,21 +86,13 @@ def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor
         image_size=LONGEST_EDGE,
         hidden_act="silu",
     )
-    text = MistralConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+    text = MistralConfig(**text_sizes(
+        tokenizer,
         head_dim=16,
         max_position_embeddings=1024,
         sliding_window=None,
         tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    ))
     config = Mistral3Config(
         vision_config=vision,
         text_config=text,

@@ -37,6 +37,7 @@ from transformers import (
     TokenizersBackend,
 )
 
+from .sizes import text_sizes
 from .tokenizer import byte_level_tokenizer, word_level_tokenizer
 
 MERGE = 2
@@ -90,21 +91,13 @@ def _token_ids(tokenizer: TokenizersBackend) -> dict[str, int]:
 
 
 def _text(tokenizer: TokenizersBackend, **overrides: object) -> dict[str, object]:
-    """Text config fields shared by the four families: width 32, 2 layers, 2/1 heads."""
-    fields: dict[str, object] = {
-        "vocab_size": len(tokenizer),
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "max_position_embeddings": 1024,
-        "bos_token_id": tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
-    fields.update(overrides)
-    return fields
+    """Text config fields shared by the four families: `text_sizes` with 1024 positions, ``<|endoftext|>`` as BOS."""
+    return text_sizes(
+        tokenizer,
+        max_position_embeddings=1024,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        **overrides,
+    )
 
 
 def _pixels(patch: int) -> dict[str, int]:
