@@ -77,3 +77,19 @@ def test_asking_for_images_is_refused_before_loading(text_checkpoint):
 def test_the_refusal_of_an_unknown_model_type_names_the_text_models():
     with pytest.raises(ValueError, match=r"and their text models saved alone: .*qwen3_5_text"):
         family_for("no_such_model")
+
+
+def test_the_text_surface_answers_as_on_the_wrapper(model):
+    last = model.num_layers - 1
+    with model.trace(TEXT) as tracer:
+        ids = model.input_ids.save()
+        entering = model.layers_input[last].save()
+        model.skip_layer(last)
+        final = model.norm.input.save()
+        probabilities = model.next_token_probs.save()
+        logits = model.logits.save()
+        tracer.stop()
+    assert torch.equal(ids, model.tokenizer(TEXT, return_tensors="pt")["input_ids"])
+    assert torch.equal(final, entering)  # the skipped last block passed its input on
+    assert torch.equal(probabilities, logits[:, -1].softmax(-1))
+    assert model.num_heads == model.config.get_text_config().num_attention_heads
