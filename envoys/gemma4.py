@@ -42,7 +42,7 @@ import torch
 from .layouts import Hidden, Layout, Patches
 from .standard import Standard, child
 from .text import value
-from .sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, post_norm_output, sandwich_stream_values
+from .sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, SandwichNorms, post_norm_output, sandwich_stream_values
 from .values import Argument, EProperty, Field, Unavailable
 from .vision import VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
 
@@ -100,7 +100,7 @@ def documented(prop: EProperty, doc: str) -> EProperty:
 # -- the tower ------------------------------------------------------------------------------------
 
 
-class Gemma4VisionLayer(Standard):
+class Gemma4VisionLayer(SandwichNorms, Standard):
     """A Gemma 4 tower block, sandwich-normed: ``layer_input + attention_output + mlp_output == layer_output``.
 
     Every value is ``[images, patches, vision_hidden_size]`` over the padded

@@ -17,10 +17,13 @@ outputs, before their post-norms, stay at their native paths
 answer on the sublayers too (`post_norm_output`: `SandwichAttention`,
 `SandwichMlp`), as on every block.
 
-The MLP's pre-norm keeps its native name, ``pre_feedforward_layernorm``: the
-name ``post_attention_layernorm``, the MLP's pre-norm on other blocks, is this
-block's norm of the attention's output, and nnsight binds no alias over a
-child's own name.
+The norms answer to the names they have on every block (`SandwichNorms`):
+``input_layernorm`` before the attention and ``post_attention_layernorm``
+before the MLP (the block's own ``pre_feedforward_layernorm``), so
+``post_attention_layernorm.output`` is what the MLP receives here too. The
+block's own ``post_attention_layernorm``, its norm of the attention's output,
+answers to ``attention_output_norm``, and ``post_feedforward_layernorm``, its
+norm of the MLP's output, to ``mlp_output_norm``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,45 @@ ATTENTION_POST_NORM = "post_attention_layernorm"
 MLP_POST_NORM = "post_feedforward_layernorm"
 
 Gate = Callable[[Any], "str | None"] | None
+
+
+class _MlpPreNorm:
+    """``block.post_attention_layernorm`` on a sandwich block: the norm before its MLP, ``pre_feedforward_layernorm``.
+
+    nnsight binds each child envoy under its native name with a plain
+    attribute write; this data descriptor keeps that binding in the envoy's
+    ``__dict__`` (where `child` and nnsight's own lookups find the native
+    module) and answers the attribute with the MLP's pre-norm, the standard meaning.
+    """
+
+    def __get__(self, block: Any, owner: Any = None) -> Any:
+        if block is None:
+            return self
+        return child(block, "pre_feedforward_layernorm")
+
+    def __set__(self, block: Any, envoy: Any) -> None:
+        block.__dict__[ATTENTION_POST_NORM] = envoy
+
+
+class SandwichNorms:
+    """A sandwich block's norms under the names every block has (a mixin for a block's envoy).
+
+    ``input_layernorm`` (native) is what the attention receives, ``post_attention_layernorm``
+    what the MLP receives (the native ``pre_feedforward_layernorm``); the norms after
+    the sublayers are ``attention_output_norm`` and ``mlp_output_norm``.
+    """
+
+    post_attention_layernorm = _MlpPreNorm()
+
+    @property
+    def attention_output_norm(self) -> Any:
+        """The norm of the attention's output (the block's own ``post_attention_layernorm``): its output is ``attention_output``."""
+        return child(self, ATTENTION_POST_NORM)
+
+    @property
+    def mlp_output_norm(self) -> Any:
+        """The norm of the MLP's output (``post_feedforward_layernorm``): its output is ``mlp_output``."""
+        return child(self, MLP_POST_NORM)
 
 
 def _doc(text: str, layout: type, rows: str) -> str:
@@ -75,7 +117,7 @@ def post_norm_output(name: str, layout: type, what: str, norm: str, gate: Gate =
     )
 
 
-class SandwichLayer(Layer):
+class SandwichLayer(SandwichNorms, Layer):
     """A sandwich-norm text block: ``layer_input + attention_output + mlp_output == layer_output``, each
     ``[batch, seq, hidden_size]``, where ``attention_output`` and ``mlp_output`` are the post-norms' outputs."""
 

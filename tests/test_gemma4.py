@@ -251,7 +251,7 @@ def test_tower_blocks_add_up_through_their_sandwich_norms(model):
         rest = nnsight.save([block.attention_output, block.mlp_output, block.layer_output])
     attention, mlp, output = rest
     assert torch.equal(layer_input + attention + mlp, output)
-    assert torch.equal(attention, block.post_attention_layernorm._module(raw_attention))
+    assert torch.equal(attention, block.attention_output_norm._module(raw_attention))
 
 
 # -- the text model --------------------------------------------------------------------------------

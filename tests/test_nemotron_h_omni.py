@@ -396,6 +396,19 @@ def test_a_value_a_block_lacks_is_unavailable_with_the_reason(model):
         model.layers[moe].attention_output
 
 
+def test_the_one_norm_answers_to_the_pre_norm_name_of_its_sublayer(model):
+    blocks = kinds(model)
+    mamba, moe, attention = (blocks.index(k) for k in ("linear_attention", "moe", "full_attention"))
+    native = model._module.language_model.model.layers
+    assert model.layers[attention].input_layernorm._module is native[attention].norm
+    assert model.layers[moe].post_attention_layernorm._module is native[moe].norm
+    with pytest.raises(Unavailable, match=rf"layers\[{attention}\] holds no MLP: .*before its sublayer, softmax attention"):
+        model.layers[attention].post_attention_layernorm
+    with pytest.raises(Unavailable, match=rf"layers\[{mamba}\] holds no softmax attention: .*layers\[{mamba}\]\.norm, "
+                                          r"which here comes before its sublayer, a Mamba2"):
+        model.layers[mamba].input_layernorm
+
+
 def test_support_rows_and_reasons(model):
     blocks = kinds(model)
     support = model.support()

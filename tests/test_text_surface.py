@@ -43,12 +43,6 @@ def block_with(model, *parts: str) -> int | None:
     return next((i for i, block in enumerate(model.layers) if all(child(block, part) for part in parts)), None)
 
 
-def mlp_norm(block) -> str:
-    """The name of the norm before a block's MLP: post_attention_layernorm, but on a sandwich-norm block (Gemma)
-    that name is the norm after the attention, so its MLP's pre-norm keeps its own name."""
-    return "pre_feedforward_layernorm" if child(block, "pre_feedforward_layernorm") else "post_attention_layernorm"
-
-
 def test_sizes_are_the_text_configs(model):
     text = model.config.get_text_config()
     assert (model.num_layers, model.hidden_size, model.vocab_size) == (
@@ -59,18 +53,15 @@ def test_sizes_are_the_text_configs(model):
     assert model.embed_tokens._module.weight.shape == (model.vocab_size, model.hidden_size)
 
 
-def test_pre_norms_feed_the_attention_and_the_mlp(model):
-    # A text block with both sublayers; Nemotron-H's blocks hold one sublayer each, behind one norm, so only its
-    # tower blocks have the pair.
-    index = block_with(model, "self_attn", "mlp")
-    blocks = [model.vision.layers[0]] + ([model.layers[index]] if index is not None else [])
-    with model.trace(prompt(model), images=IMAGES) as tracer:
-        seen = nnsight.save([[block.input_layernorm.output, block.self_attn.inputs,
-                              getattr(block, mlp_norm(block)).output, block.mlp.inputs] for block in blocks])
-        tracer.stop()
-    for attention_in, attention_call, mlp_in, mlp_call in seen:
-        assert torch.equal(attention_in, first_argument(attention_call))
-        assert torch.equal(mlp_in, first_argument(mlp_call))
+@pytest.mark.parametrize("norm, part", [("input_layernorm", "self_attn"), ("post_attention_layernorm", "mlp")])
+def test_pre_norms_feed_the_attention_and_the_mlp(model, norm, part):
+    # On a tower block, and on the first text block holding the sublayer (a hybrid stack's blocks differ).
+    for block in (model.vision.layers[0], model.layers[block_with(model, part)]):
+        with model.trace(prompt(model), images=IMAGES) as tracer:
+            normed = getattr(block, norm).output.save()
+            received = first_argument(getattr(block, part).inputs).save()
+            tracer.stop()
+        assert torch.equal(normed, received)
 
 
 def test_the_inputs_are_the_processors_and_the_embeddings(model):

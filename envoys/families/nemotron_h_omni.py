@@ -36,9 +36,11 @@ from transformers.models.nemotron_h.modeling_nemotron_h import (
 )
 from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer, RadioMLP, RadioModel, RadioSwiGLUFFN
 
-from ..hybrid import HybridLayer
+from ..hybrid import HybridLayer, other_mixer
+from ..standard import child
 from ..radio import RadioVision, RadioVisionAttention, RadioVisionLayer
 from ..text import Attention, Mlp
+from ..values import Unavailable
 from ..vision import VisionMlp
 from . import Family
 
@@ -70,10 +72,38 @@ class NemotronHLayer(HybridLayer):
     On an attention block that is ``attention_output`` (``mlp_output`` is
     Unavailable: there is no MLP in it); on a mixture-of-experts or MLP block
     ``mlp_output``; on a Mamba2 block neither (nor any ``self_attn.*`` value):
-    what it adds is ``layers[i].mixer.output``.
+    what it adds is ``layers[i].mixer.output``. Its one norm, ``norm``, answers
+    to the name it has on every block: ``input_layernorm`` on an attention block,
+    ``post_attention_layernorm`` on an MLP block (`Unavailable` otherwise).
     """
 
     mixers = {NemotronHMamba2Mixer: "a Mamba2 selective state-space mixer"}
+
+    @property
+    def input_layernorm(self) -> Any:
+        """The norm before the attention, on an attention block: the block's one norm, ``norm``."""
+        return self._norm_before("self_attn", "softmax attention")
+
+    @property
+    def post_attention_layernorm(self) -> Any:
+        """The norm before the MLP, on a mixture-of-experts or MLP block: the block's one norm, ``norm``."""
+        return self._norm_before("mlp", "MLP")
+
+    def _norm_before(self, part: str, what: str) -> Any:
+        if child(self, part) is None:
+            index = self.path.rpartition(".")[2]
+            raise Unavailable(
+                f"layers[{index}] holds no {what}: a NemotronH block holds one sublayer behind one norm, "
+                f"layers[{index}].norm, which here comes before its sublayer, {self.mixer_name()}"
+            )
+        return child(self, "norm")
+
+    def mixer_name(self) -> str:
+        """What this block's one sublayer is."""
+        found = other_mixer(self)
+        if found is not None:
+            return found[1]
+        return "softmax attention" if child(self, "self_attn") is not None else "MLP"
 
 
 ENVOYS = {
