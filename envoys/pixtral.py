@@ -24,11 +24,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from transformers.models.pixtral.modeling_pixtral import (
+    PixtralAttention,
+    PixtralAttentionLayer,
+    PixtralMLP,
+    PixtralVisionModel,
+)
+
 from .layouts import Patches
 from .standard import child
 from .text import interior_values, value
 from .values import Argument, Field
-from .vision import Vision, VisionAttention, no_images, variable_resolution
+from .vision import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, variable_resolution
 
 #: The tower's norm over the packed row, where the patch embeddings enter the tower proper.
 LN_PRE = "ln_pre"
@@ -115,3 +122,22 @@ class PixtralVision(Vision):
     )
 
     image_size = property(variable_resolution, doc="Unavailable: each image keeps its own size (variable_resolution).")
+
+
+#: The Pixtral tower's native names under the standard ones (relative to the tower), for every family that has it.
+PIXTRAL_RENAME = {
+    "transformer.layers": "layers",
+    "patch_conv": "patch_embed",
+    "attention": "self_attn",
+    "feed_forward": "mlp",
+    "attention_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+
+#: The Pixtral tower's envoys, for every family that has it.
+PIXTRAL_ENVOYS = {
+    PixtralVisionModel: PixtralVision,
+    PixtralAttentionLayer: VisionLayer,
+    PixtralAttention: PixtralVisionAttention,
+    PixtralMLP: VisionMlp,
+}
