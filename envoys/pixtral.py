@@ -116,9 +116,10 @@ class PixtralVision(Vision):
         "output", Field("last_hidden_state"), no_images,
         doc="The last block's stream, ``[1, all patches, vision_hidden_size]``, image after image: the tower has no "
         "final norm. The host's projector reads the block its ``vision_feature_layer`` names from the tower's "
-        "hidden states (Mistral 3: the last block, without the leading 1). For the last block that is this very "
-        "tensor, so an in-place edit here reaches the projector, but an assignment replaces only the tower's "
-        "output: assign ``vision.layers[-1].layer_output`` to replace what the projector reads.",
+        "hidden states (Mistral 3: the last block, without the leading 1; Llava-Pixtral: the last block, as it "
+        "is). For the last block that is this very tensor, so an in-place edit here reaches the projector, but an "
+        "assignment replaces only the tower's output: assign ``vision.layers[-1].layer_output`` to replace what the "
+        "projector reads.",
     )
 
     image_size = property(variable_resolution, doc="Unavailable: each image keeps its own size (variable_resolution).")
