@@ -24,11 +24,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from transformers.models.pixtral.modeling_pixtral import (
+    PixtralAttention,
+    PixtralAttentionLayer,
+    PixtralMLP,
+    PixtralVisionModel,
+)
+
 from .layouts import Patches
 from .standard import child
 from .text import interior_values, value
 from .values import Argument, Field
-from .vision import Vision, VisionAttention, no_images, variable_resolution
+from .vision import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, variable_resolution
 
 #: The tower's norm over the packed row, where the patch embeddings enter the tower proper.
 LN_PRE = "ln_pre"
@@ -109,9 +116,29 @@ class PixtralVision(Vision):
         "output", Field("last_hidden_state"), no_images,
         doc="The last block's stream, ``[1, all patches, vision_hidden_size]``, image after image: the tower has no "
         "final norm. The host's projector reads the block its ``vision_feature_layer`` names from the tower's "
-        "hidden states (Mistral 3: the last block, without the leading 1). For the last block that is this very "
-        "tensor, so an in-place edit here reaches the projector, but an assignment replaces only the tower's "
-        "output: assign ``vision.layers[-1].layer_output`` to replace what the projector reads.",
+        "hidden states (Mistral 3: the last block, without the leading 1; Llava-Pixtral: the last block, as it "
+        "is). For the last block that is this very tensor, so an in-place edit here reaches the projector, but an "
+        "assignment replaces only the tower's output: assign ``vision.layers[-1].layer_output`` to replace what the "
+        "projector reads.",
     )
 
     image_size = property(variable_resolution, doc="Unavailable: each image keeps its own size (variable_resolution).")
+
+
+#: The Pixtral tower's native names under the standard ones (relative to the tower), for every family that has it.
+PIXTRAL_RENAME = {
+    "transformer.layers": "layers",
+    "patch_conv": "patch_embed",
+    "attention": "self_attn",
+    "feed_forward": "mlp",
+    "attention_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+
+#: The Pixtral tower's envoys, for every family that has it.
+PIXTRAL_ENVOYS = {
+    PixtralVisionModel: PixtralVision,
+    PixtralAttentionLayer: VisionLayer,
+    PixtralAttention: PixtralVisionAttention,
+    PixtralMLP: VisionMlp,
+}

@@ -25,7 +25,7 @@ ATTENTION_CLASSES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "qwen2": (("Qwen2Attention",), ("qwen2", "llava")),
     "siglip": (("SiglipAttention",), ("siglip", "llava", "gemma3")),
     "clip": (("CLIPAttention",), ("clip", "llava", "llava_next")),
-    "pixtral": (("PixtralAttention",), ("pixtral", "mistral3")),
+    "pixtral": (("PixtralAttention",), ("pixtral", "mistral3", "llava")),
     "qwen2_vl": (("Qwen2VLAttention",), ("qwen2_vl",)),
     "qwen2_5_vl": (("Qwen2_5_VLAttention",), ("qwen2_5_vl",)),
     "qwen3_vl": (("Qwen3VLTextAttention",), ("qwen3_vl",)),

@@ -3,9 +3,9 @@
 Every expected number comes from outside the code under test: the stock
 processor's ``pixel_values`` and ``image_sizes``, the config's patch and merge
 sizes, the modules' own weights, or a recomputation from other values read in
-the same trace. Images: 32x32 (8x8 patches of 4 px, 4x4 image tokens) and 48
-high x 64 wide (12x16 patches, 6x8 tokens), so two images differ in both sides
-and the convolution's padded grid is the second image's.
+the same trace. Images (`pixtral_inputs`): 32x32 (8x8 patches of 4 px, 4x4
+image tokens) and 48 high x 64 wide (12x16 patches, 6x8 tokens), so two images
+differ in both sides and the convolution's padded grid is the second image's.
 """
 
 from __future__ import annotations
@@ -18,11 +18,8 @@ import torch
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
 from instrument.show import main as show
-
-ONE = [noise_image(32, 32, seed=0)]
-TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, then 64 wide x 48 high
+from pixtral_inputs import ONE, TWO, bounds, image_sizes, patch_counts, patch_grids, processed, prompt
 
 
 @pytest.fixture(scope="module")
@@ -32,38 +29,9 @@ def model(tiny_checkpoint):
     )
 
 
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
-
-
-def processed(model, images) -> dict:
-    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
-
-
-def image_sizes(model, images) -> list[tuple[int, int]]:
-    """The stock processor's ``image_sizes``: each image's [height, width] in pixels after resizing."""
-    return [(int(h), int(w)) for h, w in processed(model, images)["image_sizes"]]
-
-
-def patch_grids(model, images) -> list[tuple[int, int]]:
-    """Each image's grid of patches (rows, columns), from the processor's sizes and the tower's patch size."""
-    patch = model.config.vision_config.patch_size
-    return [(h // patch, w // patch) for h, w in image_sizes(model, images)]
-
-
-def patch_counts(model, images) -> list[int]:
-    return [rows * columns for rows, columns in patch_grids(model, images)]
-
-
 def token_counts(model, images) -> list[int]:
     merge = model.config.spatial_merge_size
     return [(rows // merge) * (columns // merge) for rows, columns in patch_grids(model, images)]
-
-
-def bounds(counts: list[int]) -> list[tuple[int, int]]:
-    """Each image's [start, end) on the packed row."""
-    ends = torch.tensor(counts).cumsum(0).tolist()
-    return list(zip([0, *ends[:-1]], ends))
 
 
 # -- loading and names ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ CLASSES = {
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
+    "llava-pixtral": ("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava_next": ("LlavaNextForConditionalGeneration", "LlavaNextProcessor", "TokenizersBackend"),
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
     "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
@@ -44,6 +45,7 @@ IMAGE_TOKENS = {
     "qwen3_vl": (4, 12),
     "qwen3_5": (4, 12),
     "mistral3": (16, 48),
+    "llava-pixtral": (16, 48),  # no merge: one token per 8 px patch, 4x4 and 6x8
     "llava_next": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6
     "gemma3": (16, 16),
     "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each

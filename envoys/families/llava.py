@@ -1,4 +1,4 @@
-"""LLaVA (model_type llava): a SigLIP or CLIP tower, a two-layer projector, any text model.
+"""LLaVA (model_type llava): a SigLIP, CLIP or Pixtral tower, a two-layer projector, any text model.
 
 ``LlavaModel.forward`` scatters the projected features into the token
 embeddings (``inputs_embeds_masked_scatter_0``, argument 1). What the
@@ -10,6 +10,15 @@ before the tower's final norm, so ``projector.input`` is
 unused). SigLIP has no CLS and a final norm over the patches
 (``post_layernorm``, the tower's ``norm``); CLIP puts the CLS token first and
 its ``post_layernorm`` normalises only the pooled CLS, so it is no ``norm``.
+
+Llava-Pixtral (a Pixtral vision config, like mistral-community/pixtral-12b,
+with the stock ``PixtralProcessor``) has the packed tower of `envoys.pixtral`:
+every image's patches in one row, ``[1, all patches, vision_hidden_size]``,
+its native names (``transformer.layers``, ``attention``, ...) renamed only on
+such a checkpoint. The host passes the processor's ``image_sizes`` to the
+tower; the projector reads the last block's stream (``vision_feature_layer``
+-1, strategy "full"), leading 1 included, with no merge, so each patch is one
+image token, and the host splits the features per image by ``image_sizes``.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from transformers.models.siglip.modeling_siglip import (
     SiglipVisionModel,
 )
 
+from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
@@ -41,12 +51,19 @@ ENVOYS = {
     CLIPAttention: VisionAttention,
     SiglipMLP: VisionMlp,
     CLIPMLP: VisionMlp,
+    **PIXTRAL_ENVOYS,
 }
 
 
-def tower_norm(config: Any) -> dict[str, str]:
-    """SigLIP's post_layernorm normalises the patches, so it is the tower's ``norm``; CLIP's is not."""
-    return {"post_layernorm": "norm"} if config.vision_config.model_type == "siglip_vision_model" else {}
+def tower_names(config: Any) -> dict[str, str]:
+    """The names particular to the checkpoint's tower: SigLIP's post_layernorm normalises the patches, so it is the
+    tower's ``norm`` (CLIP's is not); a Pixtral tower's native names are its own."""
+    vision_type = config.vision_config.model_type
+    if vision_type == "siglip_vision_model":
+        return {"post_layernorm": "norm"}
+    if vision_type == "pixtral":
+        return dict(PIXTRAL_RENAME)
+    return {}
 
 
-FAMILY = Family("llava", RENAME, ENVOYS, "model.language_model.layers", extra_rename=tower_norm)
+FAMILY = Family("llava", RENAME, ENVOYS, "model.language_model.layers", extra_rename=tower_names)

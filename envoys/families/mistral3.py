@@ -19,43 +19,13 @@ spatial_merge_size))`` image tokens, in raster order over the merged grid.
 from __future__ import annotations
 
 from transformers.models.mistral3.modeling_mistral3 import Mistral3Model
-from transformers.models.pixtral.modeling_pixtral import (
-    PixtralAttention,
-    PixtralAttentionLayer,
-    PixtralMLP,
-    PixtralVisionModel,
-)
 
-from ..pixtral import PixtralVision, PixtralVisionAttention
-from ..vision import ImageScatter, VisionLayer, VisionMlp
+from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
+from ..vision import ImageScatter
 from . import Family
+from .encoder_names import WRAPPER_RENAME
 
-#: The Pixtral tower's native names under the standard ones (relative to the tower).
-PIXTRAL_RENAME = {
-    "transformer.layers": "layers",
-    "patch_conv": "patch_embed",
-    "attention": "self_attn",
-    "feed_forward": "mlp",
-    "attention_norm": "input_layernorm",
-    "ffn_norm": "post_attention_layernorm",
-}
-
-#: The Pixtral tower's envoys.
-PIXTRAL_ENVOYS = {
-    PixtralVisionModel: PixtralVision,
-    PixtralAttentionLayer: VisionLayer,
-    PixtralAttention: PixtralVisionAttention,
-    PixtralMLP: VisionMlp,
-}
-
-RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.vision_tower": "vision",
-    "model.multi_modal_projector": "projector",
-    **PIXTRAL_RENAME,
-}
+RENAME = {**WRAPPER_RENAME, **PIXTRAL_RENAME}
 
 ENVOYS = {Mistral3Model: ImageScatter, **PIXTRAL_ENVOYS}
 

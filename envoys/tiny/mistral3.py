@@ -54,7 +54,8 @@ CHAT_TEMPLATE = (
 )
 
 
-def _tokenizer() -> TokenizersBackend:
+def mistral_tokenizer() -> TokenizersBackend:
+    """The word-level tokenizer with Mistral's special tokens, image tokens and instruction template (BOS prepended)."""
     return word_level_tokenizer(
         special_tokens=["<s>", "</s>", "<pad>", "[INST]", "[/INST]"],
         named_tokens={"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"},
@@ -76,7 +77,7 @@ def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor
     the last block (``vision_feature_layer`` -1). Mistral text model: 2 layers,
     width 32, 2 query heads / 1 key-value head of dim 16, untied head.
     """
-    tokenizer = _tokenizer()
+    tokenizer = mistral_tokenizer()
     vision = PixtralVisionConfig(
         hidden_size=32,
         intermediate_size=64,

@@ -1,0 +1,80 @@
+"""A tiny Llava-Pixtral checkpoint: a LLaVA (model_type llava) with a Pixtral tower and a Mistral text model.
+
+The builder returns an unsaved (`LlavaForConditionalGeneration`,
+`PixtralProcessor`) pair with random float32 weights (seed the torch
+generator first; :func:`envoys.tiny.build` does). Its tokenizer and chat
+template are the tiny Mistral 3's (`envoys.tiny.mistral3`).
+
+Images keep their own size: the Pixtral image processor scales an image down
+only when its longest side is over ``longest_edge`` (64 px), then rounds each
+side up to a multiple of the patch (8 px; there is no merge, so the
+processor's patch is the tower's). Each patch is one image token: a 32x32
+image is 4x4 = 16 patches and 16 image tokens; a 48 (high) x 64 (wide) image
+is 6x8 = 48. The processor writes ``[IMG]`` per image token, ``[IMG_BREAK]``
+after each row of them and ``[IMG_END]`` in place of the last break.
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    LlavaConfig,
+    LlavaForConditionalGeneration,
+    MistralConfig,
+    PixtralImageProcessor,
+    PixtralProcessor,
+    PixtralVisionConfig,
+)
+
+from .mistral3 import CHAT_TEMPLATE, mistral_tokenizer
+from .sizes import text_sizes
+
+PATCH_SIZE = 8
+LONGEST_EDGE = 64
+
+
+def build_llava_pixtral() -> tuple[LlavaForConditionalGeneration, PixtralProcessor]:
+    """Imitates mistral-community/pixtral-12b.
+
+    Pixtral tower: 2 blocks, width 32, 2 heads (head_dim 16), gated SiLU MLP 64
+    wide, patch 8, 2D axial rotary positions, no final norm; ``image_size`` 64
+    is the longest side the processor keeps. LLaVA's projector (two linears
+    with biases around a GELU) reads the last block's stream
+    (``vision_feature_layer`` -1) with every patch kept (strategy ``"full"``).
+    Mistral text model: 2 layers, width 32, 2 query heads / 1 key-value head
+    of dim 16, untied head.
+    """
+    tokenizer = mistral_tokenizer()
+    vision = PixtralVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        patch_size=PATCH_SIZE,
+        image_size=LONGEST_EDGE,
+        hidden_act="silu",
+    )
+    text = MistralConfig(**text_sizes(tokenizer, head_dim=16, sliding_window=None, tie_word_embeddings=False))
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.image_token_id,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        projector_hidden_act="gelu",
+        tie_word_embeddings=False,
+    )
+    processor = PixtralProcessor(
+        image_processor=PixtralImageProcessor(
+            size={"longest_edge": LONGEST_EDGE},
+            patch_size={"height": PATCH_SIZE, "width": PATCH_SIZE},
+        ),
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        spatial_merge_size=1,
+        chat_template=CHAT_TEMPLATE,
+    )
+    return LlavaForConditionalGeneration(config), processor
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"llava-pixtral": build_llava_pixtral}
