@@ -97,8 +97,8 @@ def default_folder() -> Path:
 
 def location() -> Path | None:
     """The cache folder this process uses, or None when the cache is disabled (or there is no home)."""
-    configured = os.environ.get(ENVIRONMENT, "")
-    if configured.strip().lower() in DISABLED:
+    configured = os.environ.get(ENVIRONMENT, "").strip()
+    if configured.lower() in DISABLED:
         return None
     if configured:
         return Path(os.path.abspath(configured))
