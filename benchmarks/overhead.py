@@ -398,8 +398,10 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=100, help="traces for the resident-memory check")
     parser.add_argument("--steps", type=int, default=8, help="decode steps for the per-step cost under generate")
     parser.add_argument("--families", nargs="+", default=list(IMAGES), choices=list(IMAGES))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: least disturbed by other load)")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
         results = {family: measure(family, Path(folder), args.rounds, args.traces, args.steps) for family in args.families}
     text = table(results, import_times(), args.rounds, args.traces, args.steps)
