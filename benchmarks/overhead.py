@@ -1,114 +1,412 @@
-"""What the rewritten sites cost: ratios against the plain model and against nnsight's ``.source``.
+"""What the library costs, against transformers and nnsight, on medium random checkpoints: one command, one table.
 
-``python benchmarks/overhead.py [--repeats N]`` builds the tiny LLaVA (SigLIP
-tower) locally and times, in one run, the median of N calls of:
+``python benchmarks/overhead.py [--rounds N] [--traces N] [--out FILE]`` builds
+the medium LLaVA and Qwen3-VL checkpoints locally (`medium`) and writes a
+Markdown table (to ``benchmarks/RESULTS.md`` and stdout) of:
 
-- the plain transformers forward (no nnsight);
-- the rewritten model's forward outside a trace (the sites call straight through);
-- a trace through StandardizedTransformer reading the vision values (the
-  mask, every tower block's attention probabilities and output,
-  ``image_features``) and the logits;
-- the same reads in a plain nnsight trace, through nnsight's ``.source`` on the
-  scatter host and on every tower attention (which instruments every call and
-  assignment of those forwards).
+- per forward, each variant timed round-robin over ``--rounds`` rounds after
+  warm-up, under ``torch.no_grad()``: the plain transformers forward, the
+  rewritten forward outside a trace, an empty trace (nnsight's model, and
+  `StandardizedTransformer`, where the sites fire with no one waiting), a trace reading
+  the vision values by standard name, and the same reads through nnsight's
+  ``.source``; median, minimum, and the median of per-round ratios to the
+  plain forward (paired: each round's variants ran back to back);
+- the noise-free counts: interleaver visits per trace, site fires (visits at
+  a ``.source`` location), the sites installed against the operations
+  ``.source`` instruments in the forwards it is opened on;
+- build: compiling the family's rules in a fresh process with an empty build
+  cache (cold), with a warm one, and again in the same process;
+  ``StandardizedTransformer(...)`` against nnsight's ``TransformersModel(...)``
+  (weights loaded, ``dispatch=True``) on the same checkpoint; ``import envoys``
+  against importing nnsight and transformers' processors alone;
+- resident memory growth over ``--traces`` traces;
+- under ``generate``: time and interleaver visits per decode step, against
+  plain nnsight.
 
-It prints each time and the ratios. A benchmark, not a test: numbers vary
-with the machine; the ratios are what to compare.
+A benchmark, not a test: times vary with the machine and its load; the
+ratios and counts are what to compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
+import textwrap
 import time
+from pathlib import Path
 from typing import Callable
 
-import torch
-from nnsight import TransformersModel
-from transformers import AutoModelForImageTextToText, AutoProcessor
+HERE = Path(__file__).resolve().parent
+REPOSITORY = HERE.parent
+sys.path[:0] = [str(REPOSITORY), str(HERE)]
 
-from envoys import StandardizedTransformer
-from envoys.tiny import build_checkpoint, chat_prompt, noise_image
+import torch  # noqa: E402
+from nnsight import TransformersModel  # noqa: E402
+from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
+
+from envoys import StandardizedTransformer  # noqa: E402
+from envoys.tiny import chat_prompt, noise_image  # noqa: E402
+from instrument import installed  # noqa: E402
+from instrument.cache import ENVIRONMENT  # noqa: E402
+from medium import build_medium  # noqa: E402
+
+#: Images per prompt for each medium checkpoint.
+IMAGES = {"llava": 1, "qwen3_vl": 2}
 
 
-def median_seconds(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """The median time of each run, taken round-robin so that drift in the machine's load hits all alike."""
-    for run in runs.values():
-        run()  # warm up
+# -- timing -----------------------------------------------------------------------------------------
+
+
+def round_robin(runs: dict[str, Callable[[], object]], rounds: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Each run's times over ``rounds`` rounds, the runs back to back in each round, after ``warmup`` rounds."""
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
+    for index in range(warmup + rounds):
         for name, run in runs.items():
             start = time.perf_counter()
             run()
-            times[name].append(time.perf_counter() - start)
+            if index >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def paired(times: dict[str, list[float]], name: str, base: str) -> float:
+    """The median over rounds of ``name``'s time over ``base``'s in the same round."""
+    return statistics.median(a / b for a, b in zip(times[name], times[base]))
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+# -- the variants -----------------------------------------------------------------------------------
+
+
+def reads(family: str, model, native):
+    """The standard-name trace body, the same reads through nnsight's ``.source``, the envoys whose ``.source``
+    that opens before the trace, and the functions it drills into (one per drilled call)."""
+    if family == "llava":
+        tower = native.model.vision_tower.encoder.layers
+
+        def standard() -> None:
+            model.vision.image_token_mask.save()
+            for i in range(model.vision.num_layers):
+                model.vision.layers[i].self_attn.attention_probabilities.save()
+                model.vision.layers[i].layer_output.save()
+            model.vision.image_features.save()
+            model.logits.save()
+
+        def source() -> None:
+            native.input.save()
+            for layer in tower:
+                layer.self_attn.source.attention_interface_1.source.nn_functional_softmax_0.output.save()
+                layer.output.save()
+            native.model.source.inputs_embeds_masked_scatter_0.input.save()
+            native.output.logits.save()
+
+        opened = [native.model] + [layer.self_attn for layer in tower]
+        kernel = sys.modules[type(tower[0].self_attn._module).__module__].eager_attention_forward
+        return standard, source, opened, [kernel] * len(tower)
+    blocks = native.model.visual.blocks
+
+    def standard() -> None:
+        model.vision.image_token_mask.save()
+        for i in range(model.vision.num_layers):
+            model.vision.layers[i].self_attn.attention_head_outputs.save()
+            model.vision.layers[i].layer_output.save()
+        model.vision.image_features.save()
+        model.logits.save()
+
+    def source() -> None:
+        native.input.save()
+        for block in blocks:
+            block.attn.source.torch_cat_0.output.save()
+            block.output.save()
+        native.model.source.inputs_embeds_masked_scatter_0.input.save()
+        native.output.logits.save()
+
+    return standard, source, [native.model] + [block.attn for block in blocks], []
+
+
+def visits(model, run: Callable[[], None]) -> tuple[int, int]:
+    """Interleaver visits in one run, and how many were at a ``.source`` location (site or op fires)."""
+    counts = model._interleaver.counts if hasattr(model, "_interleaver") else model.interleaver.counts
+    before = dict(counts)
+    run()
+    new = {key: value - before.get(key, 0) for key, value in counts.items()}
+    return sum(new.values()), sum(value for key, value in new.items() if ".source." in key)
+
+
+def operations(function) -> int:
+    """The operations nnsight's ``.source`` instruments in a function (a forward, decorators peeled)."""
+    from instrument.decorators import peel
+    from instrument.rewriter import rewrite
+
+    innermost, _ = peel(function)
+    return len(rewrite(textwrap.dedent(inspect.getsource(innermost)), set()).operations)
+
+
+def sites_installed(model) -> int:
+    def count(instrumented) -> int:
+        return len(instrumented.site_names) + sum(count(inner) for inner in instrumented.drills.values())
+
+    return sum(count(i) for module in model._module.modules() for i in installed(module).values())
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+# -- build and import, in fresh processes ----------------------------------------------------------
+
+BUILD = """
+import json, sys, time
+sys.path.insert(0, {repository!r})
+from instrument import compile_rule, compiler
+from instrument.targets import select
+rules = select({family!r})
+for rule in rules:
+    rule.resolve()
+start = time.perf_counter(); [compile_rule(rule) for rule in rules]; first = time.perf_counter() - start
+start = time.perf_counter(); [compile_rule(rule) for rule in rules]; again = time.perf_counter() - start
+print(json.dumps({{"rules": len(rules), "first": first, "again": again, "libcst": "libcst" in sys.modules}}))
+"""
+
+CONSTRUCT = """
+import json, sys, time
+sys.path.insert(0, {repository!r})
+from nnsight import TransformersModel
+from envoys import StandardizedTransformer
+from transformers import AutoProcessor
+path = {path!r}
+processor = AutoProcessor.from_pretrained(path)
+def native(): TransformersModel(path, task="image-text-to-text", processor=processor, dispatch=True, attn_implementation="eager")
+def standard(): StandardizedTransformer(path, task="image-text-to-text", processor=processor, attn_implementation="eager")
+start = time.perf_counter(); standard(); first = time.perf_counter() - start
+times = {{"native": [], "standard": []}}
+native()
+for _ in range({rounds}):
+    for name, run in (("native", native), ("standard", standard)):
+        start = time.perf_counter(); run(); times[name].append(time.perf_counter() - start)
+print(json.dumps({{"first": first, **times}}))
+"""
+
+IMPORT = "import time; start = time.perf_counter(); {statement}; print(time.perf_counter() - start)"
+
+
+def fresh(code: str, cache: str) -> str:
+    environment = {**os.environ, ENVIRONMENT: cache}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, env=environment,
+                          capture_output=True, text=True, timeout=1200)
+    if done.returncode:
+        raise RuntimeError(done.stderr)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def build_times(family: str, path: Path, rounds: int) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        cache = str(Path(folder) / "cache")
+        code = BUILD.format(repository=str(REPOSITORY), family=family)
+        cold = json.loads(fresh(code, cache))
+        warm = [json.loads(fresh(code, cache)) for _ in range(3)]
+        construct = json.loads(fresh(CONSTRUCT.format(repository=str(REPOSITORY), path=str(path), rounds=rounds), cache))
+    return {"cold": cold, "warm": warm, "construct": construct}
+
+
+def import_times(repeats: int = 3) -> dict[str, float]:
+    statements = {
+        "import envoys": "import envoys",
+        "import nnsight + transformers' processors": (
+            "import nnsight; from transformers import AutoProcessor, AutoModelForImageTextToText; "
+            "import transformers.image_processing_utils"
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in statements}
+    for _ in range(repeats):
+        for name, statement in statements.items():
+            times[name].append(float(fresh(IMPORT.format(statement=statement), "off")))
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+# -- one family -------------------------------------------------------------------------------------
+
+
+def measure(family: str, folder: Path, rounds: int, traces: int, steps: int) -> dict:
+    path = build_medium(family, folder / family)
+    processor = AutoProcessor.from_pretrained(path)
+    images = [noise_image(224, 224, seed=i) for i in range(IMAGES[family])]
+    prompt = chat_prompt(processor, len(images), "What is in this picture?")
+    inputs = processor(text=[prompt], images=images, return_tensors="pt")
+    plain = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
+    model = StandardizedTransformer(path, task="image-text-to-text", processor=processor, attn_implementation="eager")
+    native = TransformersModel(path, task="image-text-to-text", processor=processor, dispatch=True,
+                               attn_implementation="eager")
+    bare = TransformersModel(path, task="image-text-to-text", processor=processor, dispatch=True,
+                             attn_implementation="eager")  # no .source opened: the empty trace
+    standard_body, source_body, opened, kernels = reads(family, model, native)
+    for envoy in opened:  # instrument before the first trace, as nnsight needs (drills open inside it)
+        envoy.source
+
+    def plain_forward() -> None:
+        with torch.no_grad():
+            plain(**inputs)
+
+    def rewritten_forward() -> None:
+        with torch.no_grad():
+            model._module(**inputs)
+
+    def empty_trace() -> None:
+        with torch.no_grad(), bare.trace(prompt, images=images):
+            pass
+
+    def empty_standard_trace() -> None:
+        with torch.no_grad(), model.trace(prompt, images=images):
+            pass
+
+    def standard_trace() -> None:
+        with torch.no_grad(), model.trace(prompt, images=images):
+            standard_body()
+
+    def source_trace() -> None:
+        with torch.no_grad(), native.trace(prompt, images=images):
+            source_body()
+
+    variants = {
+        "plain forward": plain_forward,
+        "rewritten forward, no trace": rewritten_forward,
+        "empty trace": empty_trace,
+        "empty trace, StandardizedTransformer": empty_standard_trace,
+        "trace, standard names": standard_trace,
+        "trace, nnsight .source": source_trace,
+    }
+    times = round_robin(variants, rounds)
+    counts = {
+        "empty trace": visits(bare, empty_trace),
+        "empty trace, StandardizedTransformer": visits(model, empty_standard_trace),
+        "trace, standard names": visits(model, standard_trace),
+        "trace, nnsight .source": visits(native, source_trace),
+    }
+    instrumented_ops = sum(operations(type(e._module).forward) for e in opened) + sum(map(operations, kernels))
+
+    memory = {}
+    for name, run in (("trace, standard names", standard_trace), ("trace, nnsight .source", source_trace)):
+        before = rss_mb()
+        for _ in range(traces):
+            run()
+        memory[name] = rss_mb() - before
+
+    def generate(which, new_tokens: int) -> Callable[[], None]:
+        def run() -> None:
+            with torch.no_grad(), which.generate(prompt, images=images, max_new_tokens=new_tokens,
+                                                 do_sample=False, min_new_tokens=new_tokens):
+                pass
+        return run
+
+    generation = round_robin(
+        {f"{name} {n}": generate(which, n) for name, which in (("standard", model), ("nnsight", native))
+         for n in (1, 1 + steps)},
+        max(3, rounds // 4),
+        warmup=1,
+    )
+    per_step = {}
+    for name, which in (("standard", model), ("nnsight", native)):
+        short, long = generation[f"{name} 1"], generation[f"{name} {1 + steps}"]
+        seconds = statistics.median(b - a for a, b in zip(short, long)) / steps
+        step_visits = (visits(which, generate(which, 1 + steps))[0] - visits(which, generate(which, 1))[0]) / steps
+        per_step[name] = (seconds, step_visits)
+    return {
+        "times": times,
+        "counts": counts,
+        "sites": sites_installed(model),
+        "operations": instrumented_ops,
+        "memory": memory,
+        "per_step": per_step,
+        "build": build_times(family, path, max(3, rounds // 4)),
+    }
+
+
+# -- the table --------------------------------------------------------------------------------------
+
+
+def table(results: dict[str, dict], imports: dict[str, float], rounds: int, traces: int, steps: int) -> str:
+    out = [
+        f"Medium random checkpoints, CPU (`torch.get_num_threads()` = {torch.get_num_threads()}), "
+        f"{rounds} rounds round-robin after warm-up, `torch.no_grad()`; times in ms.\n",
+        "| checkpoint | variant | median | min | × plain forward (paired) | interleaver visits | `.source` fires |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for family, r in results.items():
+        for name, values in r["times"].items():
+            visit, fires = r["counts"].get(name, ("", ""))
+            out.append(
+                f"| {family} | {name} | {ms(statistics.median(values))} | {ms(min(values))} "
+                f"| {paired(r['times'], name, 'plain forward'):.3f} | {visit} | {fires} |"
+            )
+        out.append(
+            f"| {family} | standard names / `.source` (paired) | | "
+            f"| {paired(r['times'], 'trace, standard names', 'trace, nnsight .source'):.3f} | | |"
+        )
+        out.append(
+            f"| {family} | standard names / empty trace (paired) | | "
+            f"| {paired(r['times'], 'trace, standard names', 'empty trace'):.3f} | | |"
+        )
+    out += ["", "| checkpoint | sites installed | operations `.source` instruments (same reads) |", "|---|---:|---:|"]
+    out += [f"| {family} | {r['sites']} | {r['operations']} |" for family, r in results.items()]
+    out += [
+        "",
+        "| checkpoint | rules | compile, cold (fresh process, empty cache) | warm cache (fresh process, median of 3) "
+        "| again in-process | libcst imported warm | `StandardizedTransformer`, first in process (warm cache) "
+        "| `StandardizedTransformer` (median) | `TransformersModel` (median) | ratio |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for family, r in results.items():
+        b = r["build"]
+        warm = statistics.median(w["first"] for w in b["warm"])
+        standard, native = statistics.median(b["construct"]["standard"]), statistics.median(b["construct"]["native"])
+        out.append(
+            f"| {family} | {b['cold']['rules']} | {ms(b['cold']['first'])} | {ms(warm)} | {ms(b['cold']['again'])} "
+            f"| {any(w['libcst'] for w in b['warm'])} | {ms(b['construct']['first'])} | {ms(standard)} "
+            f"| {ms(native)} | {standard / native:.2f} |"
+        )
+    out += ["", "| import (fresh process, median of 3) | ms |", "|---|---:|"]
+    out += [f"| `{name}` | {ms(seconds)} |" for name, seconds in imports.items()]
+    out += [
+        "",
+        f"| checkpoint | RSS growth over {traces} traces, standard names (MB) | same, `.source` (MB) "
+        f"| per decode step, standard (ms) | per decode step, nnsight (ms) | visits per step, standard | visits per step, nnsight |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for family, r in results.items():
+        (s_time, s_visits), (n_time, n_visits) = r["per_step"]["standard"], r["per_step"]["nnsight"]
+        out.append(
+            f"| {family} | {r['memory']['trace, standard names']:.1f} | {r['memory']['trace, nnsight .source']:.1f} "
+            f"| {ms(s_time)} | {ms(n_time)} | {s_visits:.0f} | {n_visits:.0f} |"
+        )
+    out.append(f"\nPer decode step: (time of a generate with {1 + steps} new tokens − with 1) / {steps}, nothing read.")
+    return "\n".join(out) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=30, help="timed rounds per variant, after 2 warm-up rounds")
+    parser.add_argument("--traces", type=int, default=100, help="traces for the resident-memory check")
+    parser.add_argument("--steps", type=int, default=8, help="decode steps for the per-step cost under generate")
+    parser.add_argument("--families", nargs="+", default=list(IMAGES), choices=list(IMAGES))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: least disturbed by other load)")
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
-        path = build_checkpoint("llava-siglip", folder)
-        processor = AutoProcessor.from_pretrained(path)
-        image = [noise_image(32, 32, seed=0)]
-        prompt = chat_prompt(processor, 1, "What is this?")
-        inputs = processor(text=[prompt], images=image, return_tensors="pt")
-
-        plain = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
-        model = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
-        native = TransformersModel(path, task="image-text-to-text", processor=processor, dispatch=True,
-                                   attn_implementation="eager")
-        blocks = range(model.vision.num_layers)
-        # nnsight instruments a forward when its .source is first opened; opened inside the
-        # first trace, the host's forward is already running without it, so open them here.
-        native.model.source
-        for i in blocks:
-            native.model.vision_tower.encoder.layers[i].self_attn.source
-
-        def plain_forward() -> None:
-            with torch.no_grad():
-                plain(**inputs)
-
-        def rewritten_forward() -> None:
-            with torch.no_grad():
-                model._module(**inputs)
-
-        def standard_trace() -> None:
-            with model.trace(prompt, images=image):
-                model.vision.image_token_mask.save()
-                for i in blocks:
-                    model.vision.layers[i].self_attn.attention_probabilities.save()
-                    model.vision.layers[i].layer_output.save()
-                model.vision.image_features.save()
-                model.logits.save()
-
-        def source_trace() -> None:
-            tower = native.model.vision_tower.encoder.layers
-            with native.trace(prompt, images=image):
-                native.input.save()
-                for i in blocks:
-                    kernel = tower[i].self_attn.source.attention_interface_1
-                    kernel.source.nn_functional_softmax_0.output.save()
-                    tower[i].output.save()
-                native.model.source.inputs_embeds_masked_scatter_0.inputs.save()
-                native.output.logits.save()
-
-        results = median_seconds(
-            {
-                "plain forward": plain_forward,
-                "rewritten forward, no trace": rewritten_forward,
-                "trace, standard names": standard_trace,
-                "trace, nnsight .source": source_trace,
-            },
-            args.repeats,
-        )
-    base = results["plain forward"]
-    for name, seconds in results.items():
-        print(f"{name:<30} {seconds * 1e3:8.2f} ms   x{seconds / base:5.2f} the plain forward")
-    ratio = results["trace, standard names"] / results["trace, nnsight .source"]
-    print(f"standard names / nnsight .source: {ratio:.2f}")
+        results = {family: measure(family, Path(folder), args.rounds, args.traces, args.steps) for family in args.families}
+    text = table(results, import_times(), args.rounds, args.traces, args.steps)
+    args.out.write_text(text)
+    sys.stdout.write(text)
 
 
 if __name__ == "__main__":

@@ -192,12 +192,12 @@ class KernelValue(EProperty):
             return self
         self.check(obj)
         with self._at_kernel(obj):
-            return super().__get__(obj, owner)
+            return self._read(obj, self._location(obj))
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.check(obj)
         with self._at_kernel(obj):
-            super().__set__(obj, value)
+            self._write(obj, value, self._location(obj))
 
 
 # -- reasons --------------------------------------------------------------------------------------

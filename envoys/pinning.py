@@ -77,21 +77,23 @@ class PinnedEProperty(EProperty):
         self.occurrence = occurrence
         self.per_forward = per_forward
 
-    def _pinned(self, obj: Any):
+    def _pinned(self, obj: Any, location: str):
         call = self.occurrence(obj) if self.occurrence is not None else None
         count = self.per_forward(obj) if self.per_forward is not None else 1
-        return pinned(self._location(obj), call, max(count, 1))
+        return pinned(location, call, max(count, 1))
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return self
         self.check(obj)  # the reason first, outside a trace too
-        with self._pinned(obj):
-            return super().__get__(obj, owner)
+        location = self._location(obj)
+        with self._pinned(obj, location):
+            return self._read(obj, location)
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.check(obj)
+        location = self._location(obj)
         # The read half of the write is served at the pinned occurrence; the swap that follows
         # is issued while the model is still paused at that visit, so it lands there too.
-        with self._pinned(obj):
-            super().__set__(obj, value)
+        with self._pinned(obj, location):
+            self._write(obj, value, location)

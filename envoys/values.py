@@ -161,20 +161,28 @@ class EProperty(eproperty):
         if obj is None:
             return self
         self.check(obj)
+        return self._read(obj, self._location(obj))
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self.check(obj)
+        self._write(obj, value, self._location(obj))
+
+    # The read and the write after the check, at a location computed once (a subclass that pins
+    # the request checks and locates first, then calls these inside its pin).
+
+    def _read(self, obj: Any, location: str) -> Any:
         if self.prepare is not None:
             self.prepare(obj)
-        raw = self._request(obj, self._location(obj))
+        raw = self._request(obj, location)
         select = self.selector(obj)
         part = select.get(raw) if select is not None else raw
         return self._preprocess(obj, part) if self._preprocess is not None else part
 
-    def __set__(self, obj: Any, value: Any) -> None:
-        self.check(obj)
+    def _write(self, obj: Any, value: Any, location: str) -> None:
         if self.read_only is not None:
             raise AttributeError(f"{_label(obj, self.name)} is read-only: {self.read_only}")
         if self.prepare is not None:
             self.prepare(obj)
-        location = self._location(obj)
         raw = self._request(obj, location)
         select = self.selector(obj)
         current = select.get(raw) if select is not None else raw

@@ -11,12 +11,14 @@ Three layers, kept apart:
 - `runtime`: the helper each site calls, straight through outside a trace and
   through nnsight's interleaver inside one.
 
-The compiler knows no model family: the rules live in ``rewrites``.
+The compiler knows no model family: the rules live in ``rewrites``. A
+compiled rule is kept on disk (`cache`), so libcst is imported only when one
+has to be rewritten: ``rewrite`` is loaded on first use.
 """
 
 from .compiler import DriftError, Instrumented, compile_rule
 from .install import InstallError, install, install_all, installed
-from .rewriter import RewriteError, Rewritten, Site, rewrite
+from .rewritten import RewriteError, Rewritten, Site
 from .rule import Rule
 
 __all__ = [
@@ -33,3 +35,11 @@ __all__ = [
     "installed",
     "rewrite",
 ]
+
+
+def __getattr__(name: str):
+    if name == "rewrite":  # imports libcst: only when asked for
+        from .rewriter import rewrite
+
+        return rewrite
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,8 @@ object, rewrites it (`rewriter.rewrite`), checks the sites against the rule
 and line numbers, inside a shell function whose parameters are the original's
 free variables plus the site helper, so that they compile as free variables
 again. The compiled code is cached per (original code object, sites selected), for the life of
-the process: building a second model reuses it.
+the process: building a second model reuses it; and on disk (`cache`), so a later process
+reads it back without rewriting (or importing libcst).
 
 `Instrumented.build(site)` makes the function to install: the compiled code
 with the original ``__globals__`` (the same dict, so a later patch of the
@@ -26,8 +27,10 @@ from dataclasses import dataclass
 from types import CellType, CodeType, FunctionType
 from typing import Callable
 
+from . import cache as build_cache
+from .cache import Compiled as _Compiled
 from .decorators import Layer, UnknownDecorator, copy_function, peel, rebuild
-from .rewriter import SITE, Rewritten, RewriteError, rewrite
+from .rewritten import SITE, Rewritten, RewriteError
 from .rule import Rule
 
 #: Name of the function the rewritten definition is compiled inside.
@@ -117,23 +120,14 @@ def _compile(source: str, filename: str, first_line: int, function_name: str, fr
     return next(c for c in shell_code.co_consts if isinstance(c, CodeType) and c.co_name == function_name)
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    """What depends only on the original code object: the rewrite and its compiled code."""
-
-    original: CodeType  #: held so that its id, the cache key, is never reused
-    rewritten: Rewritten
-    source: str
-    first_line: int
-    code: CodeType
-
-
 #: Compiled rewrites by (id of the original code object, the rule's sites), for the life of the process.
 #: By identity: code objects compare equal across files and closures that differ.
 _CACHE: dict[tuple[int, tuple], _Compiled] = {}
 
 
 def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
+    from .rewriter import rewrite  # imports libcst: only when nothing is cached
+
     try:
         lines, first_line = inspect.getsourcelines(code)
     except (OSError, TypeError) as error:
@@ -172,7 +166,7 @@ def compile_rule(rule: Rule) -> Instrumented:
         raise DriftError(f"{_where(rule)}: {error}") from error
     key = (id(innermost.__code__), tuple(sorted((callee, tuple(labels)) for callee, labels in rule.sites.items())))
     if key not in _CACHE:
-        _CACHE[key] = _compile_code(rule, innermost.__code__)
+        _CACHE[key] = build_cache.compiled(innermost, key[1], lambda: _compile_code(rule, innermost.__code__))
     cached = _CACHE[key]
     unknown = set(rule.drill) - {site.name for site in cached.rewritten.sites}
     if unknown:

@@ -20,7 +20,6 @@ Pure: libcst in, text out. No torch, no nnsight, no imports of the target.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Collection
 
 import libcst as cst
@@ -28,37 +27,12 @@ from libcst import matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .naming import dotted_callee, name_operations
+from .rewritten import RESERVED_PREFIX, SITE, RewriteError, Rewritten, Site
 
-#: Prefix reserved for the names the rewrite inserts.
-RESERVED_PREFIX = "__vlm_"
-
-#: The free name every site calls; the installer binds it to the runtime helper.
-SITE = f"{RESERVED_PREFIX}site__"
+__all__ = ["RESERVED_PREFIX", "SITE", "RewriteError", "Rewritten", "Site", "rewrite", "wrap_call"]
 
 #: Any name carrying the reserved prefix.
 RESERVED_NAME = m.Name(value=m.MatchIfTrue(lambda value: value.startswith(RESERVED_PREFIX)))
-
-
-class RewriteError(ValueError):
-    """The source cannot be rewritten (not one function, or it uses a reserved name)."""
-
-
-@dataclass(frozen=True)
-class Site:
-    """One call site inserted by the rewrite."""
-
-    name: str  #: nnsight's label for the call, e.g. ``inputs_embeds_masked_scatter_0``
-    callee: str  #: the callee as written, e.g. ``inputs_embeds.masked_scatter``
-    line: int  #: 1-based line of the call within the rewritten source
-
-
-@dataclass(frozen=True)
-class Rewritten:
-    """A rewritten function: its text and the sites it now calls."""
-
-    source: str  #: the whole source, rewritten; same number of lines as the input
-    sites: tuple[Site, ...]  #: the inserted sites, in nnsight's order
-    operations: tuple[str, ...]  #: every label nnsight gives in this function, in its order
 
 
 def _the_function(module: cst.Module) -> cst.FunctionDef:

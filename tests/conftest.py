@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from instrument.cache import ENVIRONMENT
+
+# The suite builds into a build cache of its own, not the user's (unless one is named).
+if ENVIRONMENT not in os.environ:
+    os.environ[ENVIRONMENT] = tempfile.mkdtemp(prefix="vlm-instrument-cache-")
+    atexit.register(shutil.rmtree, os.environ[ENVIRONMENT], True)
 
 from envoys.tiny import build_checkpoint
 
