@@ -32,7 +32,7 @@ import torch
 from nnsight import TransformersModel
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-from instrument import DriftError, compile_rule, install_all
+from instrument import DriftError, adopt, compile_rule, install_all
 from rewrites import RULES
 
 from .families import Family, family_for
@@ -115,6 +115,22 @@ def in_dtype(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
+def _real_device_first(model: torch.nn.Module) -> None:
+    """Order an accelerate-dispatched model's ``hf_device_map`` with a device that runs code first (same entries).
+
+    transformers' pipeline, which nnsight builds around the model, takes the
+    first entry's device as the pipeline's device, and ``"disk"`` is no torch
+    device: a ``device_map`` whose first entry is offloaded to disk would fail
+    there. Only the order changes, on this instance.
+    """
+    device_map = getattr(model, "hf_device_map", None)
+    if not isinstance(device_map, dict) or not device_map or next(iter(device_map.values())) != "disk":
+        return
+    placed = {name: device for name, device in device_map.items() if device != "disk"}
+    if placed:
+        model.hf_device_map = {**placed, **{name: device for name, device in device_map.items() if device == "disk"}}
+
+
 class StandardizedTransformer(TextRoot, TransformersModel):
     """An image-text-to-text checkpoint under standard names, with its vision side readable and writable.
 
@@ -160,6 +176,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             processor = None
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name_or_path, **hub)
         failures = instrument(model)
+        _real_device_first(model)
         # generate would otherwise run the tower before step 0's forward (transformers 5.24);
         # an instance attribute, so only this model answers differently.
         model._supports_mm_encoder_outputs = encode_images_in_the_forward
@@ -174,6 +191,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 rename=family.rename_for(config),
                 envoys=family.envoys_for(model),
             )
+        adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
         if family.text_only:
             absent = text_model_alone(type(model).__name__, config.model_type, family.model_type)
             self.vision = NoTower("vision", absent)
@@ -209,6 +227,21 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     @property
     def config(self) -> Any:
         return self._module.config
+
+    @property
+    def device(self) -> torch.device | None:
+        """Where inputs go: accelerate's execution device on a dispatched model, else the first parameter's.
+
+        With parts offloaded (``device_map=`` with ``"disk"`` or ``"cpu"``
+        offload), the first parameter may be a meta placeholder; the root's
+        hook runs the model on its execution device, which is where nnsight
+        has to put the inputs.
+        """
+        hook = self._module.__dict__.get("_hf_hook")
+        execution = getattr(hook, "execution_device", None)
+        if execution is not None:
+            return torch.device(execution if not isinstance(execution, int) else f"cuda:{execution}")
+        return super().device
 
     def support(self) -> dict[str, Any]:
         """Every standard value of this checkpoint: None when available (on every block), else why not.

@@ -15,7 +15,7 @@ The compiler knows no model family: the rules live in ``rewrites``.
 """
 
 from .compiler import DriftError, Instrumented, compile_rule
-from .install import InstallError, install, install_all, installed
+from .install import InstallError, adopt, install, install_all, installed
 from .rewriter import RewriteError, Rewritten, Site, rewrite
 from .rule import Rule
 
@@ -27,6 +27,7 @@ __all__ = [
     "Rewritten",
     "Rule",
     "Site",
+    "adopt",
     "compile_rule",
     "install",
     "install_all",

@@ -25,6 +25,7 @@ from transformers.models.siglip.modeling_siglip import (
     SiglipVisionModel,
 )
 
+from ..feature_layers import with_feature_layer_gradients
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
@@ -42,6 +43,8 @@ ENVOYS = {
     SiglipMLP: VisionMlp,
     CLIPMLP: VisionMlp,
 }
+#: The projector reads hidden_states[vision_feature_layer]: the tower values past it have no gradient.
+ENVOYS = with_feature_layer_gradients(ENVOYS, host=LlavaModel)
 
 
 def tower_norm(config: Any) -> dict[str, str]:
