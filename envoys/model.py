@@ -108,6 +108,20 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
+#: Why a trace with several invokes carrying images is refused (nnsight's batcher pads text rows only).
+SEVERAL_IMAGE_INVOKES = (
+    "nnsight cannot batch several invokes that carry images in one trace (it batches invokes by padding "
+    "their text rows; images are not rows it can pad). Put every prompt and image in one invoke instead: "
+    "model.trace([prompt_a, prompt_b], images=[image_a, image_b]) and read each prompt's rows by batch "
+    "index; or run one trace per image inside `with model.session():` to carry values from one to the next"
+)
+
+
+def _carries_images(kwargs: dict[str, Any]) -> bool:
+    """Whether an invoke's keyword inputs hold images (``images=`` for the processor, or pixels)."""
+    return any(kwargs.get(name) is not None for name in ("images", "pixel_values", "pixel_values_videos", "videos"))
+
+
 def in_dtype(value: Any, dtype: torch.dtype) -> Any:
     """A floating-point tensor in ``dtype``; anything else as it is."""
     if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
@@ -205,7 +219,12 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         pixels in another dtype (Llama 4's computes them in bfloat16) then
         reaches a float32 model as it reaches a bfloat16 one.
         """
-        args, kwargs = super()._batch(invokes, fn)
+        try:
+            args, kwargs = super()._batch(invokes, fn)
+        except NotImplementedError as error:
+            if len(invokes) > 1 and any(_carries_images(kwargs) for _, kwargs in invokes):
+                raise NotImplementedError(SEVERAL_IMAGE_INVOKES) from error
+            raise
         return args, {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
 
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
