@@ -28,6 +28,7 @@ computes from it.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -238,7 +239,8 @@ class Served(torch.Tensor):
         origin = self.__dict__.get("_served_from")
         if not isinstance(backward, property) or origin is None:
             return torch._C.TensorBase.grad.__get__(self)
-        part, obj, prop, reason = origin
+        part, envoy, prop, reason = origin
+        obj = envoy()
         if reason is not None:
             raise Unavailable(f"{_label(obj, prop.name)} has no gradient: {reason}")
         gradient = backward.fget(part)
@@ -251,7 +253,8 @@ class Served(torch.Tensor):
         if not isinstance(backward, property) or origin is None:
             torch._C.TensorBase.grad.__set__(self, value)
             return
-        part, obj, prop, reason = origin
+        part, envoy, prop, reason = origin
+        obj = envoy()
         if reason is not None:
             raise Unavailable(f"{_label(obj, prop.name)} has no gradient: {reason}")
         backward.fset(part, prop._inverse(obj, value, part) if prop._inverse is not None else value)
@@ -260,7 +263,8 @@ class Served(torch.Tensor):
 def served(shown: torch.Tensor, part: torch.Tensor, obj: Any, prop: "EProperty", reason: str | None) -> Served:
     """``shown`` (the same data, still in the autograd graph) as a `Served` whose gradient is ``part``'s."""
     view = shown.as_subclass(Served)
-    view.__dict__["_served_from"] = (part, obj, prop, reason)
+    # The envoy weakly: a value saved past the model's life does not keep the model alive.
+    view.__dict__["_served_from"] = (part, weakref.ref(obj), prop, reason)
     return view
 
 
