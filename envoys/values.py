@@ -18,12 +18,15 @@ An `EProperty` is an nnsight ``eproperty`` with three additions:
 A write must keep the shape of the value it replaces; another shape raises
 ``ValueError`` naming both, before it reaches the model.
 
-A value read as a view of the served tensor (reshaped, transposed, with a
-leading 1) is swapped back into the model through its ``inverse``, as
-nnsight's own ``eproperty.transform`` does: the model then computes through
-the very tensor the user holds, so an edit to it reaches the model and, inside
-``with loss.backward():``, its ``.grad`` is the gradient of what the model
-computes from it.
+Gradients: a value that is the model's own tensor gets its ``.grad`` from
+nnsight as it is. A value read as a view of it (reshaped, transposed, with a
+leading 1) is handed out as a `Served` tensor, whose ``.grad`` inside ``with
+loss.backward():`` is the model tensor's gradient in the value's layout; the
+view is also swapped back into the model through its ``inverse`` when the
+worker moves on, as nnsight's own ``eproperty.transform`` does, so an edit to
+it reaches the model even where the view is a copy. A value the model
+computes nothing from (its envoy's ``gradient_reason(name)`` says why) is a
+`Served` whose ``.grad`` raises `Unavailable` with the reason.
 """
 
 from __future__ import annotations
@@ -257,6 +260,8 @@ class Served(torch.Tensor):
         obj = envoy()
         if reason is not None:
             raise Unavailable(f"{_label(obj, prop.name)} has no gradient: {reason}")
+        if prop._inverse is None and getattr(value, "shape", part.shape) != part.shape:
+            raise ValueError(f"{_label(obj, prop.name)}.grad takes a tensor of shape {tuple(part.shape)}")
         backward.fset(part, prop._inverse(obj, value, part) if prop._inverse is not None else value)
 
 

@@ -141,3 +141,23 @@ def test_a_view_is_a_plain_tensor_outside_the_backward(tiny_checkpoint):
         native_edit = model.logits.save()
         tracer.stop()
     assert not torch.equal(edited, clean) and torch.equal(edited, native_edit)
+
+
+def test_writing_a_views_gradient_is_what_flows_on(tiny_checkpoint):
+    """On LLaVA every gradient reaching the tower flows through image_features: zero its gradient (a view,
+    written in its own layout) and the patch embedding's (another view) is zero; untouched, it is not."""
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text", device="cpu",
+                                    attn_implementation="eager")
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    gradients = []
+    for zero in (False, True):
+        with model.trace(prompt, images=IMAGES):
+            patches = model.vision.patch_embeddings
+            features = model.vision.image_features
+            logits = model.logits
+            with logits.sum().backward():
+                if zero:
+                    features.grad = torch.zeros_like(features.grad)
+                gradients.append(patches.grad.save())
+    untouched, cut = gradients
+    assert untouched.abs().sum() > 0 and torch.equal(cut, torch.zeros_like(untouched))
