@@ -1,4 +1,4 @@
-"""Gradients through every standard value of every family: ``.grad`` inside ``with logits.sum().backward():``
+"""Gradients through every standard value of every family (in the first and the last block of each stack): ``.grad`` inside ``with logits.sum().backward():``
 equals the gradient of the same tensor read at its native location in plain nnsight, in the value's layout;
 a value the model computes nothing from says so (`Unavailable`) where plain nnsight would wait in vain.
 
@@ -42,10 +42,23 @@ def native(model, location: str):
     return envoy.inputs if key == "input" else getattr(envoy, key)
 
 
+def first_or_last_block(model, envoy) -> bool:
+    """Whether ``envoy`` is outside every stack of blocks, or in the first or the last block of each it is in
+    (the blocks between run the same code; the last is where LLaVA's unused blocks are)."""
+    parts = envoy.path.split(".")[1:]
+    for depth, segment in enumerate(parts):
+        if segment.isdigit():
+            stack = model._module.get_submodule(".".join(parts[:depth]))
+            if int(segment) not in (0, len(stack) - 1):
+                return False
+    return True
+
+
 def every_value(model):
-    """(envoy, name, value) for every available standard value of every standard envoy of the model."""
+    """(envoy, name, value) for every available standard value of every standard envoy of the model, in the
+    first and the last block of each stack."""
     for envoy in model.modules():
-        if isinstance(envoy, Standard) or envoy is model:
+        if (isinstance(envoy, Standard) or envoy is model) and first_or_last_block(model, envoy):
             for name, prop in standard_values(type(envoy)).items():
                 if prop.reason(envoy) is None:
                     yield envoy, name, prop
