@@ -75,7 +75,7 @@ def test_offloaded_parts_are_on_disk_and_hooked_once(offloaded):
     for module in hooked:
         # One accelerate hook, run by nnsight's controller around the body; the class's forward kept aside.
         assert type(module.__dict__["_hf_hook"]).__name__ != "SequentialHook"
-        assert module.__dict__["_old_forward"].__func__ is not None
+        assert module.__dict__["_old_forward"].__func__ in (type(module).forward, module.__dict__.get(BODY))
     rewritten = [module for module in hooked if installed(module)]
     assert rewritten  # attention blocks on disk carry a rewrite rule
     for module in rewritten:
