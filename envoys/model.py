@@ -108,12 +108,13 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
-#: Why a trace with several invokes carrying images is refused (nnsight's batcher pads text rows only).
+#: Why a trace with several invokes carrying images is refused (nnsight's batcher pads text rows only),
+#: after nnsight's own message.
 SEVERAL_IMAGE_INVOKES = (
-    "nnsight cannot batch several invokes that carry images in one trace (it batches invokes by padding "
-    "their text rows; images are not rows it can pad). Put every prompt and image in one invoke instead: "
+    "Several invokes that carry images cannot share one trace: nnsight batches invokes by padding their text "
+    "rows, and images are not rows it can pad. Put every prompt and image in one invoke instead: "
     "model.trace([prompt_a, prompt_b], images=[image_a, image_b]) and read each prompt's rows by batch "
-    "index; or run one trace per image inside `with model.session():` to carry values from one to the next"
+    "index; or run one trace per image inside `with model.session():` to carry values from one to the next."
 )
 
 
@@ -223,7 +224,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             args, kwargs = super()._batch(invokes, fn)
         except NotImplementedError as error:
             if len(invokes) > 1 and any(_carries_images(kwargs) for _, kwargs in invokes):
-                raise NotImplementedError(SEVERAL_IMAGE_INVOKES) from error
+                raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
             raise
         return args, {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
 

@@ -130,5 +130,5 @@ def test_a_second_image_carrying_invoke_says_what_to_do_instead(model):
             with tracer.invoke(prompt(model), images=[OTHER]):
                 model.logits.save()
     message = str(raised.value)
-    assert "several invokes that carry images" in message and "images=[image_a, image_b]" in message
-    assert "model.session()" in message and "Can't batch these inputs" in str(raised.value.__cause__)
+    assert "Several invokes that carry images cannot share one trace" in message and "images=[image_a, image_b]" in message
+    assert "model.session()" in message and message.startswith(str(raised.value.__cause__))
