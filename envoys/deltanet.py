@@ -306,6 +306,14 @@ class GatedDeltaNet(Standard):
         unavailable=no_state,
     ).inverse(lambda self, written, current: refuse_missing_state(written, current))
 
+    def gradient_reason(self, name: str) -> str | None:
+        """Why the value ``name`` has no gradient: the returned state feeds only the cache, for the next forward."""
+        if name != "linear_attention_state":
+            return None
+        return ("the kernel returns it for the cache to carry into the next forward, and nothing this forward's "
+                "logits depend on is computed from it; linear_attention_head_outputs is what this forward reads "
+                "from the state")
+
 
 # -- the blocks ------------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import torch
 from nnsight import TransformersModel
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-from instrument import DriftError, compile_rule, install_all
+from instrument import DriftError, adopt, compile_rule, install_all
 from rewrites import RULES
 
 from .families import Family, family_for
@@ -108,11 +108,42 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
+#: Why a trace with several invokes carrying images is refused (nnsight's batcher pads text rows only),
+#: after nnsight's own message.
+SEVERAL_IMAGE_INVOKES = (
+    "Several invokes that carry images cannot share one trace: nnsight batches invokes by padding their text "
+    "rows, and images are not rows it can pad. Put every prompt and image in one invoke instead: "
+    "model.trace([prompt_a, prompt_b], images=[image_a, image_b]) and read each prompt's rows by batch "
+    "index; or run one trace per image inside `with model.session():` to carry values from one to the next."
+)
+
+
+def _carries_images(kwargs: dict[str, Any]) -> bool:
+    """Whether an invoke's keyword inputs hold images (``images=`` for the processor, or pixels)."""
+    return any(kwargs.get(name) is not None for name in ("images", "pixel_values", "pixel_values_videos", "videos"))
+
+
 def in_dtype(value: Any, dtype: torch.dtype) -> Any:
     """A floating-point tensor in ``dtype``; anything else as it is."""
     if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
         return value.to(dtype)
     return value
+
+
+def _real_device_first(model: torch.nn.Module) -> None:
+    """Order an accelerate-dispatched model's ``hf_device_map`` with a device that runs code first (same entries).
+
+    transformers' pipeline, which nnsight builds around the model, takes the
+    first entry's device as the pipeline's device, and ``"disk"`` is no torch
+    device: a ``device_map`` whose first entry is offloaded to disk would fail
+    there. Only the order changes, on this instance.
+    """
+    device_map = getattr(model, "hf_device_map", None)
+    if not isinstance(device_map, dict) or not device_map or next(iter(device_map.values())) != "disk":
+        return
+    placed = {name: device for name, device in device_map.items() if device != "disk"}
+    if placed:
+        model.hf_device_map = {**placed, **{name: device for name, device in device_map.items() if device == "disk"}}
 
 
 class StandardizedTransformer(TextRoot, TransformersModel):
@@ -160,6 +191,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             processor = None
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name_or_path, **hub)
         failures = instrument(model)
+        _real_device_first(model)
         # generate would otherwise run the tower before step 0's forward (transformers 5.24);
         # an instance attribute, so only this model answers differently.
         model._supports_mm_encoder_outputs = encode_images_in_the_forward
@@ -174,6 +206,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 rename=family.rename_for(config),
                 envoys=family.envoys_for(model),
             )
+        adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
         if family.text_only:
             absent = text_model_alone(type(model).__name__, config.model_type, family.model_type)
             self.vision = NoTower("vision", absent)
@@ -187,7 +220,12 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         pixels in another dtype (Llama 4's computes them in bfloat16) then
         reaches a float32 model as it reaches a bfloat16 one.
         """
-        args, kwargs = super()._batch(invokes, fn)
+        try:
+            args, kwargs = super()._batch(invokes, fn)
+        except NotImplementedError as error:
+            if len(invokes) > 1 and any(_carries_images(kwargs) for _, kwargs in invokes):
+                raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
+            raise
         return args, {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
 
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -209,6 +247,21 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     @property
     def config(self) -> Any:
         return self._module.config
+
+    @property
+    def device(self) -> torch.device | None:
+        """Where inputs go: accelerate's execution device on a dispatched model, else the first parameter's.
+
+        With parts offloaded (``device_map=`` with ``"disk"`` or ``"cpu"``
+        offload), the first parameter may be a meta placeholder; the root's
+        hook runs the model on its execution device, which is where nnsight
+        has to put the inputs.
+        """
+        hook = self._module.__dict__.get("_hf_hook")
+        execution = getattr(hook, "execution_device", None)
+        if execution is not None:
+            return torch.device(execution if not isinstance(execution, int) else f"cuda:{execution}")
+        return super().device
 
     def support(self) -> dict[str, Any]:
         """Every standard value of this checkpoint: None when available (on every block), else why not.

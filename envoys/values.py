@@ -17,15 +17,27 @@ An `EProperty` is an nnsight ``eproperty`` with three additions:
 
 A write must keep the shape of the value it replaces; another shape raises
 ``ValueError`` naming both, before it reaches the model.
+
+Gradients: a value that is the model's own tensor gets its ``.grad`` from
+nnsight as it is. A value read as a view of it (reshaped, transposed, with a
+leading 1) is handed out as a `Served` tensor, whose ``.grad`` inside ``with
+loss.backward():`` is the model tensor's gradient in the value's layout; the
+view is also swapped back into the model through its ``inverse`` when the
+worker moves on, as nnsight's own ``eproperty.transform`` does, so an edit to
+it reaches the model even where the view is a copy. A value the model
+computes nothing from (its envoy's ``gradient_reason(name)`` says why) is a
+`Served` whose ``.grad`` raises `Unavailable` with the reason.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 import torch
-from nnsight.intervention.eproperty import eproperty
+from nnsight.intervention.eproperty import WriteBack, eproperty
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
 from .paths import standard_path
@@ -173,10 +185,33 @@ class EProperty(eproperty):
     def _read(self, obj: Any, location: str) -> Any:
         if self.prepare is not None:
             self.prepare(obj)
+        mediator = Mediator.current(location)
+        occurrence = mediator.wanted(location)
+        waiting = mediator.transform
+        if waiting is not None and waiting.key == (self, location, occurrence):
+            return waiting.view  # read again before it went back: the same view, so both edits are one
         raw = self._request(obj, location)
         select = self.selector(obj)
         part = select.get(raw) if select is not None else raw
-        return self._preprocess(obj, part) if self._preprocess is not None else part
+        shown = self._preprocess(obj, part) if self._preprocess is not None else part
+        if not isinstance(shown, torch.Tensor) or not isinstance(part, torch.Tensor):
+            return shown
+        no_gradient = getattr(obj, "gradient_reason", lambda name: None)(self.name)
+        view = shown is not part
+        if no_gradient is None and not view:
+            return shown  # the model's own tensor: nnsight serves its .grad as it is
+        shown = served(shown, part, obj, self, no_gradient)
+        if view and self._inverse is not None:
+            # The model goes on with the inverse of the view the user holds, swapped in when the worker
+            # next moves on (nnsight's eproperty.transform), so an edit to the view is the model's.
+            back = partial(self._write_back, obj, shown, raw, part, select)
+            mediator.transform = WriteBack(back, shown, self, location, occurrence)
+        return shown
+
+    def _write_back(self, obj: Any, shown: Any, raw: Any, part: Any, select: Selector | None) -> Any:
+        """The served value with the user's view put back in the model's layout (values unchanged)."""
+        restored = self._inverse(obj, shown, part)
+        return select.put(raw, restored) if select is not None else restored
 
     def _write(self, obj: Any, value: Any, location: str) -> None:
         if self.read_only is not None:
@@ -191,6 +226,58 @@ class EProperty(eproperty):
         if self._inverse is not None:
             value = self._inverse(obj, value, current)
         Mediator.swap(location, select.put(raw, value) if select is not None else value)
+
+
+class Served(torch.Tensor):
+    """A standard value handed out as a view of the tensor the model computes with (reshaped, transposed, a
+    leading 1 added), or one the model computes nothing from.
+
+    A plain tensor in every other way (operations on it give plain tensors).
+    Inside ``with loss.backward():`` its ``.grad`` is the gradient of the
+    model's own tensor, in this value's layout (and writing ``.grad`` writes
+    that tensor's, mapped back); the gradient does not depend on whether the
+    model's later computations go through the view. On a value the model
+    does not use downstream, ``.grad`` raises `Unavailable` saying so, instead
+    of waiting for a gradient that never comes.
+    """
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @property
+    def grad(self) -> Any:
+        backward = torch.Tensor.__dict__.get("grad")  # nnsight's property, only inside `with loss.backward():`
+        origin = self.__dict__.get("_served_from")
+        if not isinstance(backward, property) or origin is None:
+            return torch._C.TensorBase.grad.__get__(self)
+        part, envoy, prop, reason = origin
+        obj = envoy()
+        if reason is not None:
+            raise Unavailable(f"{_label(obj, prop.name)} has no gradient: {reason}")
+        gradient = backward.fget(part)
+        return prop._preprocess(obj, gradient) if prop._preprocess is not None else gradient
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        backward = torch.Tensor.__dict__.get("grad")
+        origin = self.__dict__.get("_served_from")
+        if not isinstance(backward, property) or origin is None:
+            torch._C.TensorBase.grad.__set__(self, value)
+            return
+        part, envoy, prop, reason = origin
+        obj = envoy()
+        if reason is not None:
+            raise Unavailable(f"{_label(obj, prop.name)} has no gradient: {reason}")
+        if prop._inverse is None and getattr(value, "shape", part.shape) != part.shape:
+            raise ValueError(f"{_label(obj, prop.name)}.grad takes a tensor of shape {tuple(part.shape)}")
+        backward.fset(part, prop._inverse(obj, value, part) if prop._inverse is not None else value)
+
+
+def served(shown: torch.Tensor, part: torch.Tensor, obj: Any, prop: "EProperty", reason: str | None) -> Served:
+    """``shown`` (the same data, still in the autograd graph) as a `Served` whose gradient is ``part``'s."""
+    view = shown.as_subclass(Served)
+    # The envoy weakly: a value saved past the model's life does not keep the model alive.
+    view.__dict__["_served_from"] = (part, weakref.ref(obj), prop, reason)
+    return view
 
 
 def _explain(error: OutOfOrderError, obj: Any, name: str | None) -> None:

@@ -17,7 +17,7 @@ has to be rewritten: ``rewrite`` is loaded on first use.
 """
 
 from .compiler import DriftError, Instrumented, compile_rule
-from .install import InstallError, install, install_all, installed
+from .install import InstallError, adopt, install, install_all, installed
 from .rewritten import RewriteError, Rewritten, Site
 from .rule import Rule
 
@@ -29,6 +29,7 @@ __all__ = [
     "Rewritten",
     "Rule",
     "Site",
+    "adopt",
     "compile_rule",
     "install",
     "install_all",

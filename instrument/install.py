@@ -8,6 +8,13 @@ module global: other instances of the class run the class's forward.
 
 Everything that can fail (compiling the rule, checking the instance) happens
 before the module is touched, so a failed install leaves it as it was.
+
+A module that accelerate has hooked (``device_map=``: ``_hf_hook``, its own
+forward kept in ``_old_forward``, a wrapper in ``forward``) gets the rewritten
+forward in ``_old_forward``, so accelerate's wrapper runs it between its
+``pre_forward`` (weights loaded, inputs moved) and ``post_forward``. nnsight's
+controller, once it wraps such a module, runs the class's forward inside the
+hook instead; `adopt` (called after wrapping) makes it run the rewritten one.
 """
 
 from __future__ import annotations
@@ -53,9 +60,15 @@ def _check(module: torch.nn.Module, instrumented: Instrumented) -> bool:
             f"{type(module).__qualname__}: nnsight's .source was opened on this module before the rule "
             f"{rule.name!r} was installed; install rules when the model is built, before any trace"
         )
-    if state is None and "forward" in module.__dict__:
+    if state is None and "forward" in module.__dict__ and not _accelerate_hooked(module):
         raise InstallError(f"{type(module).__qualname__} already has an instance forward; refusing to replace it")
     return True
+
+
+def _accelerate_hooked(module: torch.nn.Module) -> bool:
+    """Whether accelerate's hook wraps ``module``'s own class forward (kept in ``_old_forward``)."""
+    kept = module.__dict__.get("_old_forward")
+    return "_hf_hook" in module.__dict__ and getattr(kept, "__func__", None) is type(module).forward
 
 
 def build_for(module: torch.nn.Module, instrumented: Instrumented, prefix: str = "source"):
@@ -67,14 +80,38 @@ def build_for(module: torch.nn.Module, instrumented: Instrumented, prefix: str =
     return instrumented.build(site_for(module, prefix, substitutes))
 
 
+#: Instance attribute holding the rewritten forward (unbound) of a module accelerate hooks, for `adopt`.
+BODY = "__vlm_instrumented_body__"
+
+
 def _apply(module: torch.nn.Module, instrumented: Instrumented) -> None:
     forward = build_for(module, instrumented)
     state = module.__dict__.get(STATE)
-    if state is None:
-        module.__dict__["forward"] = MethodType(forward, module)
-    else:
+    if state is not None:
         state.body = state.original = forward
+    elif _accelerate_hooked(module):
+        module.__dict__["_old_forward"] = MethodType(forward, module)
+        module.__dict__[BODY] = forward
+    else:
+        module.__dict__["forward"] = MethodType(forward, module)
     module.__dict__[INSTALLED] = {**installed(module), instrumented.rule.name: instrumented}
+
+
+def adopt(root: torch.nn.Module) -> int:
+    """After nnsight wrapped ``root``: make each accelerate-hooked module's controller run its rewritten forward.
+
+    nnsight runs the class's forward inside accelerate's hook on such a module
+    (its controller takes the ``forward`` slot and re-applies the hook around its
+    body); this puts the rewritten forward in that body. Returns how many modules
+    it changed.
+    """
+    changed = 0
+    for module in root.modules():
+        body, state = module.__dict__.get(BODY), module.__dict__.get(STATE)
+        if body is not None and state is not None and state.body is not body:
+            state.body = state.original = body
+            changed += 1
+    return changed
 
 
 def install(module: torch.nn.Module, instrumented: Instrumented) -> None:

@@ -34,6 +34,7 @@ from transformers.models.siglip.modeling_siglip import (
     SiglipVisionModel,
 )
 
+from ..feature_layers import with_feature_layer_gradients
 from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
@@ -53,6 +54,8 @@ ENVOYS = {
     CLIPMLP: VisionMlp,
     **PIXTRAL_ENVOYS,
 }
+#: The projector reads hidden_states[vision_feature_layer]: the tower values past it have no gradient.
+ENVOYS = with_feature_layer_gradients(ENVOYS, host=LlavaModel)
 
 
 def tower_names(config: Any) -> dict[str, str]:

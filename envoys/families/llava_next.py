@@ -41,6 +41,7 @@ from ..vision import (
     no_patch_embed,
     scattered_argument,
 )
+from ..feature_layers import with_feature_layer_gradients
 from . import Family
 from .llava import RENAME as LLAVA_RENAME
 
@@ -134,6 +135,8 @@ ENVOYS = {
     CLIPAttention: TileAttention,
     CLIPMLP: VisionMlp,
 }
+#: The projector reads hidden_states[vision_feature_layer]: the tower values past it have no gradient.
+ENVOYS = with_feature_layer_gradients(ENVOYS, host=LlavaNextModel)
 
 
 FAMILY = Family("llava_next", RENAME, ENVOYS, "model.language_model.layers")

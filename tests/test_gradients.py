@@ -1,0 +1,176 @@
+"""Gradients through every standard value of every family (in the first and the last block of each stack): ``.grad`` inside ``with logits.sum().backward():``
+equals the gradient of the same tensor read at its native location in plain nnsight, in the value's layout;
+a value the model computes nothing from says so (`Unavailable`) where plain nnsight would wait in vain.
+
+The native read walks the value's own location (``model.model.visual.blocks.0.output``) through nnsight's
+envoys (``.output``, ``.inputs``, ``.source``), takes the selected part, and maps its gradient to the
+standard layout with the value's view (a reshape, a transpose or a leading 1: the layout, not the number).
+A value served at one occurrence of a site that fires several times is read at that occurrence
+(`envoys.pinning.pinned`, what ``tracer.iter[k]`` does). Every trace ends with ``tracer.stop()`` after the
+backward, as Llama 4's must.
+"""
+
+from __future__ import annotations
+
+import nnsight
+import pytest
+import torch
+from nnsight.intervention.interleaver import OutOfOrderError
+
+from envoys import StandardizedTransformer
+from envoys.pinning import PinnedEProperty
+from envoys.standard import Standard
+from envoys.tiny import NAMES, chat_prompt, noise_image
+from envoys.values import Unavailable, standard_values
+
+IMAGES = [noise_image(32, 32, seed=0)]
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def model(request, tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+def native(model, location: str):
+    """The value nnsight serves at ``location``, through plain nnsight envoys (``.inputs`` for an ``input``)."""
+    *path, key = location.split(".")
+    envoy = model
+    for segment in path[1:]:
+        envoy = envoy[int(segment)] if segment.isdigit() else getattr(envoy, segment)
+    return envoy.inputs if key == "input" else getattr(envoy, key)
+
+
+def first_or_last_block(model, envoy) -> bool:
+    """Whether ``envoy`` is outside every stack of blocks, or in the first or the last block of each it is in
+    (the blocks between run the same code; the last is where LLaVA's unused blocks are)."""
+    parts = envoy.path.split(".")[1:]
+    for depth, segment in enumerate(parts):
+        if segment.isdigit():
+            stack = model._module.get_submodule(".".join(parts[:depth]))
+            if int(segment) not in (0, len(stack) - 1):
+                return False
+    return True
+
+
+def every_value(model):
+    """(envoy, name, value) for every available standard value of every standard envoy of the model, in the
+    first and the last block of each stack."""
+    for envoy in model.modules():
+        if (isinstance(envoy, Standard) or envoy is model) and first_or_last_block(model, envoy):
+            for name, prop in standard_values(type(envoy)).items():
+                if prop.reason(envoy) is None:
+                    yield envoy, name, prop
+
+
+def native_gradient(model, prompt, envoy, prop):
+    """The gradient of the value's tensor read natively, or "none" where it has no gradient to have."""
+    location, select = prop._location(envoy), prop.selector(envoy)
+    with model.trace(prompt, images=IMAGES) as tracer:
+        if isinstance(prop, PinnedEProperty):
+            with prop._pinned(envoy):
+                raw = native(model, location)
+        else:
+            raw = native(model, location)
+        part = select.get(raw) if select is not None else raw
+        if not (isinstance(part, torch.Tensor) and part.requires_grad):
+            gradient = nnsight.save("none")
+            tracer.stop()
+        logits = model.logits
+        with logits.sum().backward():
+            gradient = part.grad.save()
+        tracer.stop()
+    return gradient
+
+
+def standard_gradient(model, prompt, envoy, name):
+    with model.trace(prompt, images=IMAGES) as tracer:
+        value = getattr(envoy, name)
+        logits = model.logits
+        with logits.sum().backward():
+            gradient = value.grad.save()
+        tracer.stop()
+    return gradient
+
+
+def test_every_value_has_the_gradient_of_its_native_tensor(model):
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    compared, failures = 0, []
+    for envoy, name, prop in every_value(model):
+        label = f"{envoy.path}.{name}"
+        reason = getattr(envoy, "gradient_reason", lambda _: None)(name)
+        if reason is not None:
+            # The model computes nothing from it: plain nnsight waits for a gradient that never comes...
+            with pytest.raises(OutOfOrderError):
+                native_gradient(model, prompt, envoy, prop)
+            # ...and the standard value says why.
+            with pytest.raises(Unavailable, match="has no gradient"):
+                standard_gradient(model, prompt, envoy, name)
+            continue
+        expected = native_gradient(model, prompt, envoy, prop)
+        if isinstance(expected, str):  # token ids, masks: nothing to differentiate
+            continue
+        expected = prop._preprocess(envoy, expected) if prop._preprocess is not None else expected
+        got = standard_gradient(model, prompt, envoy, name)
+        compared += 1
+        if not torch.equal(got, expected):
+            failures.append(label)
+    assert compared > 20 and not failures, failures
+
+
+def test_a_value_the_model_does_not_use_says_why(tiny_checkpoint):
+    """llava-siglip is llava-interleave's layout: the projector reads the last block's output before the final
+    norm, so tower_output (after it) feeds nothing."""
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text", device="cpu",
+                                    attn_implementation="eager")
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    with pytest.raises(Unavailable) as raised:
+        standard_gradient(model, prompt, model.vision, "tower_output")
+    message = str(raised.value)
+    assert "vision.tower_output has no gradient" in message and "hidden_states[2]" in message
+    assert "read vision.layers[1].layer_output" in message
+
+
+def test_a_view_is_a_plain_tensor_outside_the_backward(tiny_checkpoint):
+    """The served view behaves as a tensor: arithmetic gives plain tensors, its edits reach the model."""
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", device="cpu",
+                                    attn_implementation="eager")
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    with model.trace(prompt, images=IMAGES) as tracer:
+        stream = model.vision.layers[0].layer_output.save()
+        doubled = nnsight.save(stream * 2)
+        tracer.stop()
+    assert type(doubled) is torch.Tensor and torch.equal(doubled, stream * 2)
+    with model.trace(prompt, images=IMAGES) as tracer:
+        clean = model.logits.save()
+        tracer.stop()
+    with model.trace(prompt, images=IMAGES) as tracer:
+        model.vision.layers[0].layer_output[:] = 0
+        edited = model.logits.save()
+        tracer.stop()
+    with model.trace(prompt, images=IMAGES) as tracer:
+        model.model.visual.blocks[0].output[:] = 0
+        native_edit = model.logits.save()
+        tracer.stop()
+    assert not torch.equal(edited, clean) and torch.equal(edited, native_edit)
+
+
+def test_writing_a_views_gradient_is_what_flows_on(tiny_checkpoint):
+    """On LLaVA every gradient reaching the tower flows through image_features: zero its gradient (a view,
+    written in its own layout) and the patch embedding's (another view) is zero; untouched, it is not."""
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text", device="cpu",
+                                    attn_implementation="eager")
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    gradients = []
+    for zero in (False, True):
+        with model.trace(prompt, images=IMAGES):
+            patches = model.vision.patch_embeddings
+            features = model.vision.image_features
+            logits = model.logits
+            with logits.sum().backward():
+                if zero:
+                    features.grad = torch.zeros_like(features.grad)
+                gradients.append(patches.grad.save())
+    untouched, cut = gradients
+    assert untouched.abs().sum() > 0 and torch.equal(cut, torch.zeros_like(untouched))
