@@ -17,13 +17,14 @@ outputs, before their post-norms, stay at their native paths
 answer on the sublayers too (`post_norm_output`: `SandwichAttention`,
 `SandwichMlp`), as on every block.
 
-The norms answer to the names they have on every block (`SandwichNorms`):
-``input_layernorm`` before the attention and ``post_attention_layernorm``
-before the MLP (the block's own ``pre_feedforward_layernorm``), so
-``post_attention_layernorm.output`` is what the MLP receives here too. The
-block's own ``post_attention_layernorm``, its norm of the attention's output,
-answers to ``attention_output_norm``, and ``post_feedforward_layernorm``, its
-norm of the MLP's output, to ``mlp_output_norm``.
+``input_layernorm`` is what the attention receives, as on every block; the
+norm before the MLP keeps its native name, ``pre_feedforward_layernorm``,
+because ``post_attention_layernorm`` (the MLP's pre-norm on other blocks) is
+this block's own norm of the attention's output: nnsight binds no alias over a
+child's own name, and answering that name with another module would make
+nnsight's native paths (``model.get(...)``, native reads) reach the wrong
+module. `SandwichNorms` adds ``attention_output_norm`` and ``mlp_output_norm``,
+the norms after the sublayers under names that say so.
 """
 
 from __future__ import annotations
@@ -42,33 +43,10 @@ MLP_POST_NORM = "post_feedforward_layernorm"
 Gate = Callable[[Any], "str | None"] | None
 
 
-class _MlpPreNorm:
-    """``block.post_attention_layernorm`` on a sandwich block: the norm before its MLP, ``pre_feedforward_layernorm``.
-
-    nnsight binds each child envoy under its native name with a plain
-    attribute write; this data descriptor keeps that binding in the envoy's
-    ``__dict__`` (where `child` and nnsight's own lookups find the native
-    module) and answers the attribute with the MLP's pre-norm, the standard meaning.
-    """
-
-    def __get__(self, block: Any, owner: Any = None) -> Any:
-        if block is None:
-            return self
-        return child(block, "pre_feedforward_layernorm")
-
-    def __set__(self, block: Any, envoy: Any) -> None:
-        block.__dict__[ATTENTION_POST_NORM] = envoy
-
-
 class SandwichNorms:
-    """A sandwich block's norms under the names every block has (a mixin for a block's envoy).
-
-    ``input_layernorm`` (native) is what the attention receives, ``post_attention_layernorm``
-    what the MLP receives (the native ``pre_feedforward_layernorm``); the norms after
-    the sublayers are ``attention_output_norm`` and ``mlp_output_norm``.
-    """
-
-    post_attention_layernorm = _MlpPreNorm()
+    """A sandwich block's norms after its sublayers under names that say what they norm (a mixin for a block's
+    envoy): ``attention_output_norm`` (the native ``post_attention_layernorm``) and ``mlp_output_norm``
+    (``post_feedforward_layernorm``), whose outputs are ``attention_output`` and ``mlp_output``."""
 
     @property
     def attention_output_norm(self) -> Any:

@@ -89,7 +89,8 @@ def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(m
     assert [layer._module for layer in model.layers] == list(text.layers)
     block, native_block = model.layers[0], text.layers[0]
     assert block.input_layernorm._module is native_block.input_layernorm
-    assert block.post_attention_layernorm._module is native_block.pre_feedforward_layernorm  # the MLP's pre-norm
+    assert block.pre_feedforward_layernorm._module is native_block.pre_feedforward_layernorm  # the MLP's pre-norm
+    assert block.post_attention_layernorm._module is native_block.post_attention_layernorm  # native paths stay native
     assert block.attention_output_norm._module is native_block.post_attention_layernorm
     assert block.mlp_output_norm._module is native_block.post_feedforward_layernorm
     tower_block = native.vision_tower.encoder.layers[0]

@@ -6,7 +6,6 @@ native module paths, or the processor."""
 
 from __future__ import annotations
 
-import nnsight
 import pytest
 import torch
 

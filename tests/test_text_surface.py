@@ -53,10 +53,17 @@ def test_sizes_are_the_text_configs(model):
     assert model.embed_tokens._module.weight.shape == (model.vocab_size, model.hidden_size)
 
 
-@pytest.mark.parametrize("norm, part", [("input_layernorm", "self_attn"), ("post_attention_layernorm", "mlp")])
-def test_pre_norms_feed_the_attention_and_the_mlp(model, norm, part):
+def mlp_pre_norm(block) -> str:
+    """The name of the norm before a block's MLP: post_attention_layernorm, but a sandwich-norm block (Gemma) has
+    its own post_attention_layernorm after the attention, so its MLP's pre-norm keeps its native name."""
+    return "pre_feedforward_layernorm" if child(block, "pre_feedforward_layernorm") else "post_attention_layernorm"
+
+
+@pytest.mark.parametrize("part", ["self_attn", "mlp"])
+def test_pre_norms_feed_the_attention_and_the_mlp(model, part):
     # On a tower block, and on the first text block holding the sublayer (a hybrid stack's blocks differ).
     for block in (model.vision.layers[0], model.layers[block_with(model, part)]):
+        norm = "input_layernorm" if part == "self_attn" else mlp_pre_norm(block)
         with model.trace(prompt(model), images=IMAGES) as tracer:
             normed = getattr(block, norm).output.save()
             received = first_argument(getattr(block, part).inputs).save()
