@@ -69,7 +69,7 @@ def native_gradient(model, prompt, envoy, prop):
     location, select = prop._location(envoy), prop.selector(envoy)
     with model.trace(prompt, images=IMAGES) as tracer:
         if isinstance(prop, PinnedEProperty):
-            with prop._pinned(envoy):
+            with prop._pinned(envoy, location):
                 raw = native(model, location)
         else:
             raw = native(model, location)

@@ -46,9 +46,19 @@ def counted(monkeypatch):
     counts = {"reason": 0, "location": 0, "pinned": []}
     Served.reset()
 
+    class Worker:
+        """The running worker's state a read consults: which occurrence it wants, and no view waiting to go back."""
+
+        transform = None
+
+        @staticmethod
+        def wanted(location):
+            return 0
+
     class FakeMediator:
         value = staticmethod(Served.value_at)
         swap = staticmethod(Served.swap)
+        current = staticmethod(lambda location: Worker)
 
     @contextmanager
     def pinned(location, call, per_forward=1):
