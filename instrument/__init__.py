@@ -14,10 +14,10 @@ Three layers, kept apart:
 The compiler knows no model family: the rules live in ``rewrites``.
 """
 
-from .compiler import DriftError, Instrumented, compile_rule
+from .compiler import DriftError, Instrumented, TargetMissing, compile_rule
 from .install import InstallError, install, install_all, installed
 from .rewriter import RewriteError, Rewritten, Site, rewrite
-from .rule import Rule
+from .rule import Rule, Variant
 
 __all__ = [
     "DriftError",
@@ -27,6 +27,8 @@ __all__ = [
     "Rewritten",
     "Rule",
     "Site",
+    "TargetMissing",
+    "Variant",
     "compile_rule",
     "install",
     "install_all",

@@ -21,7 +21,7 @@ Pure: libcst in, text out. No torch, no nnsight, no imports of the target.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection
+from typing import Collection, Mapping
 
 import libcst as cst
 from libcst import matchers as m
@@ -50,6 +50,12 @@ class Site:
     name: str  #: nnsight's label for the call, e.g. ``inputs_embeds_masked_scatter_0``
     callee: str  #: the callee as written, e.g. ``inputs_embeds.masked_scatter``
     line: int  #: 1-based line of the call within the rewritten source
+    numbered: str = ""  #: nnsight's label for the call where the site is served under another (`rewrite`'s ``serve_as``)
+
+    @property
+    def label(self) -> str:
+        """nnsight's label for the call in this source (``name`` unless served under another)."""
+        return self.numbered or self.name
 
 
 @dataclass(frozen=True)
@@ -106,10 +112,12 @@ def wrap_call(call: cst.Call, label: str) -> cst.Call:
     )
 
 
-def rewrite(source: str, callees: Collection[str]) -> Rewritten:
+def rewrite(source: str, callees: Collection[str], serve_as: Mapping[str, str] | None = None) -> Rewritten:
     """Wrap every call of one of ``callees`` (dotted, as written) in ``source`` in a named site.
 
     ``source`` is one function definition (decorators included, dedented).
+    ``serve_as`` renames sites: a call nnsight labels with a key is served
+    under the value (a release that numbers the same call differently).
     Raises `RewriteError` if it is not, or if it already uses a reserved name.
     """
     try:
@@ -124,6 +132,10 @@ def rewrite(source: str, callees: Collection[str]) -> Rewritten:
     names = name_operations(function)
     positions = wrapper.resolve(PositionProvider)
     selected = [(node, label) for node, label in names.calls if dotted_callee(node) in callees]
-    sites = tuple(Site(label, dotted_callee(node), positions[node].start.line) for node, label in selected)
-    rewritten = wrapper.module.visit(_WrapSelectedCalls({id(node): label for node, label in selected}))
+    serve_as = serve_as or {}
+    sites = tuple(
+        Site(serve_as.get(label, label), dotted_callee(node), positions[node].start.line, label if label in serve_as else "")
+        for node, label in selected
+    )
+    rewritten = wrapper.module.visit(_WrapSelectedCalls({id(node): serve_as.get(label, label) for node, label in selected}))
     return Rewritten(rewritten.code, sites, tuple(names.order))
