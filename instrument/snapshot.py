@@ -2,8 +2,9 @@
 
 ``snapshots/<library>-<version>/`` holds one file per rule: the rewritten
 forward (``<module>.<Class>.<method>.py``, `listing.snapshot`), or, where the
-release does not have the rule's sites, why (``....drift``); a rule whose
-target the release lacks has no file. The text names no release and no file
+release does not have the rule's sites, why (``....drift``), or the reason the
+rule's variant gives for not serving the release (``....unavailable``); a rule
+whose target the release lacks has no file. The text names no release and no file
 line, so two releases whose forwards read the same have the same files; the
 version is in the folder's name only.
 
@@ -11,7 +12,8 @@ version is in the folder's name only.
 with the installed release's folder, or, when there is none, with the nearest
 release's (older or newer). It gives one `Verdict` per rule: ``unchanged``,
 ``changed`` (with the unified diff), ``site moved`` (the drift error, and the
-diff), ``target absent`` or ``new`` (no file in the reference). ``python -m
+diff), ``unavailable`` (the variant's reason), ``target absent`` or ``new``
+(no file in the reference). ``python -m
 instrument.snapshot`` prints the verdicts and the diffs (exit 1 when anything
 differs); ``--update`` writes the installed release's folder.
 """
@@ -32,11 +34,16 @@ from .compiler import DriftError, TargetMissing, compile_rule, library_version
 from .listing import snapshot, snapshot_file_name
 from .rule import Rule
 from .targets import all_rules
+from .versions import for_installed
 
 #: The repository's snapshot folder (the tools run from a checkout).
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
 
 UNCHANGED, CHANGED, MOVED, ABSENT, NEW = "unchanged", "changed", "site moved", "target absent", "new"
+#: The rule's variant for this release says it cannot be served (`Variant.unavailable`).
+UNAVAILABLE = "unavailable"
+#: The file of a rule that is not built on a release, by why: its text is the reason.
+SUFFIXES = {MOVED: ".drift", UNAVAILABLE: ".unavailable"}
 #: Verdicts that are no difference from the reference.
 SAME = (UNCHANGED, ABSENT)
 
@@ -89,6 +96,7 @@ class Current:
     file: str  #: the snapshot file's name (``.py``, or ``.drift`` when the sites moved)
     text: str | None  #: the file's text; None when the target is absent
     absent: str | None = None  #: why the target is absent
+    kind: str = ""  #: MOVED or UNAVAILABLE when the rule is not built, else empty
 
 
 def current(rules: tuple[Rule, ...]) -> list[Current]:
@@ -101,7 +109,9 @@ def current(rules: tuple[Rule, ...]) -> list[Current]:
         except TargetMissing as error:
             found.append(Current(rule.name, name, None, _portable(str(error), rule)))
         except DriftError as error:
-            found.append(Current(rule.name, name.removesuffix(".py") + ".drift", _portable(str(error), rule) + "\n"))
+            kind = UNAVAILABLE if for_installed(rule).unavailable is not None else MOVED
+            text = _portable(str(error), rule) + "\n"
+            found.append(Current(rule.name, name.removesuffix(".py") + SUFFIXES[kind], text, kind=kind))
         else:
             found.append(Current(rule.name, name, snapshot(instrumented)))
     return found
@@ -112,7 +122,7 @@ class Verdict:
     """What happened to one rule's forward since the reference release."""
 
     rule: str
-    verdict: str  #: unchanged, changed, site moved, target absent or new
+    verdict: str  #: unchanged, changed, site moved, unavailable, target absent or new
     file: str  #: the file compared (the installed form's name)
     detail: str = ""  #: the drift error (site moved) or why the target is absent
     diff: str = ""  #: the unified diff against the reference, empty when the same
@@ -133,7 +143,7 @@ class Report:
         return tuple(v.diff for v in self.verdicts if v.diff) + tuple(f"stale file {name}\n" for name in self.stale)
 
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys((UNCHANGED, CHANGED, MOVED, ABSENT, NEW), 0)
+        counts = dict.fromkeys((UNCHANGED, CHANGED, MOVED, UNAVAILABLE, ABSENT, NEW), 0)
         for verdict in self.verdicts:
             counts[verdict.verdict] += 1
         return counts
@@ -152,7 +162,7 @@ def _diff(stored: str, now: str, reference: Path, stored_name: str, name: str) -
 
 def _judge(entry: Current, reference: Path) -> Verdict:
     stem = entry.file.rpartition(".")[0]
-    stored_name = next((f"{stem}{s}" for s in (".py", ".drift") if (reference / f"{stem}{s}").is_file()), None)
+    stored_name = next((f"{stem}{s}" for s in (".py", *SUFFIXES.values()) if (reference / f"{stem}{s}").is_file()), None)
     stored = (reference / stored_name).read_text() if stored_name else None
     if entry.text is None:
         diff = _diff(stored, "", reference, stored_name, entry.file) if stored is not None else ""
@@ -160,8 +170,8 @@ def _judge(entry: Current, reference: Path) -> Verdict:
     if stored == entry.text:
         return Verdict(entry.rule, UNCHANGED, entry.file)
     diff = _diff(stored or "", entry.text, reference, stored_name or entry.file, entry.file)
-    if entry.file.endswith(".drift"):
-        return Verdict(entry.rule, MOVED, entry.file, entry.text.strip(), diff)
+    if entry.kind:
+        return Verdict(entry.rule, entry.kind, entry.file, entry.text.strip(), diff)
     return Verdict(entry.rule, CHANGED if stored is not None else NEW, entry.file, "", diff)
 
 

@@ -8,7 +8,7 @@ import pytest
 import transformers
 from packaging.version import Version
 
-from instrument import Rule, snapshot
+from instrument import Rule, Variant, snapshot
 from rewrites import RULES
 
 INSTALLED = f"transformers-{transformers.__version__}"
@@ -91,6 +91,17 @@ def test_a_moved_site_and_an_absent_target_have_their_verdicts(tmp_path):
     assert "the target is missing" in absent_verdict.detail and absent_verdict.diff == ""
     assert snapshot.update(tmp_path, (moved, absent)).joinpath("modeling_llava.LlavaModel.forward.drift").is_file()
     assert snapshot.check(tmp_path, (moved, absent)).diffs == ()  # a drift recorded for the release is no difference
+
+
+def test_a_variant_that_cannot_serve_the_release_is_judged_unavailable(tmp_path):
+    llava = next(r for r in RULES if r.name == "llava.image-scatter")
+    refused = Variant(f"=={transformers.__version__}", unavailable="this release scatters inline; read X instead")
+    rule = Rule(llava.name, llava.target, llava.sites, purpose=llava.purpose, variants=(refused,))
+    folder = snapshot.update(tmp_path, (rule,))
+    assert [p.name for p in folder.iterdir()] == ["modeling_llava.LlavaModel.forward.unavailable"]
+    report = snapshot.check(tmp_path, (rule,))
+    assert [(v.verdict, v.diff) for v in report.verdicts] == [(snapshot.UNAVAILABLE, "")]
+    assert "this release scatters inline; read X instead" in report.verdicts[0].detail
 
 
 def test_update_writes_the_installed_release_folder(tmp_path):
