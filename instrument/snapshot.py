@@ -44,8 +44,6 @@ UNCHANGED, CHANGED, MOVED, ABSENT, NEW = "unchanged", "changed", "site moved", "
 UNAVAILABLE = "unavailable"
 #: The file of a rule that is not built on a release, by why: its text is the reason.
 SUFFIXES = {MOVED: ".drift", UNAVAILABLE: ".unavailable"}
-#: Verdicts that are no difference from the reference.
-SAME = (UNCHANGED, ABSENT)
 
 
 def folder_name(rules: tuple[Rule, ...]) -> str:
@@ -167,8 +165,8 @@ def _judge(entry: Current, reference: Path) -> Verdict:
     if entry.text is None:
         diff = _diff(stored, "", reference, stored_name, entry.file) if stored is not None else ""
         return Verdict(entry.rule, ABSENT, entry.file, entry.absent or "", diff)
-    if stored == entry.text:
-        return Verdict(entry.rule, UNCHANGED, entry.file)
+    if stored == entry.text:  # a drift or refusal recorded for the reference keeps its verdict, with no diff
+        return Verdict(entry.rule, entry.kind or UNCHANGED, entry.file, entry.text.strip() if entry.kind else "")
     diff = _diff(stored or "", entry.text, reference, stored_name or entry.file, entry.file)
     if entry.kind:
         return Verdict(entry.rule, entry.kind, entry.file, entry.text.strip(), diff)
