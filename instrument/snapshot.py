@@ -59,23 +59,31 @@ def _version(folder: Path) -> Version | None:
         return None
 
 
-def _distance(a: Version, b: Version) -> tuple[int, ...]:
-    """How far apart two releases are: major first, then minor, then micro."""
-    return tuple(abs(x - y) for x, y in zip((*a.release, 0, 0)[:3], (*b.release, 0, 0)[:3]))
+def _nearer(installed: Version, a: Version, b: Version) -> Version:
+    """Of two releases, the one nearer ``installed``: the one in its major series, else the nearer minor, micro."""
+    def key(v: Version) -> tuple[int, ...]:
+        parts = [abs(x - y) for x, y in zip((*v.release, 0, 0)[:3], (*installed.release, 0, 0)[:3])]
+        return (parts[0], parts[1], parts[2], v > installed)  # the older wins a tie
+
+    return min(a, b, key=key)
 
 
 def reference_folder(root: Path, name: str) -> Path | None:
-    """The folder for ``name``'s release, else the nearest release's (the older on a tie), else None."""
+    """The folder for ``name``'s release, else the nearer of the releases just before and just after it, else None."""
     if (root / name).is_dir():
         return root / name
     library, _, version = name.rpartition("-")
     installed = Version(version)
-    candidates = [
-        (_distance(v, installed), v > installed, folder)
+    folders = {
+        v: folder
         for folder in root.glob(f"{library}-*")
         if folder.is_dir() and (v := _version(folder)) is not None
-    ]
-    return min(candidates, key=lambda c: c[:2])[2] if candidates else None
+    }
+    older = max((v for v in folders if v < installed), default=None)
+    newer = min((v for v in folders if v > installed), default=None)
+    if older is None or newer is None:
+        return folders[older or newer] if (older or newer) is not None else None
+    return folders[_nearer(installed, older, newer)]
 
 
 def _portable(message: str, rule: Rule) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import transformers
 
-from envoys.tiny import build_checkpoint
+from envoys.tiny import ABSENT, build_checkpoint
 
 
 @pytest.fixture(scope="session")
@@ -21,9 +23,18 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., P
     built: dict[tuple[str, int], Path] = {}
 
     def get(name: str, seed: int = 0) -> Path:
+        skip_if_absent(name.partition("-")[0])
         key = (name, seed)
         if key not in built:
             built[key] = build_checkpoint(name, tmp_path_factory.mktemp(f"{name}-seed{seed}"), seed=seed)
         return built[key]
 
     return get
+
+
+def skip_if_absent(model_type: str) -> None:
+    """Skip the test when the installed transformers lacks ``model_type``'s model ("target absent")."""
+    if importlib.util.find_spec(f"transformers.models.{model_type}") is None:
+        pytest.skip(f"target absent: transformers {transformers.__version__} has no transformers.models.{model_type}")
+    if model_type in ABSENT:
+        pytest.skip(f"no tiny {model_type} checkpoint: {ABSENT[model_type]}")

@@ -28,8 +28,6 @@ from transformers import (
     Qwen2VLImageProcessor,
     Qwen2VLProcessor,
     Qwen2VLVideoProcessor,
-    Qwen3_5Config,
-    Qwen3_5ForConditionalGeneration,
     Qwen3VLConfig,
     Qwen3VLForConditionalGeneration,
     Qwen3VLProcessor,
@@ -292,6 +290,9 @@ def build_qwen3_5() -> tuple[PreTrainedModel, ProcessorMixin]:
     """
     patch = 8
     tokenizer = _tokenizer(byte_level=True)
+    # Imported here: Qwen3.5 came in transformers 5.2, and the other Qwen builders work before it.
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
     config = Qwen3_5Config(
         text_config=_text(
             tokenizer,
