@@ -402,7 +402,7 @@ def fixed_forward(self, input_ids=None, **kwargs):
 
 
 @dataclasses.dataclass
-class OutputWithImageOutputs(getattr(modeling_llama4, "MoeCausalLMOutputWithPast", modeling_llama4.CausalLMOutputWithPast)):
+class OutputWithImageOutputs(getattr(modeling_llama4, "MoeCausalLMOutputWithPast", None) or modeling_llama4.CausalLMOutputWithPast):
     image_outputs: object = None
 
 
