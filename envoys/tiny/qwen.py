@@ -32,11 +32,10 @@ from transformers import (
     Qwen3VLForConditionalGeneration,
     Qwen3VLProcessor,
     Qwen3VLVideoProcessor,
-    TokenizersBackend,
 )
 
 from .sizes import text_sizes
-from .tokenizer import byte_level_tokenizer, word_level_tokenizer
+from .tokenizer import TokenizersBackend, byte_level_tokenizer, word_level_tokenizer
 
 MERGE = 2
 OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
