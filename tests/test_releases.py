@@ -151,3 +151,33 @@ def test_a_release_that_moved_a_site_loads_and_says_why(tiny_checkpoint, monkeyp
         logits = model.logits.save()
     assert torch.equal(tower, expected_tower) and torch.equal(logits, expected_logits)
     assert queries.shape[1] == model.config.text_config.num_attention_heads
+
+
+# -- the command that checks other releases (its pure parts; a real run installs a release) ----------
+
+
+def test_the_release_table_has_a_row_per_release():
+    from instrument.releases import Outcome, table
+
+    rows = table([
+        Outcome("5.0.0", "transformers-5.10.4", {"unchanged": 40, "unavailable": 1}, [], "written", "700 passed"),
+        Outcome("9.9.9", error="installing transformers 9.9.9 failed (see log)"),
+    ]).splitlines()
+    assert rows[0].split() == ["release", "compared", "with", "verdicts", "folder", "tests"]
+    assert rows[1].split("  ")[0] == "5.0.0" and "40 unchanged, 1 unavailable" in rows[1] and rows[1].endswith("700 passed")
+    assert "installing transformers 9.9.9 failed" in rows[2] and rows[2].endswith("not run")
+
+
+def test_a_bad_release_name_is_refused_before_anything_is_made():
+    from packaging.version import InvalidVersion
+
+    from instrument.releases import main
+
+    with pytest.raises(InvalidVersion):
+        main(["five-point-oh"])
+
+
+def test_torch_is_pinned_never_resolved():
+    from instrument.releases import TORCH
+
+    assert all("==" in requirement for requirement in TORCH)
