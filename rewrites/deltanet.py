@@ -20,7 +20,9 @@ forward has a cache (``output_final_state=cache is not None``).
 Before transformers 5.15 the block calls the kernels through attributes
 (``self.chunk_gated_delta_rule``, ``self.recurrent_gated_delta_rule``: the
 fla kernels when installed, else the torch ones) with the same arguments;
-those calls are served under the same labels (`BEFORE_5_15`).
+those calls are served under the same labels (`BEFORE_5_15`). Before 5.23
+the block, not the kernel, repeats the queries and keys to the value heads,
+so there they arrive at the call ``[batch, seq, value_heads, key_head_dim]``.
 """
 
 from instrument import Rule, Variant
