@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers.utils.generic import is_flash_attention_requested
+
+try:
+    from transformers.utils.generic import is_flash_attention_requested
+except ImportError:  # transformers 4.x: flash attention is asked for by name
+
+    def is_flash_attention_requested(config: Any) -> bool:
+        return "flash" in (getattr(config, "_attn_implementation", None) or "")
+
 
 from .layouts import HeadOutputs, Keys, Layout, Patches, Queries, Values
 from .per_image import per_image_pattern

@@ -16,10 +16,10 @@ compiled rule is kept on disk (`cache`), so libcst is imported only when one
 has to be rewritten: ``rewrite`` is loaded on first use.
 """
 
-from .compiler import DriftError, Instrumented, compile_rule
+from .compiler import DriftError, Instrumented, TargetMissing, compile_rule
 from .install import InstallError, adopt, install, install_all, installed
 from .rewritten import RewriteError, Rewritten, Site
-from .rule import Rule
+from .rule import Rule, Variant
 
 __all__ = [
     "DriftError",
@@ -29,6 +29,8 @@ __all__ = [
     "Rewritten",
     "Rule",
     "Site",
+    "TargetMissing",
+    "Variant",
     "adopt",
     "compile_rule",
     "install",

@@ -61,7 +61,7 @@ ENVIRONMENT = "VLM_INSTRUMENT_CACHE"
 DISABLED = frozenset({"off", "0", "false", "no"})
 
 #: Bumped whenever the layout of an entry changes.
-FORMAT = 1
+FORMAT = 2
 
 #: First bytes of every entry file; the SHA-256 of the body follows, then the body.
 MAGIC = b"vlm-instrument build cache\n"
@@ -202,7 +202,7 @@ def entry_path(folder: Path, entry_key: tuple) -> Path:
 
 def _payload(compiled: Compiled) -> tuple:
     rewritten = compiled.rewritten
-    sites = tuple((site.name, site.callee, site.line) for site in rewritten.sites)
+    sites = tuple((site.name, site.callee, site.line, site.numbered) for site in rewritten.sites)
     return (rewritten.source, sites, rewritten.operations, compiled.source, compiled.first_line, compiled.code)
 
 
@@ -217,10 +217,10 @@ def _unpack(original: CodeType, payload: object) -> Compiled:
         and isinstance(operations, tuple)
         and all(isinstance(o, str) for o in operations)
         and isinstance(sites, tuple)
-        and all(isinstance(s, tuple) and len(s) == 3 for s in sites)
+        and all(isinstance(s, tuple) and len(s) == 4 for s in sites)
     ):
         raise ValueError("malformed payload")
-    rewritten = Rewritten(source, tuple(Site(str(n), str(c), int(line)) for n, c, line in sites), operations)
+    rewritten = Rewritten(source, tuple(Site(str(n), str(c), int(line), str(k)) for n, c, line, k in sites), operations)
     return Compiled(original, rewritten, original_source, first_line, code)
 
 

@@ -1,7 +1,8 @@
 """Compile a rule: the target's rewritten forward, ready to bind to a module instance.
 
 `compile_rule` resolves the rule's target, peels its decorators
-(`decorators.peel`), reads the innermost function's source from its code
+(`decorators.peel`) after choosing the rule's variant for the installed
+release (`versions.for_installed`), reads the innermost function's source from its code
 object, rewrites it (`rewriter.rewrite`), checks the sites against the rule
 (`DriftError` otherwise) and compiles the result under the original file name
 and line numbers, inside a shell function whose parameters are the original's
@@ -32,6 +33,7 @@ from .cache import Compiled as _Compiled
 from .decorators import Layer, UnknownDecorator, copy_function, peel, rebuild
 from .rewritten import SITE, Rewritten, RewriteError
 from .rule import Rule
+from .versions import for_installed
 
 #: Name of the function the rewritten definition is compiled inside.
 SHELL = "__vlm_shell__"
@@ -39,6 +41,10 @@ SHELL = "__vlm_shell__"
 
 class DriftError(RuntimeError):
     """The installed library's target does not have the sites its rule expects."""
+
+
+class TargetMissing(DriftError):
+    """The installed library has no such target (a model added in a later release)."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +92,9 @@ def _drift(rule: Rule, rewritten: Rewritten, filename: str) -> str | None:
     """What the target has instead of the rule's sites, or None when they match."""
     problems = []
     for callee, expected in rule.sites.items():
-        found = tuple(site.name for site in rewritten.sites if site.callee == callee)
+        found = tuple(site.label for site in rewritten.sites if site.callee == callee)
         if found != tuple(expected):
-            lines = ", ".join(f"{s.name} (line {s.line})" for s in rewritten.sites if s.callee == callee)
+            lines = ", ".join(f"{s.label} (line {s.line})" for s in rewritten.sites if s.callee == callee)
             problems.append(
                 f"expected call sites {list(expected)} of `{callee}`, found "
                 + (f"{list(found)}: {lines}" if found else "none")
@@ -134,7 +140,7 @@ def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
         raise DriftError(f"{_where(rule, code.co_filename)}: no source to rewrite ({error})") from error
     source = textwrap.dedent("".join(lines))
     try:
-        rewritten = rewrite(source, set(rule.sites))
+        rewritten = rewrite(source, set(rule.sites), rule.serve_as)
     except RewriteError as error:
         raise DriftError(f"{_where(rule, code.co_filename)}: {error}") from error
     problem = _drift(rule, rewritten, code.co_filename)
@@ -156,17 +162,24 @@ def compile_rule(rule: Rule) -> Instrumented:
     file, the library version and what was found) when the target is missing,
     cannot be read or rewritten, or does not have exactly the rule's sites.
     """
+    rule = for_installed(rule)
     try:
         _, target = rule.resolve()
     except (ImportError, LookupError) as error:
-        raise DriftError(f"{_where(rule)}: the target is missing: {error}") from error
+        raise TargetMissing(f"{_where(rule)}: the target is missing: {error}") from error
+    if rule.unavailable is not None:
+        raise DriftError(f"{_where(rule)}: {rule.unavailable}")
     try:
         innermost, layers = peel(target)
     except UnknownDecorator as error:
         raise DriftError(f"{_where(rule)}: {error}") from error
-    key = (id(innermost.__code__), tuple(sorted((callee, tuple(labels)) for callee, labels in rule.sites.items())))
+    key = (
+        id(innermost.__code__),
+        tuple(sorted((callee, tuple(labels)) for callee, labels in rule.sites.items())),
+        tuple(sorted(rule.serve_as.items())),
+    )
     if key not in _CACHE:
-        _CACHE[key] = build_cache.compiled(innermost, key[1], lambda: _compile_code(rule, innermost.__code__))
+        _CACHE[key] = build_cache.compiled(innermost, key[1:], lambda: _compile_code(rule, innermost.__code__))
     cached = _CACHE[key]
     unknown = set(rule.drill) - {site.name for site in cached.rewritten.sites}
     if unknown:

@@ -25,6 +25,9 @@ from typing import Callable
 KNOWN: dict[str, str] = {
     "transformers.utils.generic:can_return_tuple": "func",
     "transformers.utils.generic:merge_with_config_defaults": "func",
+    # Before 5.2 (and in 4.57): checks and records the outputs; what capture_outputs and
+    # merge_with_config_defaults do from 5.2 on.
+    "transformers.utils.generic:check_model_inputs": "func",
     "transformers.utils.output_capturing:capture_outputs": "func",
     "transformers.utils.deprecation:deprecate_kwarg": "func",
     "transformers.integrations.accelerate:force_accelerate_hooks": "forward_func",
@@ -64,7 +67,10 @@ def known_wrappers() -> dict[CodeType, str]:
                 factory = getattr(factory, part)
         except (ImportError, AttributeError):
             continue  # a release without this decorator cannot have wrapped anything with it
-        for code in _nested_codes(getattr(factory, "__func__", factory).__code__):
+        code_of_factory = getattr(getattr(factory, "__func__", factory), "__code__", None)
+        if code_of_factory is None:
+            continue  # inherited from a builtin (object.__init_subclass__): this release wraps nothing there
+        for code in _nested_codes(code_of_factory):
             if cell_name in code.co_freevars:
                 wrappers[code] = cell_name
     return wrappers

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .compiler import Instrumented, library_version
+from .rule import Rule
 
 
 def relative_path(instrumented: Instrumented) -> str:
@@ -70,12 +71,32 @@ def diff(instrumented: Instrumented, context: int = 3) -> str:
     return "".join(out)
 
 
-def snapshot(instrumented: Instrumented) -> str:
-    """What a snapshot file holds: the header and the rewritten source."""
-    return header(instrumented) + "\n" + instrumented.rewritten.source
+def snapshot_header(instrumented: Instrumented) -> str:
+    """`header` without what varies between releases that leave the forward alone: no version, no file line.
 
-
-def snapshot_file_name(instrumented: Instrumented) -> str:
-    """One file per rewritten forward: ``modeling_llava.LlavaModel.forward.py``."""
+    Each site is named as served, with nnsight's label where the rule's
+    variant serves it under another (``attention_interface_1 (numbered
+    attention_interface_2)``), and the variant chosen, if any.
+    """
     rule = instrumented.rule
+    sites = ", ".join(
+        site.name + (f" (numbered {site.numbered})" if site.numbered else "") for site in instrumented.rewritten.sites
+    )
+    variant = f"# variant: transformers{rule.variant}\n" if rule.variant else ""
+    return (
+        f"# rule {rule.name}: {rule.purpose}\n"
+        f"# {rule.target}\n"
+        f"# {relative_path(instrumented)}\n"
+        f"{variant}"
+        f"# sites: {sites}\n"
+    )
+
+
+def snapshot(instrumented: Instrumented) -> str:
+    """What a snapshot file holds: the same text on every release whose forward reads the same."""
+    return snapshot_header(instrumented) + "\n" + instrumented.rewritten.source
+
+
+def snapshot_file_name(rule: Rule) -> str:
+    """One file per rewritten forward: ``modeling_llava.LlavaModel.forward.py``."""
     return f"{rule.module_name.rpartition('.')[2]}.{rule.qualname}.py"

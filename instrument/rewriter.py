@@ -20,7 +20,7 @@ Pure: libcst in, text out. No torch, no nnsight, no imports of the target.
 
 from __future__ import annotations
 
-from typing import Collection
+from typing import Collection, Mapping
 
 import libcst as cst
 from libcst import matchers as m
@@ -80,10 +80,12 @@ def wrap_call(call: cst.Call, label: str) -> cst.Call:
     )
 
 
-def rewrite(source: str, callees: Collection[str]) -> Rewritten:
+def rewrite(source: str, callees: Collection[str], serve_as: Mapping[str, str] | None = None) -> Rewritten:
     """Wrap every call of one of ``callees`` (dotted, as written) in ``source`` in a named site.
 
     ``source`` is one function definition (decorators included, dedented).
+    ``serve_as`` renames sites: a call nnsight labels with a key is served
+    under the value (a release that numbers the same call differently).
     Raises `RewriteError` if it is not, or if it already uses a reserved name.
     """
     try:
@@ -98,6 +100,10 @@ def rewrite(source: str, callees: Collection[str]) -> Rewritten:
     names = name_operations(function)
     positions = wrapper.resolve(PositionProvider)
     selected = [(node, label) for node, label in names.calls if dotted_callee(node) in callees]
-    sites = tuple(Site(label, dotted_callee(node), positions[node].start.line) for node, label in selected)
-    rewritten = wrapper.module.visit(_WrapSelectedCalls({id(node): label for node, label in selected}))
+    serve_as = serve_as or {}
+    sites = tuple(
+        Site(serve_as.get(label, label), dotted_callee(node), positions[node].start.line, label if label in serve_as else "")
+        for node, label in selected
+    )
+    rewritten = wrapper.module.visit(_WrapSelectedCalls({id(node): serve_as.get(label, label) for node, label in selected}))
     return Rewritten(rewritten.code, sites, tuple(names.order))

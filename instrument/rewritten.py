@@ -26,6 +26,12 @@ class Site:
     name: str  #: nnsight's label for the call, e.g. ``inputs_embeds_masked_scatter_0``
     callee: str  #: the callee as written, e.g. ``inputs_embeds.masked_scatter``
     line: int  #: 1-based line of the call within the rewritten source
+    numbered: str = ""  #: nnsight's label for the call where the site is served under another (`rewrite`'s ``serve_as``)
+
+    @property
+    def label(self) -> str:
+        """nnsight's label for the call in this source (``name`` unless served under another)."""
+        return self.numbered or self.name
 
 
 @dataclass(frozen=True)

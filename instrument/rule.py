@@ -4,14 +4,50 @@ A rule is data. The compiler (`instrument.compiler`) resolves the target, finds
 the calls and checks that each callee occurs as often as the rule says, so a
 transformers release that moved or renamed a call fails at build with a
 `DriftError` instead of serving nothing in the middle of a trace.
+
+A rule is written for the newest release it supports. Where an older release
+numbers or names the calls differently, the rule holds a `Variant` for that
+range of releases (`Rule.at` picks it; the compiler asks for the installed
+release's), and the variant's calls are served under the labels the envoys
+address (`Variant.serve_as`), so a value has one location on every release.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Mapping
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a rule reads on a range of releases of its target's library.
+
+    ``versions`` is a PEP 440 specifier set on the library's version
+    (``"<5.1"``, ``">=5.0,<5.17"``). Each field left None keeps the rule's own.
+    ``sites`` replaces the callees and their labels, as that release's source
+    numbers them (``{"attention_interface": ("attention_interface_2",)}``);
+    ``serve_as`` maps such a label to the label the rule serves it under
+    (``{"attention_interface_2": "attention_interface_1"}``: the same call,
+    numbered differently because the release assigns the callee once more).
+    ``unavailable`` says why the rule cannot be served on these releases at
+    all (its structure differs) and what to read instead; the compiler then
+    refuses it with that reason, which the values of its sites report.
+    """
+
+    versions: str  #: PEP 440 specifiers on the target library's version
+    sites: Mapping[str, tuple[str, ...]] | None = None  #: callee -> labels, as this release numbers them
+    serve_as: Mapping[str, str] = field(default_factory=dict)  #: this release's label -> the label served
+    drill: Mapping[str, "Rule"] | None = None  #: served label -> rule for the function it calls
+    unavailable: str | None = None  #: why the rule cannot be served on these releases
+    note: str = ""  #: one line: what differs on these releases
+
+    def matches(self, version: Version) -> bool:
+        return SpecifierSet(self.versions).contains(version, prereleases=True)
 
 
 @dataclass(frozen=True)
@@ -40,6 +76,26 @@ class Rule:
     model_types: tuple[str, ...] = ()  #: the model_types whose models run this forward
     purpose: str = ""  #: one line: what the sites are for
     drill: Mapping[str, "Rule"] = field(default_factory=dict)  #: site label -> rule for the function it calls
+    variants: tuple[Variant, ...] = ()  #: how older releases differ, first match wins
+    serve_as: Mapping[str, str] = field(default_factory=dict)  #: set by `at`: a label -> the label served
+    unavailable: str | None = None  #: set by `at`: why this release cannot be served
+    variant: str = ""  #: set by `at`: the versions of the variant chosen, empty for the rule's own form
+
+    def at(self, version: Version | str) -> "Rule":
+        """This rule as it reads on ``version`` of its library: the first matching variant applied, or itself."""
+        version = Version(str(version))
+        for variant in self.variants:
+            if variant.matches(version):
+                return replace(
+                    self,
+                    sites=self.sites if variant.sites is None else variant.sites,
+                    drill=self.drill if variant.drill is None else variant.drill,
+                    serve_as=dict(variant.serve_as),
+                    unavailable=variant.unavailable,
+                    variant=variant.versions,
+                    variants=(),
+                )
+        return replace(self, variants=()) if self.variants else self
 
     @property
     def module_name(self) -> str:

@@ -11,11 +11,25 @@ and returns the probabilities, ``[batch, heads, query, key]``, before they
 multiply the values. A class whose eager kernel is another function of its
 modeling module (Llama 4's tower: ``vision_eager_attention_forward``) drills
 into that one instead (`OTHER_EAGER_KERNELS`).
+
+Before transformers 5.1 (4.57 included) the forward assigns the kernel twice
+(``attention_interface_0`` annotated, ``attention_interface_1`` from
+``ALL_ATTENTION_FUNCTIONS``), so nnsight numbers the call
+``attention_interface_2``; it is served as ``attention_interface_1``
+(`BEFORE_5_1`).
 """
 
-from instrument import Rule
+from instrument import Rule, Variant
 
 KERNEL = {"attention_interface": ("attention_interface_1",)}
+
+#: Releases before 5.1 assign the kernel once more before calling it: the call is numbered one higher.
+BEFORE_5_1 = Variant(
+    "<5.1",
+    sites={"attention_interface": ("attention_interface_2",)},
+    serve_as={"attention_interface_2": "attention_interface_1"},
+    note="the kernel is assigned twice before the call, which nnsight numbers attention_interface_2",
+)
 SOFTMAX = {"nn.functional.softmax": ("nn_functional_softmax_0",)}
 
 #: model_type -> (the attention classes in its modeling module, the model_types whose models hold them)
@@ -69,6 +83,7 @@ def _kernel_rules(
             users,
             "the attention kernel call: queries, keys, values in, head outputs out",
             drill={"attention_interface_1": eager},
+            variants=(BEFORE_5_1,),
         )
         for owner in classes
     ]

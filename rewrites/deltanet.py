@@ -16,9 +16,16 @@ returning ``(output [batch, seq, value_heads, value_head_dim], final state
 
 One of the two runs per forward. The final state is asked for only when the
 forward has a cache (``output_final_state=cache is not None``).
+
+Before transformers 5.15 the block calls the kernels through attributes
+(``self.chunk_gated_delta_rule``, ``self.recurrent_gated_delta_rule``: the
+fla kernels when installed, else the torch ones) with the same arguments;
+those calls are served under the same labels (`BEFORE_5_15`). Before 5.23
+the block, not the kernel, repeats the queries and keys to the value heads,
+so there they arrive at the call ``[batch, seq, value_heads, key_head_dim]``.
 """
 
-from instrument import Rule
+from instrument import Rule, Variant
 
 CHUNK_SITE = "torch_chunk_gated_delta_rule_0"
 RECURRENT_SITE = "torch_recurrent_gated_delta_rule_0"
@@ -29,10 +36,22 @@ SITES = {
 }
 
 
+BEFORE_5_15 = Variant(
+    "<5.15",
+    sites={
+        "self.chunk_gated_delta_rule": ("self_chunk_gated_delta_rule_0",),
+        "self.recurrent_gated_delta_rule": ("self_recurrent_gated_delta_rule_0",),
+    },
+    serve_as={"self_chunk_gated_delta_rule_0": CHUNK_SITE, "self_recurrent_gated_delta_rule_0": RECURRENT_SITE},
+    note="the kernels are called through the block's attributes (fla's when installed, else torch's)",
+)
+
+
 def _deltanet(model_type: str, target: str) -> Rule:
     return Rule(
         f"{model_type}.gated-deltanet", target, SITES, (model_type,),
         "the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out",
+        variants=(BEFORE_5_15,),
     )
 
 

@@ -12,9 +12,12 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 - ``torch_cat_0``: joins the per-image outputs back, ``[1, patches, heads, head_dim]``.
 
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 share this forward's shape and names.
+Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
+two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
+``_2`` (`BEFORE_5_1`).
 """
 
-from instrument import Rule
+from instrument import Rule, Variant
 
 SITES = {
     "attention_interface": ("attention_interface_1", "attention_interface_2"),
@@ -23,8 +26,19 @@ SITES = {
 }
 
 
+BEFORE_5_1 = Variant(
+    "<5.1",
+    sites={**SITES, "attention_interface": ("attention_interface_2", "attention_interface_3")},
+    serve_as={"attention_interface_2": "attention_interface_1", "attention_interface_3": "attention_interface_2"},
+    note="the kernel is assigned twice before the calls, which nnsight numbers attention_interface_2 and _3",
+)
+
+
 def _attention(model_type: str, target: str) -> Rule:
-    return Rule(f"{model_type}.vision-attention", target, SITES, (model_type,), "the per-image attention kernel calls and what surrounds them")
+    return Rule(
+        f"{model_type}.vision-attention", target, SITES, (model_type,),
+        "the per-image attention kernel calls and what surrounds them", variants=(BEFORE_5_1,),
+    )
 
 
 RULES = (

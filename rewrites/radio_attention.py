@@ -14,9 +14,21 @@ branches by what the encoder passed as ``cu_seqlens``:
 
 The projections run on every branch, so the whole queries, keys and values
 are served there, whatever the image count or attention implementation.
+
+Before transformers 5.18 RADIO's attention had another form, and no family
+used it: Nemotron-H Omni, which holds RADIO's tower, came in 5.18 (`BEFORE_5_18`).
 """
 
-from instrument import Rule
+from instrument import Rule, Variant
+
+BEFORE_5_18 = Variant(
+    "<5.18",
+    unavailable=(
+        "before transformers 5.18 RADIO's attention has none of these calls (it was rewritten in 5.18, when "
+        "Nemotron-H Omni, the family holding RADIO's tower, came): upgrade transformers to 5.18 or later"
+    ),
+    note="RADIO's attention had another form, and no supported family used it",
+)
 
 SITES = {
     "transpose": ("transpose_0", "transpose_1", "transpose_2"),
@@ -30,5 +42,6 @@ RULES = (
         SITES,
         ("radio", "nemotron_h_omni"),
         "the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)",
+        variants=(BEFORE_5_18,),
     ),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import transformers
 
 from instrument.cache import ENVIRONMENT
 
@@ -18,7 +20,9 @@ if ENVIRONMENT not in os.environ:
     os.environ[ENVIRONMENT] = tempfile.mkdtemp(prefix="vlm-instrument-cache-")
     atexit.register(shutil.rmtree, os.environ[ENVIRONMENT], True)
 
-from envoys.tiny import build_checkpoint
+from envoys.tiny import ABSENT, build_checkpoint
+from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
+from instrument.versions import for_installed
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +36,39 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., P
     built: dict[tuple[str, int], Path] = {}
 
     def get(name: str, seed: int = 0) -> Path:
+        skip_if_absent(name.partition("-")[0])
         key = (name, seed)
         if key not in built:
             built[key] = build_checkpoint(name, tmp_path_factory.mktemp(f"{name}-seed{seed}"), seed=seed)
         return built[key]
 
     return get
+
+
+def absent(model_type: str) -> str | None:
+    """Why the installed transformers cannot build ``model_type``'s tiny checkpoint ("target absent"), or None."""
+    if importlib.util.find_spec(f"transformers.models.{model_type}") is None:
+        return f"target absent: transformers {transformers.__version__} has no transformers.models.{model_type}"
+    if model_type in ABSENT:
+        return f"no tiny {model_type} checkpoint: {ABSENT[model_type]}"
+    return None
+
+
+def skip_if_absent(model_type: str) -> None:
+    """Skip the test when the installed transformers lacks ``model_type``'s model."""
+    reason = absent(model_type)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def compiled_or_skip(rule: Rule) -> Instrumented:
+    """``rule`` compiled against the installed transformers; the test skips where the release lacks its target
+    or the rule's variant for the release says it cannot be served (the snapshot verdicts list both)."""
+    try:
+        return compile_rule(rule)
+    except TargetMissing as error:
+        pytest.skip(f"target absent: {error}")
+    except DriftError as error:
+        if for_installed(rule).unavailable is not None:
+            pytest.skip(f"unavailable on this release: {error}")
+        raise

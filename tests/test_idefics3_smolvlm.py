@@ -16,6 +16,7 @@ import re
 
 import nnsight
 import pytest
+from transformers.models.smolvlm import modeling_smolvlm
 import torch
 from transformers import AutoModelForImageTextToText
 
@@ -286,7 +287,10 @@ def test_idefics3_reads_the_features_at_its_inputs_merger_call(load):
 def test_smolvlm_scatters_in_its_own_forward_with_no_helper(load):
     model = load("smolvlm")
     vision = model.vision
-    assert not hasattr(native(model), "inputs_merger")
+    if hasattr(native(model), "inputs_merger"):  # before transformers 5.21: the helper's call, as Idefics 3
+        assert type(vision).image_features._location(vision) == "model.model.source.self_inputs_merger_0.input"
+        assert type(vision).image_features.selector(vision) == Argument(2, "image_hidden_states")
+        return
     assert type(vision).image_features._location(vision) == "model.model.source.inputs_embeds_masked_scatter_0.input"
     assert type(vision).image_features.selector(vision) == Argument(1, "source")
 
@@ -403,6 +407,8 @@ def test_generation_output_is_the_plain_models(model):
     ("smolvlm", "SmolVLMModel", "inputs_embeds_masked_scatter_0", "SmolVLMVisionAttention"),
 ])
 def test_show_lists_every_rewritten_forward(name, host, site, tower, capsys):
+    if name == "smolvlm" and "inputs_merger" in vars(modeling_smolvlm.SmolVLMModel):
+        site = "self_inputs_merger_0"  # before transformers 5.21 SmolVLM scatters in the helper
     assert show([name]) == 0
     out = capsys.readouterr().out
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")] == [

@@ -32,6 +32,13 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 32, seed=1)]  # 32x32 (1 tile), 64 wide x 32 high (1x2 + global)
 SETS = {"one-image": ONE, "two-images": TWO}
 
+#: The tests of the root's known bug (transformers 5.24.0: the forward reads a field its output lacks)
+#: skip on a release whose forward does not have it: there is nothing to explain there.
+WITH_THE_BUG = pytest.mark.skipif(
+    llama4.IMAGE_OUTPUTS_BUG.reason() is None,
+    reason="this release's Llama4ForConditionalGeneration.forward reads no field its output lacks: no bug to explain",
+)
+
 
 @pytest.fixture(scope="module")
 def path(tiny_checkpoint):
@@ -108,6 +115,7 @@ def test_the_configs_moe_and_rope_layouts(model):
     assert vision.vision_output_dim == vision.projector_output_dim
 
 
+@WITH_THE_BUG
 def test_the_rewritten_root_behaves_as_the_plain_one(model, plain):
     """Outside a trace the instrumented root fails exactly as the plain one does, after the same logits."""
     inputs = processed(model, TWO).to(torch.float32)
@@ -123,6 +131,7 @@ def test_the_rewritten_root_behaves_as_the_plain_one(model, plain):
     assert torch.equal(logits["ours"], logits["plain"])
 
 
+@WITH_THE_BUG
 def test_the_plain_forward_scatters_one_feature_per_patch_token(model, plain):
     """The checkpoint itself, without the library: the projected tower output lands on the <|patch|> tokens.
 
@@ -360,6 +369,7 @@ def test_an_ablation_of_image_features_reaches_the_last_block_and_the_logits_and
 # -- transformers 5.24.0's bug ---------------------------------------------------------------------
 
 
+@WITH_THE_BUG
 def test_a_full_forward_raises_the_explained_error(model):
     with pytest.raises(TransformersBug) as raised:
         with model.trace(prompt(model, ONE), images=ONE):
@@ -370,6 +380,7 @@ def test_a_full_forward_raises_the_explained_error(model):
     assert isinstance(raised.value.__cause__, AttributeError) and "image_outputs" in str(raised.value.__cause__)
 
 
+@WITH_THE_BUG
 def test_generation_cannot_run_and_says_why(model, plain):
     inputs = processed(model, ONE).to(torch.float32)
     with pytest.raises(AttributeError, match="image_outputs"):  # transformers' own generate, without the library
@@ -379,6 +390,7 @@ def test_generation_cannot_run_and_says_why(model, plain):
             model.vision.image_token_mask.save()
 
 
+@WITH_THE_BUG
 def test_an_out_of_order_read_before_stop_is_explained_too(model):
     """The forward fails before nnsight's own out-of-order check runs, so the explanation names that case."""
     with pytest.raises(TransformersBug, match=r"one of its reads was never served: reads follow the forward's order"):
@@ -388,6 +400,7 @@ def test_an_out_of_order_read_before_stop_is_explained_too(model):
             tracer.stop()
 
 
+@WITH_THE_BUG
 def test_support_says_so(model):
     support = model.support()
     for name in ("output", "generate"):
@@ -402,10 +415,11 @@ def fixed_forward(self, input_ids=None, **kwargs):
 
 
 @dataclasses.dataclass
-class OutputWithImageOutputs(modeling_llama4.MoeCausalLMOutputWithPast):
+class OutputWithImageOutputs(getattr(modeling_llama4, "MoeCausalLMOutputWithPast", None) or modeling_llama4.CausalLMOutputWithPast):
     image_outputs: object = None
 
 
+@WITH_THE_BUG
 def test_the_bug_is_detected_by_its_condition_not_the_version(model, monkeypatch):
     assert llama4.reads_a_field_its_output_lacks()
     assert llama4.reads_language_model_field(modeling_llama4.Llama4ForConditionalGeneration.forward, "image_outputs")

@@ -19,6 +19,12 @@ from transformers import AutoModelForImageTextToText
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from instrument.show import main as show
+from instrument.versions import for_installed
+from rewrites import rule_named
+
+#: Why the installed release cannot serve Qwen2.5-VL's window order (before transformers 5.17), or None.
+WINDOWS_REFUSED = for_installed(rule_named("qwen2_5_vl.vision-windows")).unavailable
+needs_window_order = pytest.mark.skipif(WINDOWS_REFUSED is not None, reason=f"{WINDOWS_REFUSED}")
 
 FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -317,7 +323,10 @@ def test_support_rows_and_reasons(model):
                  "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_head_outputs"):
         assert tower[name] is None, name
     windowed = model.family.model_type == "qwen2_5_vl"
-    assert (tower["window_index"] is None) == windowed
+    if windowed and WINDOWS_REFUSED is not None:  # the release permutes inline: the reason, from the rule's variant
+        assert WINDOWS_REFUSED in tower["window_index"]
+    else:
+        assert (tower["window_index"] is None) == windowed
     support = model.support()
     assert support["vision.self_attn.attention_probabilities"] == tower["self_attn.attention_probabilities"]
     assert ("deepstack_output" in support) == (model.family.model_type == "qwen3_vl")
@@ -404,6 +413,7 @@ def windows(model, images) -> list[int]:
     return [int(t) * math.ceil(h // merge / side) * math.ceil(w // merge / side) for t, h, w in grid(model, images)]
 
 
+@needs_window_order
 def test_qwen2_5_vl_blocks_run_in_window_order(load):
     model = load("qwen2_5_vl")
     vision = model.vision
@@ -434,6 +444,7 @@ def test_qwen2_5_vl_blocks_run_in_window_order(load):
     assert not torch.equal(merged, features)
 
 
+@needs_window_order
 def test_qwen2_5_vl_window_index_is_read_only(load):
     model = load("qwen2_5_vl")
     with pytest.raises(AttributeError, match="window_index is read-only"):
@@ -492,6 +503,7 @@ def test_qwen3_5_attention_values_exist_only_on_full_attention_blocks(load):
 # -- the rewritten forwards, shown -------------------------------------------------------------------
 
 
+@needs_window_order
 def test_show_lists_every_rewritten_forward_of_qwen2_5_vl(capsys):
     assert show(["qwen2_5_vl"]) == 0
     out = capsys.readouterr().out

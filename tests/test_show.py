@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -11,24 +12,40 @@ import transformers
 from instrument.show import main
 
 LLAVA_FILE = Path(transformers.__file__).parent / "models" / "llava" / "modeling_llava.py"
-SCATTER_LINE = 236  # LlavaModel.forward's masked_scatter line in transformers 5.24.0
+SCATTER_TEXT = "inputs_embeds = inputs_embeds.masked_scatter(special_image_mask, image_features)"
 
-LLAVA_DIFF = "".join(
-    line + "\n"
-    for line in [
-        "--- a/transformers/models/llava/modeling_llava.py",
-        "+++ b/transformers/models/llava/modeling_llava.py",
-        "@@ -233,7 +233,7 @@",
-        "         special_image_mask = self.get_placeholder_mask(",
-        "             input_ids, inputs_embeds=inputs_embeds, image_features=image_features",
-        "         )",
-        "-        inputs_embeds = inputs_embeds.masked_scatter(special_image_mask, image_features)",
-        '+        inputs_embeds = __vlm_site__("inputs_embeds_masked_scatter_0", inputs_embeds.masked_scatter, special_image_mask, image_features)',
-        " ",  # an empty context line keeps its leading space
-        "     outputs = self.language_model(",
-        "         attention_mask=attention_mask,",
-    ]
-)
+
+def llava_lines() -> tuple[list[str], int, int]:
+    """The file's lines, LlavaModel.forward's first line and its scatter's line (1-based), read off the file."""
+    from transformers.models.llava.modeling_llava import LlavaModel
+
+    lines = LLAVA_FILE.read_text().splitlines()
+    first = inspect.getsourcelines(LlavaModel.forward)[1]
+    scatter = [number for number, line in enumerate(lines, start=1) if line.strip() == SCATTER_TEXT]
+    assert len(scatter) == 1 and scatter[0] > first
+    return lines, first, scatter[0]
+
+
+def llava_diff() -> str:
+    """The diff the command must print: three lines of context each side of the scatter, from the file."""
+    lines, _, scatter = llava_lines()
+    context = lambda numbers: [f" {lines[n - 1][4:]}" if lines[n - 1] else " " for n in numbers]  # noqa: E731
+    site = SCATTER_TEXT.replace(
+        "inputs_embeds.masked_scatter(", '__vlm_site__("inputs_embeds_masked_scatter_0", inputs_embeds.masked_scatter, '
+    )
+    indent = lines[scatter - 1][4 : len(lines[scatter - 1]) - len(lines[scatter - 1].lstrip())]
+    return "".join(
+        line + "\n"
+        for line in [
+            "--- a/transformers/models/llava/modeling_llava.py",
+            "+++ b/transformers/models/llava/modeling_llava.py",
+            f"@@ -{scatter - 3},7 +{scatter - 3},7 @@",
+            *context(range(scatter - 3, scatter)),
+            f"-{indent}{SCATTER_TEXT}",
+            f"+{indent}{site}",
+            *context(range(scatter + 1, scatter + 4)),
+        ]
+    )
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -38,32 +55,32 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_diff_is_exact(capsys):
-    assert run(capsys, "LlavaModel", "--diff") == (0, LLAVA_DIFF, "")
+    assert run(capsys, "LlavaModel", "--diff") == (0, llava_diff(), "")
 
 
 def test_listing_is_the_file_with_line_numbers_and_the_site_marked(capsys):
+    file_lines, first, scatter = llava_lines()
     status, out, _ = run(capsys, "LlavaModel")
     assert status == 0
     head, body = out.split("\n\n", 1)
     assert head.splitlines() == [
         "# rule llava.image-scatter: image features scattered into the embeddings",
         "# transformers.models.llava.modeling_llava:LlavaModel.forward",
-        f"# transformers/models/llava/modeling_llava.py:193 (transformers {transformers.__version__})",
-        f"# sites: inputs_embeds_masked_scatter_0 (line {SCATTER_LINE})",
+        f"# transformers/models/llava/modeling_llava.py:{first} (transformers {transformers.__version__})",
+        f"# sites: inputs_embeds_masked_scatter_0 (line {scatter})",
     ]
-    file_lines = LLAVA_FILE.read_text().splitlines()
     gutter = " " * len("inputs_embeds_masked_scatter_0 ->")
     for row in body.splitlines():
         number = int(row[len(gutter) : len(gutter) + 6])
         original = file_lines[number - 1][4:]  # the method's source, dedented one level
-        if number == SCATTER_LINE:
+        if number == scatter:
             wrapped = original.replace(
                 "inputs_embeds.masked_scatter(", '__vlm_site__("inputs_embeds_masked_scatter_0", inputs_embeds.masked_scatter, '
             )
             assert row == f"inputs_embeds_masked_scatter_0 -> {number:>5}  {wrapped}"
         else:
             assert row == f"{gutter} {number:>5}  {original}".rstrip()
-    assert int(body.splitlines()[0][len(gutter) : len(gutter) + 6]) == 193
+    assert int(body.splitlines()[0][len(gutter) : len(gutter) + 6]) == first
 
 
 def test_a_model_type_shows_every_forward_of_the_family(capsys):

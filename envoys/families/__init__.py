@@ -15,6 +15,7 @@ themselves, whatever text model the checkpoint pairs the tower with.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
@@ -81,11 +82,41 @@ def families() -> tuple[Family, ...]:
     return tuple(_registry().values())
 
 
+def absent_from_release(module_name: str, error: ImportError) -> str | None:
+    """Why ``module_name`` (a family's module, named after its model_type) cannot load on the installed
+    transformers, when the reason is that this release lacks the model ("target absent"); else None."""
+    model_type = module_name.rpartition(".")[2]
+    if importlib.util.find_spec(f"transformers.models.{model_type}") is not None:
+        return None
+    import transformers
+
+    return (
+        f"target absent: transformers {transformers.__version__} has no transformers.models.{model_type} "
+        f"(the model came in a later release): {error}"
+    )
+
+
+#: Families whose model the installed transformers lacks: model_type -> why.
+ABSENT: dict[str, str] = {}
+
+
 def _registry() -> dict[str, Family]:
-    """Every family: the ``FAMILY`` of each module in this package (a module without one is a shared helper)."""
+    """Every family: the ``FAMILY`` of each module in this package (a module without one is a shared helper).
+
+    A family whose model the installed transformers lacks is left out, its
+    reason kept in `ABSENT`.
+    """
     found: dict[str, Family] = {}
     for info in pkgutil.iter_modules(__path__):
-        family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
+        try:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+        except ImportError as error:
+            reason = absent_from_release(info.name, error)
+            if reason is None:
+                raise
+            ABSENT[info.name] = reason
+            continue
+        family = getattr(module, "FAMILY", None)
         if isinstance(family, Family):
             found[family.model_type] = family
     return found
@@ -100,6 +131,8 @@ def family_for(model_type: str) -> Family:
     for family in registry.values():
         if model_type in family.text_model_types:
             return family.for_text_model()
+    if model_type in ABSENT:
+        raise ValueError(f"model_type {model_type!r} is not supported on this release: {ABSENT[model_type]}")
     text = sorted(t for family in registry.values() for t in family.text_model_types)
     raise ValueError(
         f"model_type {model_type!r} is not supported; supported model_types: {', '.join(sorted(registry))}"

@@ -3,7 +3,10 @@
 ``SmolVLMModel.forward`` scatters the projected features into the token
 embeddings itself (``inputs_embeds.masked_scatter``,
 ``inputs_embeds_masked_scatter_0``, argument 1), with no helper, unlike
-Idefics 3. The tower, its tiles and the connector are `envoys.idefics`
+Idefics 3. Before transformers 5.21 it scattered in a helper, as Idefics 3
+does (``self.inputs_merger(..., image_hidden_states=...)``,
+``self_inputs_merger_0``; `SmolVLMScatter` serves whichever the installed
+release has). The tower, its tiles and the connector are `envoys.idefics`
 (`TiledVision`); the text model is a Llama.
 """
 
@@ -17,14 +20,37 @@ from transformers.models.smolvlm.modeling_smolvlm import (
     SmolVLMVisionTransformer,
 )
 
+from instrument import installed
+
 from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledVision
+from ..values import Argument
 from ..vision import ImageScatter, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 
 RENAME = dict(TILED_RENAME)
 
+#: The helper's call before transformers 5.21 (rewrites/image_scatter.py), and its features argument.
+HELPER_SITE = "self_inputs_merger_0"
+HELPER_ARGUMENT = Argument(2, "image_hidden_states")
+
+
+class SmolVLMScatter(ImageScatter):
+    """``SmolVLMModel``: the scatter call where the installed release has it, else the helper's (before 5.21)."""
+
+    def _through_helper(self) -> bool:
+        return any(HELPER_SITE in rule.site_names for rule in installed(self._module).values())
+
+    @property
+    def scatter_operation(self) -> str:
+        return HELPER_SITE if self._through_helper() else ImageScatter.scatter_operation
+
+    @property
+    def scatter_argument(self) -> Argument:
+        return HELPER_ARGUMENT if self._through_helper() else ImageScatter.scatter_argument
+
+
 ENVOYS = {
-    SmolVLMModel: ImageScatter,
+    SmolVLMModel: SmolVLMScatter,
     SmolVLMVisionTransformer: TiledVision,
     SmolVLMEncoderLayer: VisionLayer,
     SmolVLMVisionAttention: VisionAttention,

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import transformers
 from transformers import AutoModelForCausalLM, PreTrainedModel, ProcessorMixin
 
+from ..families import absent_from_release
 from .images import chat_prompt, noise_image
 
 Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
@@ -35,8 +37,19 @@ def _gather() -> dict[str, Builder]:
     """Every module's ``BUILDERS``, modules in name order."""
     found: dict[str, Builder] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
-        found.update(getattr(importlib.import_module(f"{__name__}.{info.name}"), "BUILDERS", {}))
+        try:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+        except ImportError as error:  # a class this release lacks: its builders are left out, with the reason
+            ABSENT[info.name] = absent_from_release(info.name, error) or (
+                f"its builder cannot be imported on transformers {transformers.__version__}: {error}"
+            )
+            continue
+        found.update(getattr(module, "BUILDERS", {}))
     return found
+
+
+#: Builder modules the installed transformers cannot import (a model or class it lacks): module name -> why.
+ABSENT: dict[str, str] = {}
 
 
 #: Builders by checkpoint name; each returns an unsaved (model, processor).
@@ -49,6 +62,9 @@ def _builder(name: str) -> Builder:
     try:
         return BUILDERS[name]
     except KeyError:
+        absent = ABSENT.get(name.partition("-")[0])
+        if absent is not None:
+            raise ValueError(f"no tiny checkpoint {name!r} on this release: {absent}") from None
         raise ValueError(f"unknown tiny checkpoint {name!r}; known names: {', '.join(NAMES)}") from None
 
 

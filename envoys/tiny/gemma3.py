@@ -18,12 +18,11 @@ from transformers import (
     Gemma3Processor,
     Gemma3TextConfig,
     SiglipVisionConfig,
-    TokenizersBackend,
 )
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
 from .sizes import text_sizes
-from .tokenizer import WORDS, word_level_tokenizer
+from .tokenizer import TokenizersBackend, WORDS, word_level_tokenizer
 
 IMAGE_SIZE = 32
 PATCH_SIZE = 4

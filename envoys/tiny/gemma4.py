@@ -29,10 +29,9 @@ from transformers import (
     Gemma4TextConfig,
     Gemma4VideoProcessor,
     Gemma4VisionConfig,
-    TokenizersBackend,
 )
 
-from .tokenizer import word_level_tokenizer
+from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 PATCH_SIZE = 4
 POOLING_KERNEL_SIZE = 2

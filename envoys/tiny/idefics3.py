@@ -31,13 +31,12 @@ from transformers import (
     SmolVLMImageProcessor,
     SmolVLMProcessor,
     SmolVLMVideoProcessor,
-    TokenizersBackend,
 )
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 from transformers.models.smolvlm.configuration_smolvlm import SmolVLMVisionConfig
 
 from .sizes import text_sizes
-from .tokenizer import WORDS, word_level_tokenizer
+from .tokenizer import TokenizersBackend, WORDS, word_level_tokenizer
 
 TILE = 32
 PATCH = 8

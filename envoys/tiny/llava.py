@@ -19,11 +19,10 @@ from transformers import (
     Qwen2Config,
     SiglipImageProcessor,
     SiglipVisionConfig,
-    TokenizersBackend,
 )
 
 from .sizes import text_sizes
-from .tokenizer import word_level_tokenizer
+from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 IMAGE_SIZE = 32
 PATCH_SIZE = 8

@@ -17,11 +17,10 @@ from transformers import (
     LlavaNextImageProcessor,
     LlavaNextProcessor,
     MistralConfig,
-    TokenizersBackend,
 )
 
 from .sizes import text_sizes
-from .tokenizer import word_level_tokenizer
+from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 TILE_SIZE = 32
 PATCH_SIZE = 8

@@ -24,11 +24,10 @@ from transformers import (
     PixtralImageProcessor,
     PixtralProcessor,
     PixtralVisionConfig,
-    TokenizersBackend,
 )
 
 from .sizes import text_sizes
-from .tokenizer import word_level_tokenizer
+from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 PATCH_SIZE = 4
 MERGE = 2

@@ -25,10 +25,9 @@ from transformers import (
     NemotronH_Omni_Reasoning_V3Processor,
     NemotronH_Omni_Reasoning_V3VideoProcessor,
     ParakeetFeatureExtractor,
-    TokenizersBackend,
 )
 
-from .tokenizer import word_level_tokenizer
+from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 PATCH_SIZE = 8
 

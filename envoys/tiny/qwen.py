@@ -28,17 +28,14 @@ from transformers import (
     Qwen2VLImageProcessor,
     Qwen2VLProcessor,
     Qwen2VLVideoProcessor,
-    Qwen3_5Config,
-    Qwen3_5ForConditionalGeneration,
     Qwen3VLConfig,
     Qwen3VLForConditionalGeneration,
     Qwen3VLProcessor,
     Qwen3VLVideoProcessor,
-    TokenizersBackend,
 )
 
 from .sizes import text_sizes
-from .tokenizer import byte_level_tokenizer, word_level_tokenizer
+from .tokenizer import TokenizersBackend, byte_level_tokenizer, word_level_tokenizer
 
 MERGE = 2
 OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
@@ -292,6 +289,9 @@ def build_qwen3_5() -> tuple[PreTrainedModel, ProcessorMixin]:
     """
     patch = 8
     tokenizer = _tokenizer(byte_level=True)
+    # Imported here: Qwen3.5 came in transformers 5.2, and the other Qwen builders work before it.
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
     config = Qwen3_5Config(
         text_config=_text(
             tokenizer,

@@ -27,7 +27,11 @@ import json
 from collections.abc import Mapping, Sequence
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import TokenizersBackend
+
+try:
+    from transformers import TokenizersBackend
+except ImportError:  # transformers 4.x: the same fast tokenizer under its old name
+    from transformers import PreTrainedTokenizerFast as TokenizersBackend
 
 UNK = "<unk>"
 

@@ -1,7 +1,7 @@
 # rule clip.CLIPAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.clip.modeling_clip:CLIPAttention.forward
-# transformers/models/clip/modeling_clip.py:298 (transformers 5.24.0)
-# sites: attention_interface_1 (line 321)
+# transformers/models/clip/modeling_clip.py
+# sites: attention_interface_1
 
 def forward(
     self,

@@ -1,7 +1,7 @@
 # rule clip.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.clip.modeling_clip:eager_attention_forward
-# transformers/models/clip/modeling_clip.py:259 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 272)
+# transformers/models/clip/modeling_clip.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

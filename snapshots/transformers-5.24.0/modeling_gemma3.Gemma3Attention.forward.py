@@ -1,7 +1,7 @@
 # rule gemma3.Gemma3Attention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.gemma3.modeling_gemma3:Gemma3Attention.forward
-# transformers/models/gemma3/modeling_gemma3.py:313 (transformers 5.24.0)
-# sites: attention_interface_1 (line 342)
+# transformers/models/gemma3/modeling_gemma3.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule gemma3.image-scatter: pooled image features, [images, tokens, hidden], scattered into the scaled embeddings
 # transformers.models.gemma3.modeling_gemma3:Gemma3Model.forward
-# transformers/models/gemma3/modeling_gemma3.py:796 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 864)
+# transformers/models/gemma3/modeling_gemma3.py
+# sites: inputs_embeds_masked_scatter_0
 
 @can_return_tuple
 @auto_docstring

@@ -1,7 +1,7 @@
 # rule gemma3.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.gemma3.modeling_gemma3:eager_attention_forward
-# transformers/models/gemma3/modeling_gemma3.py:245 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 272)
+# transformers/models/gemma3/modeling_gemma3.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule gemma4.image-scatter: image (_0), video (_1) and audio (_2) features scattered into the embeddings
 # transformers.models.gemma4.modeling_gemma4:Gemma4Model.forward
-# transformers/models/gemma4/modeling_gemma4.py:2320 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 2409), inputs_embeds_masked_scatter_1 (line 2432), inputs_embeds_masked_scatter_2 (line 2456)
+# transformers/models/gemma4/modeling_gemma4.py
+# sites: inputs_embeds_masked_scatter_0, inputs_embeds_masked_scatter_1, inputs_embeds_masked_scatter_2
 
 @merge_with_config_defaults
 @can_return_tuple

@@ -1,7 +1,7 @@
 # rule gemma4.Gemma4VisionAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.gemma4.modeling_gemma4:Gemma4VisionAttention.forward
-# transformers/models/gemma4/modeling_gemma4.py:914 (transformers 5.24.0)
-# sites: attention_interface_1 (line 946)
+# transformers/models/gemma4/modeling_gemma4.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule gemma4.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.gemma4.modeling_gemma4:eager_attention_forward
-# transformers/models/gemma4/modeling_gemma4.py:802 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 829)
+# transformers/models/gemma4/modeling_gemma4.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule idefics3.image-scatter: the helper that scatters the image features into the embeddings
 # transformers.models.idefics3.modeling_idefics3:Idefics3Model.forward
-# transformers/models/idefics3/modeling_idefics3.py:590 (transformers 5.24.0)
-# sites: self_inputs_merger_0 (line 663)
+# transformers/models/idefics3/modeling_idefics3.py
+# sites: self_inputs_merger_0
 
 @can_return_tuple
 @auto_docstring(

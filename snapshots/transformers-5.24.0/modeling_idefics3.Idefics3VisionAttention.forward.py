@@ -1,7 +1,7 @@
 # rule idefics3.Idefics3VisionAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.idefics3.modeling_idefics3:Idefics3VisionAttention.forward
-# transformers/models/idefics3/modeling_idefics3.py:196 (transformers 5.24.0)
-# sites: attention_interface_1 (line 213)
+# transformers/models/idefics3/modeling_idefics3.py
+# sites: attention_interface_1
 
 def forward(
     self,

@@ -1,7 +1,7 @@
 # rule idefics3.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.idefics3.modeling_idefics3:eager_attention_forward
-# transformers/models/idefics3/modeling_idefics3.py:146 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 160)
+# transformers/models/idefics3/modeling_idefics3.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule llama.LlamaAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.llama.modeling_llama:LlamaAttention.forward
-# transformers/models/llama/modeling_llama.py:232 (transformers 5.24.0)
-# sites: attention_interface_1 (line 258)
+# transformers/models/llama/modeling_llama.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

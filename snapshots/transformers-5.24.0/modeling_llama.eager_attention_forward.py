@@ -1,7 +1,7 @@
 # rule llama.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.llama.modeling_llama:eager_attention_forward
-# transformers/models/llama/modeling_llama.py:180 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 197)
+# transformers/models/llama/modeling_llama.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule llama4.image-scatter: the root scatters the image features in its own forward
 # transformers.models.llama4.modeling_llama4:Llama4ForConditionalGeneration.forward
-# transformers/models/llama4/modeling_llama4.py:1205 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 1285)
+# transformers/models/llama4/modeling_llama4.py
+# sites: inputs_embeds_masked_scatter_0
 
 @merge_with_config_defaults
 @capture_outputs(tie_last_hidden_states=False)

@@ -1,7 +1,7 @@
 # rule llama4.Llama4TextAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.llama4.modeling_llama4:Llama4TextAttention.forward
-# transformers/models/llama4/modeling_llama4.py:334 (transformers 5.24.0)
-# sites: attention_interface_1 (line 378)
+# transformers/models/llama4/modeling_llama4.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule llama4.text-block: the feed-forward's output (MoE or dense) viewed in the stream's shape, as the block adds it
 # transformers.models.llama4.modeling_llama4:Llama4TextDecoderLayer.forward
-# transformers/models/llama4/modeling_llama4.py:409 (transformers 5.24.0)
-# sites: hidden_states_view_0 (line 441)
+# transformers/models/llama4/modeling_llama4.py
+# sites: hidden_states_view_0
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule llama4.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.llama4.modeling_llama4:eager_attention_forward
-# transformers/models/llama4/modeling_llama4.py:250 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 267)
+# transformers/models/llama4/modeling_llama4.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule llama4.vision-eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.llama4.modeling_llama4:vision_eager_attention_forward
-# transformers/models/llama4/modeling_llama4.py:276 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 293)
+# transformers/models/llama4/modeling_llama4.py
+# sites: nn_functional_softmax_0
 
 def vision_eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule llava.image-scatter: image features scattered into the embeddings
 # transformers.models.llava.modeling_llava:LlavaModel.forward
-# transformers/models/llava/modeling_llava.py:193 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 236)
+# transformers/models/llava/modeling_llava.py
+# sites: inputs_embeds_masked_scatter_0
 
 @can_return_tuple
 @auto_docstring

@@ -1,7 +1,7 @@
 # rule llava_next.image-scatter: image features scattered into the embeddings, after the host unpads the tiles and adds image_newline rows
 # transformers.models.llava_next.modeling_llava_next:LlavaNextModel.forward
-# transformers/models/llava_next/modeling_llava_next.py:406 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 457)
+# transformers/models/llava_next/modeling_llava_next.py
+# sites: inputs_embeds_masked_scatter_0
 
 @merge_with_config_defaults
 @can_return_tuple

@@ -1,7 +1,7 @@
 # rule mistral.MistralAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.mistral.modeling_mistral:MistralAttention.forward
-# transformers/models/mistral/modeling_mistral.py:139 (transformers 5.24.0)
-# sites: attention_interface_1 (line 165)
+# transformers/models/mistral/modeling_mistral.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule mistral.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.mistral.modeling_mistral:eager_attention_forward
-# transformers/models/mistral/modeling_mistral.py:96 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 113)
+# transformers/models/mistral/modeling_mistral.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

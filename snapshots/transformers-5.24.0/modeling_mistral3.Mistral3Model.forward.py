@@ -1,7 +1,7 @@
 # rule mistral3.image-scatter: image features scattered into the embeddings
 # transformers.models.mistral3.modeling_mistral3:Mistral3Model.forward
-# transformers/models/mistral3/modeling_mistral3.py:248 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 291)
+# transformers/models/mistral3/modeling_mistral3.py
+# sites: inputs_embeds_masked_scatter_0
 
 @merge_with_config_defaults
 @can_return_tuple

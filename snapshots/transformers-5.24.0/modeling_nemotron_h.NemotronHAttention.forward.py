@@ -1,7 +1,7 @@
 # rule nemotron_h.NemotronHAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.nemotron_h.modeling_nemotron_h:NemotronHAttention.forward
-# transformers/models/nemotron_h/modeling_nemotron_h.py:888 (transformers 5.24.0)
-# sites: attention_interface_1 (line 910)
+# transformers/models/nemotron_h/modeling_nemotron_h.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

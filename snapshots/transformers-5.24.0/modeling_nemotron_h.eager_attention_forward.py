@@ -1,7 +1,7 @@
 # rule nemotron_h.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.nemotron_h.modeling_nemotron_h:eager_attention_forward
-# transformers/models/nemotron_h/modeling_nemotron_h.py:845 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 862)
+# transformers/models/nemotron_h/modeling_nemotron_h.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

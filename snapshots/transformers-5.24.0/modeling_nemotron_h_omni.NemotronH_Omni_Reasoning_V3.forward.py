@@ -1,7 +1,7 @@
 # rule nemotron_h_omni.image-scatter: the root scatters image (_0), video (_1) and audio (_2) features in its own forward
 # transformers.models.nemotron_h_omni.modeling_nemotron_h_omni:NemotronH_Omni_Reasoning_V3.forward
-# transformers/models/nemotron_h_omni/modeling_nemotron_h_omni.py:382 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 437), inputs_embeds_masked_scatter_1 (line 444), inputs_embeds_masked_scatter_2 (line 470)
+# transformers/models/nemotron_h_omni/modeling_nemotron_h_omni.py
+# sites: inputs_embeds_masked_scatter_0, inputs_embeds_masked_scatter_1, inputs_embeds_masked_scatter_2
 
 @can_return_tuple
 @auto_docstring

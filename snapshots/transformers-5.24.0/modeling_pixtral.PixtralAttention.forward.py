@@ -1,7 +1,7 @@
 # rule pixtral.PixtralAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.pixtral.modeling_pixtral:PixtralAttention.forward
-# transformers/models/pixtral/modeling_pixtral.py:180 (transformers 5.24.0)
-# sites: attention_interface_1 (line 206)
+# transformers/models/pixtral/modeling_pixtral.py
+# sites: attention_interface_1
 
 def forward(
     self,

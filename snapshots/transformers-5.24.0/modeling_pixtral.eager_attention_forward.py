@@ -1,7 +1,7 @@
 # rule pixtral.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.pixtral.modeling_pixtral:eager_attention_forward
-# transformers/models/pixtral/modeling_pixtral.py:133 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 147)
+# transformers/models/pixtral/modeling_pixtral.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule qwen2.Qwen2Attention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.qwen2.modeling_qwen2:Qwen2Attention.forward
-# transformers/models/qwen2/modeling_qwen2.py:187 (transformers 5.24.0)
-# sites: attention_interface_1 (line 213)
+# transformers/models/qwen2/modeling_qwen2.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule qwen2.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.qwen2.modeling_qwen2:eager_attention_forward
-# transformers/models/qwen2/modeling_qwen2.py:142 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 159)
+# transformers/models/qwen2/modeling_qwen2.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

@@ -1,7 +1,7 @@
 # rule qwen2_5_vl.Qwen2_5_VLAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLAttention.forward
-# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py:632 (transformers 5.24.0)
-# sites: attention_interface_1 (line 662)
+# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule qwen2_5_vl.image-scatter: image (_0) and video (_1) features scattered into the embeddings
 # transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLModel.forward
-# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py:1172 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 1222), inputs_embeds_masked_scatter_1 (line 1231)
+# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
+# sites: inputs_embeds_masked_scatter_0, inputs_embeds_masked_scatter_1
 
 @can_return_tuple
 @auto_docstring

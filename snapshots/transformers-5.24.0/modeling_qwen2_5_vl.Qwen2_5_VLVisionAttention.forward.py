@@ -1,7 +1,7 @@
 # rule qwen2_5_vl.vision-attention: the per-image attention kernel calls and what surrounds them
 # transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLVisionAttention.forward
-# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py:273 (transformers 5.24.0)
-# sites: attention_interface_1 (line 299), torch_split_0 (line 318), attention_interface_2 (line 322), torch_cat_0 (line 335)
+# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
+# sites: attention_interface_1, torch_split_0, attention_interface_2, torch_cat_0
 
 def forward(
     self,

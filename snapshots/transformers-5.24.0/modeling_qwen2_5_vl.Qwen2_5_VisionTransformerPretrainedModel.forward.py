@@ -1,7 +1,7 @@
 # rule qwen2_5_vl.vision-windows: the tower's permutation into attention windows: argument 1 is the window index
 # transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VisionTransformerPretrainedModel.forward
-# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py:428 (transformers 5.24.0)
-# sites: self_permute_input_for_window_attn_0 (line 459), self_permute_input_for_window_attn_1 (line 463)
+# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
+# sites: self_permute_input_for_window_attn_0, self_permute_input_for_window_attn_1
 
 @merge_with_config_defaults
 @capture_outputs

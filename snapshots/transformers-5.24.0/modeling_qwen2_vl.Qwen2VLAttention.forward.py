@@ -1,7 +1,7 @@
 # rule qwen2_vl.Qwen2VLAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.qwen2_vl.modeling_qwen2_vl:Qwen2VLAttention.forward
-# transformers/models/qwen2_vl/modeling_qwen2_vl.py:511 (transformers 5.24.0)
-# sites: attention_interface_1 (line 541)
+# transformers/models/qwen2_vl/modeling_qwen2_vl.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

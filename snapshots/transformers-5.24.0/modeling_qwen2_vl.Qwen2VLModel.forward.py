@@ -1,7 +1,7 @@
 # rule qwen2_vl.image-scatter: image (_0) and video (_1) features scattered into the embeddings
 # transformers.models.qwen2_vl.modeling_qwen2_vl:Qwen2VLModel.forward
-# transformers/models/qwen2_vl/modeling_qwen2_vl.py:1122 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 1167), inputs_embeds_masked_scatter_1 (line 1176)
+# transformers/models/qwen2_vl/modeling_qwen2_vl.py
+# sites: inputs_embeds_masked_scatter_0, inputs_embeds_masked_scatter_1
 
 @can_return_tuple
 @auto_docstring

@@ -1,7 +1,7 @@
 # rule qwen2_vl.vision-attention: the per-image attention kernel calls and what surrounds them
 # transformers.models.qwen2_vl.modeling_qwen2_vl:VisionAttention.forward
-# transformers/models/qwen2_vl/modeling_qwen2_vl.py:358 (transformers 5.24.0)
-# sites: attention_interface_1 (line 384), torch_split_0 (line 403), attention_interface_2 (line 407), torch_cat_0 (line 420)
+# transformers/models/qwen2_vl/modeling_qwen2_vl.py
+# sites: attention_interface_1, torch_split_0, attention_interface_2, torch_cat_0
 
 def forward(
     self,

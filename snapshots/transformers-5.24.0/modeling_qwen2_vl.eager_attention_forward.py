@@ -1,7 +1,7 @@
 # rule qwen2_vl.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.qwen2_vl.modeling_qwen2_vl:eager_attention_forward
-# transformers/models/qwen2_vl/modeling_qwen2_vl.py:319 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 336)
+# transformers/models/qwen2_vl/modeling_qwen2_vl.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

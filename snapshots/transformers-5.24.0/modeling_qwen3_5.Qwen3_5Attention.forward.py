@@ -1,7 +1,7 @@
 # rule qwen3_5.Qwen3_5Attention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5Attention.forward
-# transformers/models/qwen3_5/modeling_qwen3_5.py:769 (transformers 5.24.0)
-# sites: attention_interface_1 (line 800)
+# transformers/models/qwen3_5/modeling_qwen3_5.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

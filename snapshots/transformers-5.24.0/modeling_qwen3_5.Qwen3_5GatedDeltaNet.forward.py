@@ -1,7 +1,7 @@
 # rule qwen3_5.gated-deltanet: the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out
 # transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5GatedDeltaNet.forward
-# transformers/models/qwen3_5/modeling_qwen3_5.py:545 (transformers 5.24.0)
-# sites: torch_recurrent_gated_delta_rule_0 (line 619), torch_chunk_gated_delta_rule_0 (line 632)
+# transformers/models/qwen3_5/modeling_qwen3_5.py
+# sites: torch_recurrent_gated_delta_rule_0, torch_chunk_gated_delta_rule_0
 
 @force_accelerate_hooks("conv1d")
 @deprecate_kwarg("cache_params", "5.40.0", new_name="cache")

@@ -1,7 +1,7 @@
 # rule qwen3_5.image-scatter: image (_0) and video (_1) features scattered into the embeddings
 # transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5Model.forward
-# transformers/models/qwen3_5/modeling_qwen3_5.py:1573 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 1618), inputs_embeds_masked_scatter_1 (line 1627)
+# transformers/models/qwen3_5/modeling_qwen3_5.py
+# sites: inputs_embeds_masked_scatter_0, inputs_embeds_masked_scatter_1
 
 @can_return_tuple
 @auto_docstring

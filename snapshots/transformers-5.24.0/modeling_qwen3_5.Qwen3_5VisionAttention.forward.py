@@ -1,7 +1,7 @@
 # rule qwen3_5.vision-attention: the per-image attention kernel calls and what surrounds them
 # transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5VisionAttention.forward
-# transformers/models/qwen3_5/modeling_qwen3_5.py:1018 (transformers 5.24.0)
-# sites: attention_interface_1 (line 1044), torch_split_0 (line 1063), attention_interface_2 (line 1067), torch_cat_0 (line 1080)
+# transformers/models/qwen3_5/modeling_qwen3_5.py
+# sites: attention_interface_1, torch_split_0, attention_interface_2, torch_cat_0
 
 def forward(
     self,

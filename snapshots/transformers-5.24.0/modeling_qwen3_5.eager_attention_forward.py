@@ -1,7 +1,7 @@
 # rule qwen3_5.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.qwen3_5.modeling_qwen3_5:eager_attention_forward
-# transformers/models/qwen3_5/modeling_qwen3_5.py:717 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 734)
+# transformers/models/qwen3_5/modeling_qwen3_5.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

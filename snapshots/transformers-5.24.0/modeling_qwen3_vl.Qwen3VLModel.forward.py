@@ -1,7 +1,7 @@
 # rule qwen3_vl.image-scatter: image (_0) and video (_1) features scattered into the embeddings
 # transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLModel.forward
-# transformers/models/qwen3_vl/modeling_qwen3_vl.py:1136 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 1186), inputs_embeds_masked_scatter_1 (line 1195)
+# transformers/models/qwen3_vl/modeling_qwen3_vl.py
+# sites: inputs_embeds_masked_scatter_0, inputs_embeds_masked_scatter_1
 
 @can_return_tuple
 @auto_docstring

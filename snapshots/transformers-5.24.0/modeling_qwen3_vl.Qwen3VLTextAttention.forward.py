@@ -1,7 +1,7 @@
 # rule qwen3_vl.Qwen3VLTextAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextAttention.forward
-# transformers/models/qwen3_vl/modeling_qwen3_vl.py:501 (transformers 5.24.0)
-# sites: attention_interface_1 (line 527)
+# transformers/models/qwen3_vl/modeling_qwen3_vl.py
+# sites: attention_interface_1
 
 @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
 def forward(

@@ -1,7 +1,7 @@
 # rule qwen3_vl.deepstack: the DeepStack feature added after each of the first text blocks
 # transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextModel.forward
-# transformers/models/qwen3_vl/modeling_qwen3_vl.py:752 (transformers 5.24.0)
-# sites: self__deepstack_process_0 (line 828)
+# transformers/models/qwen3_vl/modeling_qwen3_vl.py
+# sites: self__deepstack_process_0
 
 @merge_with_config_defaults
 @capture_outputs

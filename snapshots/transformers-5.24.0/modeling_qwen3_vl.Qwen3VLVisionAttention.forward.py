@@ -1,7 +1,7 @@
 # rule qwen3_vl.vision-attention: the per-image attention kernel calls and what surrounds them
 # transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionAttention.forward
-# transformers/models/qwen3_vl/modeling_qwen3_vl.py:259 (transformers 5.24.0)
-# sites: attention_interface_1 (line 285), torch_split_0 (line 304), attention_interface_2 (line 308), torch_cat_0 (line 321)
+# transformers/models/qwen3_vl/modeling_qwen3_vl.py
+# sites: attention_interface_1, torch_split_0, attention_interface_2, torch_cat_0
 
 def forward(
     self,

@@ -1,7 +1,7 @@
 # rule qwen3_vl.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.qwen3_vl.modeling_qwen3_vl:eager_attention_forward
-# transformers/models/qwen3_vl/modeling_qwen3_vl.py:220 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 237)
+# transformers/models/qwen3_vl/modeling_qwen3_vl.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

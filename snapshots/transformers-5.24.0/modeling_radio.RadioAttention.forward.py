@@ -1,7 +1,7 @@
 # rule radio.vision-attention: the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)
 # transformers.models.radio.modeling_radio:RadioAttention.forward
-# transformers/models/radio/modeling_radio.py:232 (transformers 5.24.0)
-# sites: transpose_0 (line 246), transpose_1 (line 247), transpose_2 (line 248), attention_interface_1 (line 256), attention_interface_2 (line 261), attention_interface_3 (line 281)
+# transformers/models/radio/modeling_radio.py
+# sites: transpose_0, transpose_1, transpose_2, attention_interface_1, attention_interface_2, attention_interface_3
 
 def forward(
     self,

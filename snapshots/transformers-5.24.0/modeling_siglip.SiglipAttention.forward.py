@@ -1,7 +1,7 @@
 # rule siglip.SiglipAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.siglip.modeling_siglip:SiglipAttention.forward
-# transformers/models/siglip/modeling_siglip.py:273 (transformers 5.24.0)
-# sites: attention_interface_1 (line 292)
+# transformers/models/siglip/modeling_siglip.py
+# sites: attention_interface_1
 
 def forward(
     self,

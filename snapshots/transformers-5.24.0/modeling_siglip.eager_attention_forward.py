@@ -1,7 +1,7 @@
 # rule siglip.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.siglip.modeling_siglip:eager_attention_forward
-# transformers/models/siglip/modeling_siglip.py:227 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 241)
+# transformers/models/siglip/modeling_siglip.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

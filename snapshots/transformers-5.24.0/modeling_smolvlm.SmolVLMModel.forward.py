@@ -1,7 +1,7 @@
 # rule smolvlm.image-scatter: image features scattered into the embeddings
 # transformers.models.smolvlm.modeling_smolvlm:SmolVLMModel.forward
-# transformers/models/smolvlm/modeling_smolvlm.py:511 (transformers 5.24.0)
-# sites: inputs_embeds_masked_scatter_0 (line 579)
+# transformers/models/smolvlm/modeling_smolvlm.py
+# sites: inputs_embeds_masked_scatter_0
 
 @merge_with_config_defaults
 @can_return_tuple

@@ -1,7 +1,7 @@
 # rule smolvlm.SmolVLMVisionAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.smolvlm.modeling_smolvlm:SmolVLMVisionAttention.forward
-# transformers/models/smolvlm/modeling_smolvlm.py:188 (transformers 5.24.0)
-# sites: attention_interface_1 (line 205)
+# transformers/models/smolvlm/modeling_smolvlm.py
+# sites: attention_interface_1
 
 def forward(
     self,

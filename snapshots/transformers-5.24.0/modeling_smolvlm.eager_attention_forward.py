@@ -1,7 +1,7 @@
 # rule smolvlm.eager-attention: the softmax of eager attention: scores in, probabilities out
 # transformers.models.smolvlm.modeling_smolvlm:eager_attention_forward
-# transformers/models/smolvlm/modeling_smolvlm.py:140 (transformers 5.24.0)
-# sites: nn_functional_softmax_0 (line 154)
+# transformers/models/smolvlm/modeling_smolvlm.py
+# sites: nn_functional_softmax_0
 
 def eager_attention_forward(
     module: nn.Module,

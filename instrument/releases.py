@@ -1,0 +1,171 @@
+"""``python -m instrument.releases X.Y.Z [...]``: check the rules against other transformers releases.
+
+For each release: a throwaway virtualenv with that transformers (torch and
+torchvision pinned as the README pins them, never resolved by pip), the
+project installed there without dependencies, the snapshot check run against
+the nearest folder (`instrument.snapshot`), the release's folder written when
+it has none (or with ``--update``), optionally the test suite, and a table.
+
+``--share-torch PREFIX`` reuses torch and everything else not installed in
+the release's virtualenv from an existing environment (a ``.pth`` file
+appended after the virtualenv's own site-packages), which saves installing
+torch once per release: the release's transformers and its dependencies
+still come first. Runs from a checkout; imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import venv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+#: The checkout the command runs from.
+REPOSITORY = Path(__file__).resolve().parent.parent
+SNAPSHOTS = REPOSITORY / "snapshots"
+
+#: Pinned as in the README, so pip never resolves torch.
+TORCH = ("torch==2.14.1", "torchvision==0.29.1")
+#: What the project and its tests need besides transformers and torch.
+REQUIREMENTS = ("nnsight==0.8.1", "libcst>=1.1", "pillow>=10", "packaging>=23", "num2words>=0.5", "accelerate", "pytest>=8")
+
+
+@dataclass
+class Outcome:
+    """What one release gave."""
+
+    release: str
+    reference: str = ""  #: the folder the check compared with, before any was written
+    counts: dict[str, int] = field(default_factory=dict)  #: verdict -> rules
+    moved: list[str] = field(default_factory=list)  #: rules whose sites moved
+    folder: str = ""  #: "written", "kept" or "" (not written)
+    tests: str = ""  #: pytest's last line, when run
+    error: str = ""  #: why the release could not be checked
+
+
+def _run(command: list[str], log: Path, cwd: Path = REPOSITORY, timeout: float | None = None) -> subprocess.CompletedProcess:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(command)}\n")
+        out.flush()
+        return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+
+
+def site_packages(python: Path) -> Path:
+    """The site-packages directory of the environment whose interpreter is ``python``."""
+    done = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    )
+    return Path(done.stdout.strip())
+
+
+def make_environment(release: str, where: Path, log: Path, share_torch: Path | None) -> Path:
+    """A virtualenv at ``where`` with transformers ``release`` and the project; returns its interpreter."""
+    python = where / "bin" / "python"
+    if not python.exists():
+        venv.EnvBuilder(with_pip=True, clear=True).create(where)
+    if share_torch is not None:
+        shared = site_packages(share_torch / "bin" / "python")
+        (site_packages(python) / "zz_shared_environment.pth").write_text(f"{shared}\n")
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    if _run([*pip, *TORCH, f"transformers=={release}", *REQUIREMENTS], log).returncode:
+        raise RuntimeError(f"installing transformers {release} failed (see {log})")
+    if _run([*pip, "--no-deps", str(REPOSITORY)], log).returncode:
+        raise RuntimeError(f"installing the project failed (see {log})")
+    return python
+
+
+def check_release(python: Path, release: str, work: Path, log: Path, update: bool) -> Outcome:
+    """The snapshot check against the nearest folder, then the release's folder written when missing or asked."""
+    outcome = Outcome(release)
+    verdicts = work / "verdicts.json"
+    _run([str(python), "-m", "instrument.snapshot", "--quiet", "--json", str(verdicts)], log)
+    if not verdicts.exists():
+        outcome.error = f"the snapshot check did not run (see {log})"
+        return outcome
+    report = json.loads(verdicts.read_text())
+    outcome.reference = report["reference"]
+    outcome.counts = {k: v for k, v in report["counts"].items() if v}
+    outcome.moved = [row["rule"] for row in report["rules"] if row["verdict"] == "site moved"]
+    folder = SNAPSHOTS / f"transformers-{release}"
+    if update or not folder.is_dir():
+        _run([str(python), "-m", "instrument.snapshot", "--update", "--quiet"], log)
+        outcome.folder = "written"
+    else:
+        outcome.folder = "kept"
+    return outcome
+
+
+def run_tests(python: Path, log: Path, arguments: list[str], timeout: float) -> str:
+    """pytest's summary line on this environment, or why there is none."""
+    try:
+        _run([str(python), "-m", "pytest", "-q", *arguments], log, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout:.0f} s"
+    lines = [line for line in log.read_text().splitlines() if re.search(r"\b(passed|failed|error|skipped)\b", line)]
+    return lines[-1].strip("= ") if lines else "no summary (see the log)"
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """One row per release: the reference, the verdict counts, the folder, the tests."""
+    rows = [("release", "compared with", "verdicts", "folder", "tests")]
+    for o in outcomes:
+        verdicts = o.error or ", ".join(f"{n} {v}" for v, n in o.counts.items())
+        if o.moved:
+            verdicts += f" ({', '.join(o.moved)})"
+        rows.append((o.release, o.reference, verdicts, o.folder, o.tests or "not run"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m instrument.releases", description=__doc__.splitlines()[0])
+    parser.add_argument("releases", nargs="+", help="transformers versions, e.g. 4.57.6 5.0.0")
+    parser.add_argument("--tests", action="store_true", help="also run the test suite on each release")
+    parser.add_argument("--pytest-args", default="tests", help="what to pass to pytest (default: tests)")
+    parser.add_argument("--test-timeout", type=float, default=3600, help="seconds the suite may take per release")
+    parser.add_argument("--update", action="store_true", help="rewrite a release's folder that exists")
+    parser.add_argument("--share-torch", type=Path, metavar="PREFIX", help="reuse torch (and the rest) from this environment")
+    parser.add_argument("--venvs", type=Path, help="keep the virtualenvs here (reused on the next run)")
+    args = parser.parse_args(argv)
+    for release in args.releases:
+        Version(release)  # a clear error before anything is made
+    scratch = Path(tempfile.mkdtemp(prefix="vlm-releases-"))
+    where = args.venvs or scratch
+    outcomes = []
+    try:
+        for release in args.releases:
+            work = scratch / release
+            work.mkdir(parents=True, exist_ok=True)
+            log = work / "log.txt"
+            print(f"transformers {release}: building its virtualenv (log: {log})", flush=True)
+            try:
+                python = make_environment(release, where / f"transformers-{release}", log, args.share_torch)
+            except RuntimeError as error:
+                outcomes.append(Outcome(release, error=str(error)))
+                continue
+            outcome = check_release(python, release, work, log, args.update)
+            if args.tests and not outcome.error:
+                print(f"transformers {release}: running the tests", flush=True)
+                outcome.tests = run_tests(python, work / "tests.txt", args.pytest_args.split(), args.test_timeout)
+            outcomes.append(outcome)
+    finally:
+        if args.venvs is None:
+            shutil.rmtree(scratch / "venvs", ignore_errors=True)
+            for release in args.releases:
+                shutil.rmtree(scratch / f"transformers-{release}", ignore_errors=True)
+    sys.stdout.write(table(outcomes))
+    print(f"logs: {scratch}")
+    return 1 if any(o.error or o.moved for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Rules that know releases: variants by version range, and a release that moved a site.
+
+Every test here runs on the installed transformers: other releases are
+simulated (a synthetic forward numbered as an older release numbers it, a
+modified copy of a forward installed for one test), never installed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import pytest
+import torch
+from nnsight.intervention.source import compile_source
+from packaging.version import Version
+
+import transformers
+from envoys import StandardizedTransformer, Unavailable
+from envoys.tiny import chat_prompt, noise_image
+from instrument import DriftError, Rule, TargetMissing, Variant, compile_rule
+from instrument.decorators import peel
+from synthetic import write_module
+
+IMAGE = [noise_image(32, 32, seed=0)]
+
+#: A forward as releases before 5.1 write it: the kernel assigned twice, then called.
+TWICE_ASSIGNED = '''
+def kernel(x, scale):
+    return x * scale
+
+KERNELS = {"eager": kernel}
+
+def forward(x, implementation="eager"):
+    attention_interface = kernel
+    if implementation != "eager":
+        attention_interface = KERNELS[implementation]
+    return attention_interface(x, 2.0)
+'''
+
+OLD_NUMBERING = Variant(
+    "<5.1",
+    sites={"attention_interface": ("attention_interface_2",)},
+    serve_as={"attention_interface_2": "attention_interface_1"},
+)
+
+
+def the_rule(target: str, variants: tuple[Variant, ...] = (OLD_NUMBERING,)) -> Rule:
+    return Rule("test.kernel", target, {"attention_interface": ("attention_interface_1",)}, variants=variants)
+
+
+def test_the_first_matching_variant_is_chosen_else_the_rule_itself():
+    rule = the_rule("m:f", (Variant("<5.1", sites={"a": ("a_2",)}), Variant("<6", sites={"a": ("a_9",)})))
+    assert rule.at("4.57.6").sites == {"a": ("a_2",)} and rule.at("4.57.6").variant == "<5.1"
+    assert rule.at("5.0.0").sites == {"a": ("a_2",)}
+    assert rule.at(Version("5.1.0")).sites == {"a": ("a_9",)}
+    assert rule.at("6.0.0").sites == rule.sites and rule.at("6.0.0").variant == ""
+    assert rule.at("5.0.0").variants == ()  # a chosen rule does not choose again
+
+
+def test_a_variant_serves_a_renumbered_call_under_the_rules_label(tmp_path):
+    module = write_module(tmp_path, "twice_assigned", TWICE_ASSIGNED)
+    rule = the_rule("twice_assigned:forward")
+    assert "attention_interface_2" in compile_source(module.forward).names  # how nnsight numbers the call
+    with pytest.raises(DriftError, match=r"expected call sites \['attention_interface_1'\].*found \['attention_interface_2'\]"):
+        compile_rule(rule.at("5.1.0"))  # the newest form does not fit this source
+    instrumented = compile_rule(rule.at("5.0.0"))
+    assert instrumented.site_names == ("attention_interface_1",)
+    assert [site.label for site in instrumented.rewritten.sites] == ["attention_interface_2"]
+    served = []
+
+    def site(label, fn, *args, **kwargs):
+        served.append((label, args))
+        return fn(*args, **kwargs)
+
+    x = torch.arange(3.0)
+    assert torch.equal(instrumented.build(site)(x), x * 2.0)
+    assert [label for label, _ in served] == ["attention_interface_1"]
+
+
+def test_a_variant_that_cannot_serve_a_release_refuses_with_its_reason():
+    target = "transformers.models.llava.modeling_llava:LlavaModel.forward"
+    rule = Rule(
+        "test.unavailable", target, {"inputs_embeds.masked_scatter": ("inputs_embeds_masked_scatter_0",)},
+        variants=(Variant(f"=={transformers.__version__}", unavailable="this release permutes inline; read X instead"),),
+    )
+    with pytest.raises(DriftError, match="this release permutes inline; read X instead"):
+        compile_rule(rule)
+    assert compile_rule(rule.at("0.1")).site_names == ("inputs_embeds_masked_scatter_0",)
+
+
+def test_a_target_the_release_lacks_is_target_missing():
+    rule = Rule("test.absent", "transformers.models.no_such_model.modeling_no_such_model:NoSuchModel.forward", {"f": ("f_0",)})
+    with pytest.raises(TargetMissing, match="the target is missing"):
+        compile_rule(rule)
+
+
+def test_check_model_inputs_is_peeled_like_the_known_decorators():
+    generic = pytest.importorskip("transformers.utils.generic")
+    if not hasattr(generic, "check_model_inputs"):
+        pytest.skip(f"transformers {transformers.__version__} has no check_model_inputs")
+
+    def forward(self, x):
+        return x
+
+    innermost, layers = peel(generic.check_model_inputs(forward))
+    assert innermost is forward and len(layers) == 1
+
+
+# -- a release that moved a site: a modified copy of LlavaModel.forward -----------------------------
+
+
+def moved_scatter(tmp_path):
+    """LlavaModel.forward as a release might write it: the same values, the scatter no longer a masked_scatter call."""
+    from transformers.models.llava import modeling_llava
+
+    source = textwrap.dedent(inspect.getsource(modeling_llava.LlavaModel.forward))
+    original = "inputs_embeds.masked_scatter(special_image_mask, image_features)"
+    assert source.count(original) == 1
+    source = source.replace(original, "inputs_embeds.clone().masked_scatter_(special_image_mask, image_features)")
+    source = source.replace("@auto_docstring\n", "")  # it documents classes; the other decorators are kept
+    path = tmp_path / "moved_llava_forward.py"
+    path.write_text(source)
+    namespace = dict(vars(modeling_llava))
+    exec(compile(source, str(path), "exec"), namespace)
+    return namespace["forward"]
+
+
+def test_a_release_that_moved_a_site_loads_and_says_why(tiny_checkpoint, monkeypatch, tmp_path):
+    from transformers.models.llava.modeling_llava import LlavaModel
+
+    path = tiny_checkpoint("llava-siglip")
+    reference = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+    prompt = chat_prompt(reference.processor, 1, "hi")
+    with reference.trace(prompt, images=IMAGE):
+        expected_tower = reference.vision.tower_output.save()
+        expected_logits = reference.logits.save()
+
+    monkeypatch.setattr(LlavaModel, "forward", moved_scatter(tmp_path))  # restored after the test
+    model = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+    reason = model.vision.support()["image_features"]
+    assert reason.startswith("rule 'llava.image-scatter'") and "moved_llava_forward.py" in reason
+    assert "expected call sites ['inputs_embeds_masked_scatter_0'] of `inputs_embeds.masked_scatter`, found none" in reason
+    assert model.support()["vision.image_features"] == reason
+    with pytest.raises(Unavailable, match="vision.image_features is unavailable: rule 'llava.image-scatter'"):
+        model.vision.image_features
+    assert model.vision.support()["tower_output"] is None and model.support()["self_attn.attention_queries"] is None
+    with model.trace(prompt, images=IMAGE):
+        tower = model.vision.tower_output.save()
+        queries = model.layers[0].self_attn.attention_queries.save()
+        logits = model.logits.save()
+    assert torch.equal(tower, expected_tower) and torch.equal(logits, expected_logits)
+    assert queries.shape[1] == model.config.text_config.num_attention_heads
+
+
+# -- the command that checks other releases (its pure parts; a real run installs a release) ----------
+
+
+def test_the_release_table_has_a_row_per_release():
+    from instrument.releases import Outcome, table
+
+    rows = table([
+        Outcome("5.0.0", "transformers-5.10.4", {"unchanged": 40, "unavailable": 1}, [], "written", "700 passed"),
+        Outcome("9.9.9", error="installing transformers 9.9.9 failed (see log)"),
+    ]).splitlines()
+    assert rows[0].split() == ["release", "compared", "with", "verdicts", "folder", "tests"]
+    assert rows[1].split("  ")[0] == "5.0.0" and "40 unchanged, 1 unavailable" in rows[1] and rows[1].endswith("700 passed")
+    assert "installing transformers 9.9.9 failed" in rows[2] and rows[2].endswith("not run")
+
+
+def test_a_bad_release_name_is_refused_before_anything_is_made():
+    from packaging.version import InvalidVersion
+
+    from instrument.releases import main
+
+    with pytest.raises(InvalidVersion):
+        main(["five-point-oh"])
+
+
+def test_torch_is_pinned_never_resolved():
+    from instrument.releases import TORCH
+
+    assert all("==" in requirement for requirement in TORCH)
