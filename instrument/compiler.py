@@ -153,6 +153,15 @@ def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
     return _Compiled(code, rewritten, source, first_line, compiled)
 
 
+def selection(rule: Rule) -> tuple:
+    """What a rule selects in its target, as a cache key: its callees with their labels, and the labels it serves
+    calls under (a release variant's ``serve_as``)."""
+    return (
+        tuple(sorted((callee, tuple(labels)) for callee, labels in rule.sites.items())),
+        tuple(sorted(rule.serve_as.items())),
+    )
+
+
 def compile_rule(rule: Rule) -> Instrumented:
     """The rule's target rewritten and compiled against the installed library.
 
@@ -173,13 +182,9 @@ def compile_rule(rule: Rule) -> Instrumented:
         innermost, layers = peel(target)
     except UnknownDecorator as error:
         raise DriftError(f"{_where(rule)}: {error}") from error
-    key = (
-        id(innermost.__code__),
-        tuple(sorted((callee, tuple(labels)) for callee, labels in rule.sites.items())),
-        tuple(sorted(rule.serve_as.items())),
-    )
+    key = (id(innermost.__code__), selection(rule))
     if key not in _CACHE:
-        _CACHE[key] = build_cache.compiled(innermost, key[1:], lambda: _compile_code(rule, innermost.__code__))
+        _CACHE[key] = build_cache.compiled(innermost, key[1], lambda: _compile_code(rule, innermost.__code__))
     cached = _CACHE[key]
     unknown = set(rule.drill) - {site.name for site in cached.rewritten.sites}
     if unknown:

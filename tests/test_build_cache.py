@@ -164,7 +164,7 @@ def test_an_entry_recorded_for_another_key_is_ignored_and_replaced(folder, rewri
     built = fresh_compile()
     [entry] = entries(folder)
     module = sys.modules["vlm_cache_target"]
-    right = cache.key(module.scaled, (("math.sqrt", ("math_sqrt_0",)),))
+    right = cache.key(module.scaled, ((("math.sqrt", ("math_sqrt_0",)),), ()))
     wrong = tuple((name, value + " (other)") if name == "library" else (name, value) for name, value in right)
     stored = cache.load(entry, right, module.scaled.__code__)
     cache.store(folder, entry, wrong, stored)  # a whole, valid entry, for another key, at this key's path
@@ -310,6 +310,7 @@ WORKER = textwrap.dedent(
     """
     import hashlib, json, os, sys, time
     from instrument import cache, compile_rule
+    from instrument.compiler import selection
     from instrument.listing import snapshot
     from instrument.targets import select
     rules = [rule for family in sys.argv[2:] for rule in select(family)]
@@ -328,8 +329,7 @@ WORKER = textwrap.dedent(
         return (c.co_code, consts, c.co_names, c.co_varnames, c.co_freevars, c.co_linetable, c.co_filename)
     code = lambda c: hashlib.sha256(repr(canonical(c)).encode()).hexdigest()
     def entry_names(c):  # the cache entries this compiled rule and its drills were read from or written to
-        sites = tuple(sorted((callee, tuple(labels)) for callee, labels in c.rule.sites.items()))
-        own = cache.entry_path(cache.location(), cache.key(c.innermost, sites)).name
+        own = cache.entry_path(cache.location(), cache.key(c.innermost, selection(c.rule))).name
         return {own}.union(*(entry_names(inner) for inner in c.drills.values()))
     print(json.dumps({
         "libcst": "libcst" in sys.modules,

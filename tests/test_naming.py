@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from nnsight.intervention.source import compile_source
 
-from instrument import compile_rule, rewrite
+from instrument import rewrite
 from conftest import compiled_or_skip
 from rewrites import RULES
 from synthetic import write_module

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from instrument import RewriteError, compile_rule, rewrite
+from instrument import RewriteError, rewrite
 from conftest import compiled_or_skip
 from rewrites import RULES
 
