@@ -36,11 +36,12 @@ from instrument import DriftError, adopt, compile_rule, install_all
 from rewrites import RULES
 
 from .families import Family, family_for
+from .grids import ImageInputs, image_inputs_of
 from .standard import rows_over
 from .text_root import TextRoot
 from .tree import standard_tree
 from .values import standard_values
-from .vision import NoTower, Vision, no_images
+from .vision import NoTower, Vision, image_token_id, no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
@@ -207,6 +208,8 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 envoys=family.envoys_for(model),
             )
         adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
+        #: what the processor gave the last batch that carried images (`envoys.grids`); None before one runs
+        self.last_image_inputs: ImageInputs | None = None
         if family.text_only:
             absent = text_model_alone(type(model).__name__, config.model_type, family.model_type)
             self.vision = NoTower("vision", absent)
@@ -218,7 +221,8 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         As transformers' image-text-to-text pipeline casts the processor's
         output (``BatchFeature.to(dtype)``): an image processor that returns
         pixels in another dtype (Llama 4's computes them in bfloat16) then
-        reaches a float32 model as it reaches a bfloat16 one.
+        reaches a float32 model as it reaches a bfloat16 one. A batch that
+        carries images is recorded as ``last_image_inputs``, for the grids.
         """
         try:
             args, kwargs = super()._batch(invokes, fn)
@@ -226,7 +230,16 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             if len(invokes) > 1 and any(_carries_images(kwargs) for _, kwargs in invokes):
                 raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
             raise
-        return args, {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
+        kwargs = {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
+        self._record_image_inputs(kwargs)
+        return args, kwargs
+
+    def _record_image_inputs(self, kwargs: dict[str, Any]) -> None:
+        """Keep a batch's image inputs as ``last_image_inputs`` when it carries images and its input_ids."""
+        if self.family.text_only or not _carries_images(kwargs) or not isinstance(kwargs.get("input_ids"), torch.Tensor):
+            return
+        mask = kwargs["input_ids"] == image_token_id(self.config)
+        self.last_image_inputs = image_inputs_of(kwargs, mask, self.config)
 
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .grids import gather, layout_and_inputs, place, token_rows, tower_rows
 from .layouts import ImageFeatures, ImageTokenMask, Patches
 from .standard import Standard, child, missing_site, rows_over
 from .text import interior_values, own_output, stream_values
@@ -222,6 +223,55 @@ class Vision(Standard):
     def image_size(self) -> int:
         """Side of the square image the tower is configured for, in pixels."""
         return self.vision_config.image_size
+
+    # -- values on the image's own grid (`envoys.grids`) ---------------------------------------
+
+    def patch_grid(self, value: torch.Tensor, image: int = 0) -> torch.Tensor:
+        """A per-patch tower value of image ``image`` on that image's patch grid, ``[grid_rows, grid_columns, ...]``.
+
+        ``value`` is in the tower's stream layout (``[images_or_tiles, patches,
+        ...]``, a packed tower's ``[all_patches, ...]`` or ``[1, all_patches,
+        ...]``) or over this image's rows only (first axis the image's rows,
+        e.g. one head's attention from one patch over the image's keys);
+        trailing axes are kept. CLS, register and padding rows are dropped,
+        tiles placed where they came from, as the family's layout says; a
+        cell no row covers is NaN. Inside a trace (on the real values) or
+        after it, on the last batch that carried images.
+        """
+        layout, inputs = layout_and_inputs(self.root)
+        grid = layout.patch_grid(inputs, image)
+        return gather(tower_rows(value, grid, layout.stream_dims), grid)
+
+    def token_grid(self, value: torch.Tensor, image: int = 0) -> torch.Tensor:
+        """A value over the image tokens, image ``image``'s on the grid its tokens cover, ``[grid_rows, grid_columns, ...]``.
+
+        ``value`` is a text-stream value ``[batch, seq, ...]`` (read at the
+        image-token mask), the image tokens' rows ``[image_tokens, ...]`` over
+        the batch (like ``image_features``), or this image's tokens only.
+        """
+        layout, inputs = layout_and_inputs(self.root)
+        grid = layout.token_grid(inputs, image)
+        return gather(token_rows(value, grid, inputs), grid)
+
+    def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0) -> torch.Tensor:
+        """Write ``grid`` (as `patch_grid` returns it) into the tower value ``into`` in place, image ``image``'s rows.
+
+        Uncovered cells are skipped; where the layout's grid is approximate
+        (it carries a note), nothing is written and `NotInvertible` says why.
+        Returns ``into``.
+        """
+        layout, inputs = layout_and_inputs(self.root)
+        cells = layout.patch_grid(inputs, image)
+        return place(grid, tower_rows(into, cells, layout.stream_dims), cells)
+
+    def place_token_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0) -> torch.Tensor:
+        """Write ``grid`` (as `token_grid` returns it) into ``into``'s image-token rows of image ``image``, in place.
+
+        Returns ``into``; refused, with nothing written, as `place_patch_grid` is.
+        """
+        layout, inputs = layout_and_inputs(self.root)
+        cells = layout.token_grid(inputs, image)
+        return place(grid, token_rows(into, cells, inputs), cells)
 
     def support(self, layer: int | None = None) -> dict[str, Any]:
         """Which tower values this checkpoint has: None when available (on every block), else the reason.

@@ -46,6 +46,8 @@ class Family:
     forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
+    #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid`` (`envoys.grids.GridLayout`); None: none yet
+    grid_layout: Any = None
 
     def for_text_model(self) -> "Family":
         """This family for a checkpoint of its text model alone (a causal LM): its text names moved to the top.

@@ -35,7 +35,10 @@ from transformers.models.siglip.modeling_siglip import (
 )
 
 from ..feature_layers import with_feature_layer_gradients
+from ..fixed_tower import TileRows
+from ..grids import Grid, ImageInputs, check_image
 from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
+from ..values import Unavailable
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
@@ -69,4 +72,32 @@ def tower_names(config: Any) -> dict[str, str]:
     return {}
 
 
-FAMILY = Family("llava", RENAME, ENVOYS, "model.language_model.layers", extra_rename=tower_names)
+
+
+class LlavaGrids:
+    """LLaVA's grids: each image is one tile of a SigLIP or CLIP tower (`envoys.fixed_tower.TileRows`), image after
+    image, on the tower's stream ``[images, patches, ...]`` and on the image tokens alike. A Pixtral tower has no
+    layout here yet."""
+
+    stream_dims = 2
+
+    @staticmethod
+    def _tiles(inputs: ImageInputs, image: int) -> TileRows:
+        if inputs.config.vision_config.model_type == "pixtral":
+            raise Unavailable("the grids are unavailable: LLaVA with a Pixtral tower has no grid layout yet")
+        check_image(image, inputs["pixel_values"].shape[0])
+        return TileRows.of(inputs.config)
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tile = self._tiles(inputs, image)
+        start = image * tile.rows
+        return Grid(tile.patches(start), slice(start, start + tile.rows))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tile = self._tiles(inputs, image)
+        start = image * tile.tokens
+        return Grid(tile.token_cells(start), slice(start, start + tile.tokens))
+
+
+FAMILY = Family("llava", RENAME, ENVOYS, "model.language_model.layers", extra_rename=tower_names,
+                grid_layout=LlavaGrids())

@@ -1,0 +1,275 @@
+"""Values on an image's own grid: where each cell's row is, and gathering rows into a grid and back.
+
+A family answers every layout question (CLS first or last, registers, packed
+rows, merge-block or window order, padding, tiles) once, as a `Grid` per image:
+for each cell of the image's ``[grid_rows, grid_columns]`` grid, the index of
+its row along a value's flattened row axis (-1 where no row covers the cell).
+Its `GridLayout` builds the `Grid` of image ``i`` from the `ImageInputs` of the
+batch, which the model records when it prepares a batch that carries images.
+Gathering rows into a grid (`gather`) and writing a grid's cells back
+(`place`) are generic and written here once; `rows_of` says which rows of a
+value a grid's indices refer to, for the shapes a value may have.
+
+A layout reads only the `ImageInputs`: the processor's image tensors, the
+``input_ids``, the image-token mask and the model's config.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+import torch
+
+from .values import Unavailable
+
+#: The keys of a batch that are the text's, not the image's.
+TEXT_KEYS = frozenset({"input_ids", "attention_mask", "token_type_ids", "position_ids", "cache_position"})
+
+
+class GridError(ValueError):
+    """A value or grid whose shape does not fit the image's layout; the message lists the shapes accepted."""
+
+
+class NotInvertible(Unavailable):
+    """A grid the layout cannot write back (it is approximate: its note says how)."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Where one image's rows sit in a value, cell by cell.
+
+    ``rows``: long ``[grid_rows, grid_columns]``, for cell ``(r, c)`` the index
+    of its row along the value's flattened row axis, -1 where no row covers the
+    cell. ``span``: the rows (same axis) that belong to this image, CLS,
+    registers and padding included. ``note``: what the layout could not do
+    exactly, said to the user (a grid with a note cannot be written back).
+    """
+
+    rows: torch.Tensor
+    span: slice
+    note: str = ""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(grid_rows, grid_columns)``."""
+        return tuple(self.rows.shape)  # type: ignore[return-value]
+
+    @property
+    def covered(self) -> torch.Tensor:
+        """bool ``[grid_rows, grid_columns]``: the cells a row covers."""
+        return self.rows >= 0
+
+    def shifted(self, offset: int) -> "Grid":
+        """This grid with every row index (and the span) moved by ``offset``; uncovered cells stay -1."""
+        rows = torch.where(self.covered, self.rows + offset, self.rows)
+        return Grid(rows, slice(self.span.start + offset, self.span.stop + offset), self.note)
+
+    def within_span(self) -> "Grid":
+        """This grid over the image's rows only: indices counted from ``span.start``."""
+        return self.shifted(-self.span.start)
+
+
+def raster(rows: int, columns: int, start: int = 0) -> torch.Tensor:
+    """long ``[rows, columns]``: ``start, start + 1, ...`` in raster order (a block of rows laid out row by row)."""
+    return torch.arange(start, start + rows * columns, dtype=torch.long).reshape(rows, columns)
+
+
+@dataclass(frozen=True)
+class ImageInputs:
+    """What the processor gave the last batch that carried images, as the model recorded it.
+
+    ``tensors``: every tensor of the batch's inputs but the text's (``pixel_values``,
+    ``image_sizes``, ``image_grid_thw``, ``pixel_attention_mask``, ...), by key.
+    ``input_ids``: ``[batch, seq]``. ``image_token_mask``: bool ``[batch, seq]``,
+    where the image tokens are (``out[mask]`` are the image tokens' rows, over
+    the batch in order). ``config``: the model's config.
+    """
+
+    tensors: Mapping[str, torch.Tensor]
+    input_ids: torch.Tensor
+    image_token_mask: torch.Tensor
+    config: Any = field(repr=False, default=None)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        try:
+            return self.tensors[key]
+        except KeyError:
+            raise KeyError(
+                f"the batch's image inputs hold no {key!r}; they hold {', '.join(sorted(self.tensors)) or 'nothing'}"
+            ) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.tensors.get(key, default)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{key}: {list(value.shape)}" for key, value in self.tensors.items())
+        return f"ImageInputs({shapes}; input_ids: {list(self.input_ids.shape)}; image tokens: {self.image_tokens})"
+
+    @property
+    def image_tokens(self) -> int:
+        """How many image tokens the batch holds (rows of ``out[mask]``)."""
+        return int(self.image_token_mask.sum())
+
+
+def image_inputs_of(kwargs: Mapping[str, Any], mask: torch.Tensor, config: Any) -> ImageInputs:
+    """The `ImageInputs` of a batch's keyword inputs, detached: every tensor but the text's."""
+    tensors = {key: value.detach() for key, value in kwargs.items()
+               if isinstance(value, torch.Tensor) and key not in TEXT_KEYS}
+    return ImageInputs(tensors, kwargs["input_ids"].detach(), mask.detach(), config)
+
+
+class GridLayout(Protocol):
+    """A family's answer to where each image's rows are.
+
+    ``stream_dims``: how many leading axes of the tower's stream value hold
+    rows (2 for ``[images_or_tiles, patches, ...]``, 1 for a packed
+    ``[all_patches, ...]``, 2 for ``[1, all_patches, ...]``).
+    """
+
+    stream_dims: int
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s grid over the tower stream's rows, flattened over the first ``stream_dims`` axes."""
+        ...
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s grid over the image tokens' rows (``out[mask]``, flattened over the batch in order)."""
+        ...
+
+
+# -- which rows of a value a grid points at ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A value's rows as a grid's indices count them: ``index(flat)`` is the tuple that indexes ``value``."""
+
+    value: torch.Tensor
+    row_shape: tuple[int, ...]  # the value's leading axes that hold the rows
+    offset: int  # what to subtract from a grid's index to get the row along those axes
+
+    def index(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.unravel_index(flat - self.offset, self.row_shape)
+
+
+def tower_rows(value: torch.Tensor, grid: Grid, stream_dims: int) -> Rows:
+    """The rows of a tower value: the stream's (first ``stream_dims`` axes flattened) or image's rows only.
+
+    A value whose first axis is the image's span (one head's attention from one
+    patch over that image's keys) is the image's rows; one whose first
+    ``stream_dims`` axes hold at least the rows up to the span's end is the
+    stream. Anything else: `GridError`, with the shapes accepted.
+    """
+    length = grid.span.stop - grid.span.start
+    if value.dim() >= 1 and value.shape[0] == length:
+        return Rows(value, (length,), grid.span.start)
+    if value.dim() >= stream_dims and math.prod(value.shape[:stream_dims]) >= grid.span.stop:
+        return Rows(value, tuple(value.shape[:stream_dims]), 0)
+    stream = "[images_or_tiles, patches, ...]" if stream_dims == 2 else "[all_patches, ...]"
+    raise GridError(
+        f"a value of shape {tuple(value.shape)} is neither the tower's stream ({stream}, the first {stream_dims} "
+        f"axes holding at least {grid.span.stop} rows) nor this image's rows only ([{length}, ...], rows "
+        f"{grid.span.start}..{grid.span.stop - 1} of the stream); pass one of those"
+    )
+
+
+def token_rows(value: torch.Tensor, grid: Grid, inputs: ImageInputs) -> Rows:
+    """The rows of a value over the image tokens: ``[batch, seq, ...]`` (masked), ``[image_tokens, ...]``, or the image's.
+
+    A text-stream value ``[batch, seq, ...]`` is read at the image-token mask
+    (its rows are ``value[mask]``); ``[image_tokens, ...]`` (like
+    ``image_features``) is every image token of the batch; ``[span, ...]`` is
+    this image's tokens only. Anything else: `GridError`.
+    """
+    mask = inputs.image_token_mask
+    if value.dim() >= 2 and tuple(value.shape[:2]) == tuple(mask.shape):
+        positions = mask.reshape(-1).nonzero().squeeze(1).to(value.device)
+        return MaskedRows(value, tuple(mask.shape), 0, positions)
+    if value.dim() >= 1 and value.shape[0] == inputs.image_tokens:
+        return Rows(value, (inputs.image_tokens,), 0)
+    length = grid.span.stop - grid.span.start
+    if value.dim() >= 1 and value.shape[0] == length:
+        return Rows(value, (length,), grid.span.start)
+    raise GridError(
+        f"a value of shape {tuple(value.shape)} is not over the image tokens: pass the text stream "
+        f"[batch, seq, ...] = {list(mask.shape)} + [...], the image tokens' rows [{inputs.image_tokens}, ...] "
+        f"(like image_features, out[image_token_mask]), or this image's tokens only [{length}, ...]"
+    )
+
+
+@dataclass(frozen=True)
+class MaskedRows(Rows):
+    """A text-stream value's image-token rows: the grid's index ``k`` is the ``k``-th masked position."""
+
+    positions: torch.Tensor = field(default=None)  # type: ignore[assignment]
+
+    def index(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.unravel_index(self.positions[flat - self.offset], self.row_shape)
+
+
+# -- gathering and placing ---------------------------------------------------------------------
+
+
+def gather(rows: Rows, grid: Grid) -> torch.Tensor:
+    """The grid of ``rows.value``: ``[grid_rows, grid_columns, ...]``, the value's trailing axes kept.
+
+    Uncovered cells (-1) are NaN on a floating-point value, 0 otherwise.
+    """
+    covered = grid.covered.reshape(-1).to(rows.value.device)
+    flat = grid.rows.reshape(-1).to(rows.value.device)
+    trailing = tuple(rows.value.shape[len(rows.row_shape):])
+    if bool(covered.all()):
+        cells = rows.value[rows.index(flat)]
+    else:
+        fill = float("nan") if rows.value.is_floating_point() else 0
+        cells = rows.value.new_full((flat.numel(), *trailing), fill)
+        cells[covered] = rows.value[rows.index(flat[covered])]
+    return cells.reshape(*grid.shape, *trailing)
+
+
+def place(cells: torch.Tensor, rows: Rows, grid: Grid) -> torch.Tensor:
+    """Write ``cells`` (``[grid_rows, grid_columns, ...]``) into ``rows.value`` in place, uncovered cells skipped.
+
+    Refused, with nothing written, where the grid is approximate (its note says
+    why) or ``cells`` has another shape than the grid gathered from the value.
+    Returns the value.
+    """
+    if grid.note:
+        raise NotInvertible(f"this grid cannot be written back: {grid.note}")
+    trailing = tuple(rows.value.shape[len(rows.row_shape):])
+    expected = (*grid.shape, *trailing)
+    if tuple(cells.shape) != expected:
+        raise GridError(f"a grid of shape {tuple(cells.shape)} cannot be placed here: this image's grid over the "
+                        f"value is {list(expected)}")
+    covered = grid.covered.reshape(-1).to(rows.value.device)
+    flat = grid.rows.reshape(-1).to(rows.value.device)
+    source = cells.reshape(-1, *trailing)[covered]
+    rows.value[rows.index(flat[covered])] = source.to(rows.value.dtype)
+    return rows.value
+
+
+def check_image(image: int, images: int) -> None:
+    """`GridError` unless ``image`` indexes one of the batch's ``images`` images."""
+    if not isinstance(image, int) or isinstance(image, bool) or not 0 <= image < images:
+        raise GridError(f"image={image!r} is not an image of this batch: it holds {images} image(s), 0..{images - 1}")
+
+
+# -- the model's side: its layout and the last batch's inputs ----------------------------------
+
+NO_BATCH = (
+    "no batch with images has run on this model yet: the grids read the processor's outputs of the last traced "
+    "or generated batch that carried images; call them inside or after model.trace(prompt, images=...)"
+)
+
+
+def layout_and_inputs(root: Any) -> tuple[GridLayout, ImageInputs]:
+    """The family's `GridLayout` and the `ImageInputs` the model recorded last; `Unavailable` saying which is missing."""
+    family = root.family
+    if family.grid_layout is None:
+        raise Unavailable(f"the grids are unavailable: the {family.model_type} family has no grid layout yet")
+    inputs = root.__dict__.get("last_image_inputs")
+    if inputs is None:
+        raise Unavailable(f"the grids are unavailable: {NO_BATCH}")
+    return family.grid_layout, inputs
