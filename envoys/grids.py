@@ -155,7 +155,6 @@ class ImageInputs:
         """How many image tokens the batch holds (rows of ``out[mask]``)."""
         return int(self.image_token_mask.sum())
 
-
     def token_runs(self) -> list["TokenRun"]:
         """The runs of consecutive image tokens, in the batch's order (row by row, left to right)."""
         runs: list[TokenRun] = []
