@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 import torch
+from nnsight import Envoy
 
 from ..bugs import KnownBug
 from ..text import Attention, Layer, Mlp, TextModel
@@ -65,7 +66,12 @@ class Family:
         return {**self.rename, **self.extra_rename(config)}
 
     def envoys_for(self, model: torch.nn.Module) -> dict[type, type]:
-        """The ``envoys=`` for one loaded model: the text model's, found from its blocks, then the family's."""
+        """The ``envoys=`` for one loaded model: the text model's, found from its blocks, then the family's.
+
+        Every other module gets nnsight's plain `Envoy`, by the ``torch.nn.Module`` key that every module's
+        class lookup ends on: the map is by class only, and without that key nnsight would spell each
+        module's path under every ``rename`` alias to look for path keys there are none of.
+        """
         blocks = model.get_submodule(self.text_layers)
         found: dict[type, type] = {type(model.get_submodule(self.text_layers.rpartition(".")[0])): TextModel}
         for block in blocks:
@@ -74,7 +80,7 @@ class Family:
                 part = getattr(block, name, None)
                 if isinstance(part, torch.nn.Module):
                     found[type(part)] = envoy
-        return {**found, **self.envoys}
+        return {**found, **self.envoys, torch.nn.Module: Envoy}
 
 
 def families() -> tuple[Family, ...]:
