@@ -128,9 +128,30 @@ def _registry() -> dict[str, Family]:
     return found
 
 
+def _own_module_family(model_type: str) -> Family | None:
+    """The family of the module named ``model_type``, importing that module alone; None when there is none
+    (or it cannot load here: `_registry` then says why)."""
+    name = f"{__name__}.{model_type}"
+    if not model_type.isidentifier() or importlib.util.find_spec(name) is None:
+        return None
+    try:
+        family = getattr(importlib.import_module(name), "FAMILY", None)
+    except ImportError:
+        return None
+    return family if isinstance(family, Family) and family.model_type == model_type else None
+
+
 def family_for(model_type: str) -> Family:
     """The family of ``model_type`` (its text-only form for a text model's model_type); ValueError listing the
-    supported ones otherwise."""
+    supported ones otherwise.
+
+    A family's module is named after its model_type, so only that module is
+    imported (each imports its transformers models); the others are imported
+    only for a model_type no module is named after.
+    """
+    own = _own_module_family(model_type)
+    if own is not None:
+        return own
     registry = _registry()
     if model_type in registry:
         return registry[model_type]
