@@ -39,7 +39,7 @@ from transformers import (
     PreTrainedConfig,
 )
 
-from instrument import DriftError, adopt, compile_rule, install_all
+from instrument import adopt, install_all
 from rewrites import RULES
 
 from .aliases import bind_rename
@@ -79,6 +79,8 @@ def rules_for_model(model: torch.nn.Module) -> list:
 
 def instrument(model: torch.nn.Module) -> dict[str, str]:
     """Install every applicable rule on ``model``; the failures, as reasons keyed ``module:Class``."""
+    from instrument import DriftError, compile_rule  # loaded with the first model, not with `import envoys`
+
     usable, failures = [], {}
     for rule in rules_for_model(model):
         try:
