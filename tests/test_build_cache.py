@@ -253,6 +253,21 @@ def test_a_read_only_folder_is_read_but_not_written(folder, rewrites):
         folder.chmod(0o700)
 
 
+def test_a_folder_that_refuses_writes_is_read_but_not_written(folder, monkeypatch, rewrites):
+    """What a folder the user cannot write gives (EACCES on creating a file), for root too, who writes anywhere."""
+    fresh_compile()
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(folder))
+
+    monkeypatch.setattr(cache.tempfile, "mkstemp", refused)
+    fresh_compile()
+    assert len(rewrites) == 1  # the entry there is read
+    floor = Rule("test.cache-floor", RULE.target, {"math.floor": ("math_floor_0",)})
+    assert run_scaled(fresh_compile(floor), 16.0) == (8, ["math_floor_0"])  # built in memory, no error
+    assert len(rewrites) == 2 and len(entries(folder)) == 1 and len(list(folder.iterdir())) == 1
+
+
 def test_a_failed_write_leaves_no_entry_and_no_temporary_file(folder, monkeypatch, rewrites):
     def interrupted(source, destination):
         raise OSError("disk full")
