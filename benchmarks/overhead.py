@@ -13,12 +13,16 @@ Markdown table (to ``benchmarks/RESULTS.md`` and stdout) of:
   plain forward (paired: each round's variants ran back to back);
 - the noise-free counts: interleaver visits per trace, site fires (visits at
   a ``.source`` location), the sites installed against the operations
-  ``.source`` instruments in the forwards it is opened on;
+  ``.source`` instruments in the forwards it is opened on; the standard-name
+  reads of a trace, and the availability checks and location computations
+  each makes;
 - build: compiling the family's rules in a fresh process with an empty build
   cache (cold), with a warm one, and again in the same process;
   ``StandardizedTransformer(...)`` against nnsight's ``TransformersModel(...)``
-  (weights loaded, ``dispatch=True``) on the same checkpoint; ``import envoys``
-  against importing nnsight and transformers' processors alone;
+  (weights loaded, ``dispatch=True``) on the same checkpoint, with a warm
+  cache; ``import envoys`` against importing nnsight and transformers'
+  processors alone, in fresh processes, what it adds after them in the same
+  process, and the modules it imports beyond them (``-X importtime``);
 - resident memory growth over ``--traces`` traces;
 - under ``generate``: time and interleaver visits per decode step, against
   plain nnsight.
@@ -142,6 +146,47 @@ def visits(model, run: Callable[[], None]) -> tuple[int, int]:
     return sum(new.values()), sum(value for key, value in new.items() if ".source." in key)
 
 
+def subclasses(cls: type) -> list[type]:
+    return [cls] + [c for sub in cls.__subclasses__() for c in subclasses(sub)]
+
+
+def per_read(run: Callable[[], None]) -> tuple[int, float, float]:
+    """Standard-name reads in one run of ``run``, and availability checks and location computations per read.
+
+    Counts the outermost calls only (an override that calls its parent's counts
+    once), of every value class of the library, while ``run`` runs.
+    """
+    from envoys.values import EProperty
+
+    counts = {"__get__": 0, "check": 0, "_location": 0}
+    depth = dict.fromkeys(counts, 0)
+    replaced = []
+
+    def counting(name: str, original: Callable) -> Callable:
+        def counted(self, obj, *args, **kwargs):
+            outermost = depth[name] == 0 and obj is not None
+            counts[name] += outermost
+            depth[name] += 1
+            try:
+                return original(self, obj, *args, **kwargs)
+            finally:
+                depth[name] -= 1
+        return counted
+
+    for cls in subclasses(EProperty):  # the library's own classes, restored below
+        for name in counts:
+            if name in vars(cls):
+                replaced.append((cls, name, vars(cls)[name]))
+                setattr(cls, name, counting(name, vars(cls)[name]))
+    try:
+        run()
+    finally:
+        for cls, name, original in replaced:
+            setattr(cls, name, original)
+    reads = counts["__get__"]
+    return reads, counts["check"] / reads, counts["_location"] / reads
+
+
 def operations(function) -> int:
     """The operations nnsight's ``.source`` instruments in a function (a forward, decorators peeled)."""
     from instrument.decorators import peel
@@ -199,14 +244,34 @@ print(json.dumps({{"first": first, **times}}))
 
 IMPORT = "import time; start = time.perf_counter(); {statement}; print(time.perf_counter() - start)"
 
+#: What a user of nnsight imports anyway: nnsight, and transformers' processors and auto classes.
+BASELINE = (
+    "import nnsight; from transformers import AutoProcessor, AutoModelForImageTextToText; "
+    "import transformers.image_processing_utils"
+)
 
-def fresh(code: str, cache: str) -> str:
+#: The library's own top-level packages.
+OURS = ("envoys", "instrument", "rewrites")
+
+
+def fresh(code: str, cache: str, bytecode: bool = False, flags: tuple[str, ...] = (), stderr: bool = False) -> str:
+    """The last line ``code`` prints in a fresh interpreter (its whole stderr instead when ``stderr``).
+
+    ``bytecode``: let Python write and read the library's compiled modules, as
+    an installed package has them (an environment may set
+    PYTHONDONTWRITEBYTECODE, which recompiles the library's sources in every process).
+    """
     environment = {**os.environ, ENVIRONMENT: cache}
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, env=environment,
+    if bytecode:
+        environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run([sys.executable, *flags, "-c", code], cwd=REPOSITORY, env=environment,
                           capture_output=True, text=True, timeout=1200)
     if done.returncode:
         raise RuntimeError(done.stderr)
-    return done.stdout.strip().splitlines()[-1]
+    if stderr:
+        return done.stderr
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def build_times(family: str, path: Path, rounds: int) -> dict:
@@ -219,19 +284,35 @@ def build_times(family: str, path: Path, rounds: int) -> dict:
     return {"cold": cold, "warm": warm, "construct": construct}
 
 
-def import_times(repeats: int = 3) -> dict[str, float]:
+def imported(report: str) -> list[str]:
+    """The modules ``python -X importtime`` reports importing, in its order."""
+    fields = (line.removeprefix("import time:").split("|") for line in report.splitlines())
+    return [f[2].strip() for f in fields if len(f) == 3 and f[0].strip().isdigit()]
+
+
+def import_times(repeats: int = 5) -> dict[str, float | int | str]:
+    """Import times in fresh processes, each the median of ``repeats`` runs interleaved (after one run that writes
+    the library's compiled modules), and what ``import envoys`` imports beyond the baseline, by ``-X importtime``."""
     statements = {
-        "import envoys": "import envoys",
-        "import nnsight + transformers' processors": (
-            "import nnsight; from transformers import AutoProcessor, AutoModelForImageTextToText; "
-            "import transformers.image_processing_utils"
+        "`import envoys`": IMPORT.format(statement="import envoys"),
+        "nnsight and transformers' processors alone": IMPORT.format(statement=BASELINE),
+        "`import envoys` after those, in the same process": (
+            f"import time; {BASELINE}; start = time.perf_counter(); import envoys; print(time.perf_counter() - start)"
         ),
     }
+    fresh("import envoys", "off", bytecode=True)  # writes the library's compiled modules
     times: dict[str, list[float]] = {name: [] for name in statements}
     for _ in range(repeats):
-        for name, statement in statements.items():
-            times[name].append(float(fresh(IMPORT.format(statement=statement), "off")))
-    return {name: statistics.median(values) for name, values in times.items()}
+        for name, code in statements.items():
+            times[name].append(float(fresh(code, "off", bytecode=True)))
+    result: dict[str, float | int | str] = {name: statistics.median(values) for name, values in times.items()}
+    ours = imported(fresh("import envoys", "off", bytecode=True, flags=("-X", "importtime"), stderr=True))
+    base = set(imported(fresh(BASELINE, "off", bytecode=True, flags=("-X", "importtime"), stderr=True)))
+    beyond = [name for name in ours if name not in base]
+    others = [name for name in beyond if name.partition(".")[0] not in OURS]
+    result["modules `import envoys` imports beyond those (`-X importtime`)"] = len(beyond)
+    result["of which not the library's own"] = f"{len(others)}: {', '.join(f'`{name}`' for name in others)}"
+    return result
 
 
 # -- one family -------------------------------------------------------------------------------------
@@ -292,6 +373,7 @@ def measure(family: str, folder: Path, rounds: int, traces: int, steps: int) -> 
         "trace, standard names": visits(model, standard_trace),
         "trace, nnsight .source": visits(native, source_trace),
     }
+    read_counts = per_read(standard_trace)
     instrumented_ops = sum(operations(type(e._module).forward) for e in opened) + sum(map(operations, kernels))
 
     memory = {}
@@ -325,20 +407,23 @@ def measure(family: str, folder: Path, rounds: int, traces: int, steps: int) -> 
         "counts": counts,
         "sites": sites_installed(model),
         "operations": instrumented_ops,
+        "reads": read_counts,
         "memory": memory,
         "per_step": per_step,
-        "build": build_times(family, path, max(3, rounds // 4)),
+        "build": build_times(family, path, max(5, rounds // 2)),
     }
 
 
 # -- the table --------------------------------------------------------------------------------------
 
 
-def table(results: dict[str, dict], imports: dict[str, float], rounds: int, traces: int, steps: int) -> str:
+def table(results: dict[str, dict], imports: dict[str, float | int | str], imports_repeats: int, rounds: int, traces: int,
+          steps: int) -> str:
     out = [
         f"Medium random checkpoints, CPU (`torch.get_num_threads()` = {torch.get_num_threads()}), "
         f"{rounds} rounds round-robin after warm-up, `torch.no_grad()`; times in ms.\n",
-        "| checkpoint | variant | median | min | × plain forward (paired) | interleaver visits | `.source` fires |",
+        "| checkpoint | variant | median | min | × plain forward (paired) | interleaver visits "
+        "| site or `.source` op fires |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for family, r in results.items():
@@ -356,8 +441,16 @@ def table(results: dict[str, dict], imports: dict[str, float], rounds: int, trac
             f"| {family} | standard names / empty trace (paired) | | "
             f"| {paired(r['times'], 'trace, standard names', 'empty trace'):.3f} | | |"
         )
-    out += ["", "| checkpoint | sites installed | operations `.source` instruments (same reads) |", "|---|---:|---:|"]
-    out += [f"| {family} | {r['sites']} | {r['operations']} |" for family, r in results.items()]
+    out += [
+        "",
+        "| checkpoint | sites installed | operations `.source` instruments (same reads) "
+        "| standard-name reads per trace | availability checks per read | locations computed per read |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    out += [
+        f"| {family} | {r['sites']} | {r['operations']} | {r['reads'][0]} | {r['reads'][1]:.2f} | {r['reads'][2]:.2f} |"
+        for family, r in results.items()
+    ]
     out += [
         "",
         "| checkpoint | rules | compile, cold (fresh process, empty cache) | warm cache (fresh process, median of 3) "
@@ -374,8 +467,15 @@ def table(results: dict[str, dict], imports: dict[str, float], rounds: int, trac
             f"| {any(w['libcst'] for w in b['warm'])} | {ms(b['construct']['first'])} | {ms(standard)} "
             f"| {ms(native)} | {standard / native:.2f} |"
         )
-    out += ["", "| import (fresh process, median of 3) | ms |", "|---|---:|"]
-    out += [f"| `{name}` | {ms(seconds)} |" for name, seconds in imports.items()]
+    out += [
+        "",
+        f"| import (fresh processes, median of {imports_repeats} interleaved, compiled modules as installed) | |",
+        "|---|---:|",
+    ]
+    out += [
+        f"| {name} | {ms(value)} ms |" if isinstance(value, float) else f"| {name} | {value} |"
+        for name, value in imports.items()
+    ]
     out += [
         "",
         f"| checkpoint | RSS growth over {traces} traces, standard names (MB) | same, `.source` (MB) "
@@ -399,12 +499,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="decode steps for the per-step cost under generate")
     parser.add_argument("--families", nargs="+", default=list(IMAGES), choices=list(IMAGES))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: least disturbed by other load)")
+    parser.add_argument("--imports", type=int, default=5, help="fresh processes per import measured")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
         results = {family: measure(family, Path(folder), args.rounds, args.traces, args.steps) for family in args.families}
-    text = table(results, import_times(), args.rounds, args.traces, args.steps)
+    text = table(results, import_times(args.imports), args.imports, args.rounds, args.traces, args.steps)
     args.out.write_text(text)
     sys.stdout.write(text)
 

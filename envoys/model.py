@@ -30,11 +30,19 @@ from typing import Any, Iterator
 
 import torch
 from nnsight import TransformersModel
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    AutoTokenizer,
+    PreTrainedConfig,
+)
 
-from instrument import DriftError, adopt, compile_rule, install_all
+from instrument import adopt, install_all
 from rewrites import RULES
 
+from .aliases import bind_rename
 from .families import Family, family_for
 from .grids import ImageInputs, image_inputs_of
 from .standard import rows_over
@@ -50,6 +58,20 @@ TEXT_GENERATION = "text-generation"
 HUB_KEYWORDS = ("revision", "token", "trust_remote_code", "cache_dir", "local_files_only")
 
 
+def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> str:
+    """The checkpoint's ``model_type``, read from its config file before anything is loaded.
+
+    The config object itself is built once, by ``from_pretrained`` with the
+    model (building it costs tens of milliseconds). A config that defers to
+    remote code, or names no ``model_type``, is built here as `AutoConfig` builds it.
+    """
+    config_dict, _ = PreTrainedConfig.get_config_dict(name_or_path, **hub)
+    model_type = config_dict.get("model_type")
+    if isinstance(model_type, str) and "AutoConfig" not in config_dict.get("auto_map", {}):
+        return model_type
+    return AutoConfig.from_pretrained(name_or_path, **hub).model_type
+
+
 def rules_for_model(model: torch.nn.Module) -> list:
     """The rules whose target is the forward of some module class in ``model``."""
     classes = {(type(m).__module__, type(m).__qualname__) for m in model.modules()}
@@ -58,6 +80,8 @@ def rules_for_model(model: torch.nn.Module) -> list:
 
 def instrument(model: torch.nn.Module) -> dict[str, str]:
     """Install every applicable rule on ``model``; the failures, as reasons keyed ``module:Class``."""
+    from instrument import DriftError, compile_rule  # loaded with the first model, not with `import envoys`
+
     usable, failures = [], {}
     for rule in rules_for_model(model):
         try:
@@ -172,11 +196,11 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             raise ValueError(f"task must be {IMAGE_TEXT_TO_TEXT!r} (or None for text only); got {task!r}")
         name_or_path = str(name_or_path)
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
-        config = AutoConfig.from_pretrained(name_or_path, **hub)
-        family = family_for(config.model_type)
+        model_type = checkpoint_model_type(name_or_path, hub)
+        family = family_for(model_type)
         if family.text_only and task == IMAGE_TEXT_TO_TEXT:
             raise ValueError(
-                f"{name_or_path} is a {config.model_type} checkpoint, {family.model_type}'s text model saved alone: "
+                f"{name_or_path} is a {model_type} checkpoint, {family.model_type}'s text model saved alone: "
                 f"it has no vision tower, so no image can reach it; load it without task= (text only), or load "
                 f"the {family.model_type} checkpoint with task={IMAGE_TEXT_TO_TEXT!r}"
             )
@@ -204,14 +228,14 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 task=IMAGE_TEXT_TO_TEXT if processor is not None else TEXT_GENERATION,
                 processor=processor,
                 tokenizer=tokenizer,
-                rename=family.rename_for(config),
                 envoys=family.envoys_for(model),
             )
+        bind_rename(self, family.rename_for(model.config))  # nnsight's rename=, without its failed lookups
         adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
         #: what the processor gave the last batch that carried images (`envoys.grids`); None before one runs
         self.last_image_inputs: ImageInputs | None = None
         if family.text_only:
-            absent = text_model_alone(type(model).__name__, config.model_type, family.model_type)
+            absent = text_model_alone(type(model).__name__, model_type, family.model_type)
             self.vision = NoTower("vision", absent)
             self.projector = NoTower("projector", absent)
 

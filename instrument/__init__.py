@@ -13,13 +13,25 @@ Three layers, kept apart:
 
 The compiler knows no model family: the rules live in ``rewrites``. A
 compiled rule is kept on disk (`cache`), so libcst is imported only when one
-has to be rewritten: ``rewrite`` is loaded on first use.
+has to be rewritten. The compiler's names are loaded on first use: reading
+which rules a module holds (`installed`) or defining a rule loads neither the
+compiler nor libcst.
 """
 
-from .compiler import DriftError, Instrumented, TargetMissing, compile_rule
+from importlib import import_module
+
 from .install import InstallError, adopt, install, install_all, installed
 from .rewritten import RewriteError, Rewritten, Site
 from .rule import Rule, Variant
+
+#: The names loaded on first use, and the module of this package that defines each.
+_LAZY = {
+    "DriftError": "compiler",
+    "Instrumented": "compiler",
+    "TargetMissing": "compiler",
+    "compile_rule": "compiler",
+    "rewrite": "rewriter",  # imports libcst
+}
 
 __all__ = [
     "DriftError",
@@ -41,8 +53,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name == "rewrite":  # imports libcst: only when asked for
-        from .rewriter import rewrite
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_LAZY[name]}", __name__), name)
 
-        return rewrite
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

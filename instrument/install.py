@@ -20,14 +20,16 @@ hook instead; `adopt` (called after wrapping) makes it run the rewritten one.
 from __future__ import annotations
 
 from types import MethodType
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import torch
 from nnsight.intervention.source import STATE
 
-from .compiler import Instrumented, compile_rule
-from .rule import Rule
 from .runtime import site_for
+
+if TYPE_CHECKING:
+    from .compiler import Instrumented
+    from .rule import Rule
 
 #: Instance attribute recording the rules installed on a module, by rule name.
 INSTALLED = "__vlm_instrumented__"
@@ -127,6 +129,8 @@ def install_all(root: torch.nn.Module, rules: Iterable[Rule]) -> dict[str, tuple
     first one is changed. Returns, per rule name, the paths it was installed at
     (``""`` for the root). Raises `DriftError` or `InstallError`.
     """
+    from .compiler import compile_rule  # the compiler loads with the first install, not with `installed`
+
     compiled = [compile_rule(rule) for rule in rules if rule.owner_name is not None]
     plan = [
         (path, module, instrumented)

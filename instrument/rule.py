@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Mapping
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 
@@ -47,6 +46,8 @@ class Variant:
     note: str = ""  #: one line: what differs on these releases
 
     def matches(self, version: Version) -> bool:
+        from packaging.specifiers import SpecifierSet  # tens of ms to import: only when a variant is chosen
+
         return SpecifierSet(self.versions).contains(version, prereleases=True)
 
 

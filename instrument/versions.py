@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+from functools import cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -11,8 +12,14 @@ from .rule import Rule
 
 def installed_version(module_name: str) -> Version | None:
     """The installed version of the distribution ``module_name`` belongs to, or None when unknown."""
+    return _distribution_version(module_name.partition(".")[0])
+
+
+@cache
+def _distribution_version(distribution: str) -> Version | None:
+    """Read once per process: the library's modules are already imported, so a later install is not what runs."""
     try:
-        return Version(importlib.metadata.version(module_name.partition(".")[0]))
+        return Version(importlib.metadata.version(distribution))
     except (importlib.metadata.PackageNotFoundError, InvalidVersion):
         return None
 

@@ -253,6 +253,21 @@ def test_a_read_only_folder_is_read_but_not_written(folder, rewrites):
         folder.chmod(0o700)
 
 
+def test_a_folder_that_refuses_writes_is_read_but_not_written(folder, monkeypatch, rewrites):
+    """What a folder the user cannot write gives (EACCES on creating a file), for root too, who writes anywhere."""
+    fresh_compile()
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(folder))
+
+    monkeypatch.setattr(cache.tempfile, "mkstemp", refused)
+    fresh_compile()
+    assert len(rewrites) == 1  # the entry there is read
+    floor = Rule("test.cache-floor", RULE.target, {"math.floor": ("math_floor_0",)})
+    assert run_scaled(fresh_compile(floor), 16.0) == (8, ["math_floor_0"])  # built in memory, no error
+    assert len(rewrites) == 2 and len(entries(folder)) == 1 and len(list(folder.iterdir())) == 1
+
+
 def test_a_failed_write_leaves_no_entry_and_no_temporary_file(folder, monkeypatch, rewrites):
     def interrupted(source, destination):
         raise OSError("disk full")
@@ -407,13 +422,16 @@ def test_show_works_from_the_cache_and_without_it(tmp_path):
     assert libcst_without and libcst_cold and not libcst_warm
 
 
-def test_importing_envoys_does_not_import_libcst():
-    done = subprocess.run(
-        [sys.executable, "-c", "import sys, envoys, instrument; print('libcst' in sys.modules)"],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=600,
+def test_importing_envoys_does_not_import_libcst_nor_the_compiler():
+    code = (
+        "import sys, envoys, instrument\n"
+        "print([m for m in ('libcst', 'instrument.compiler') if m in sys.modules])\n"
+        "instrument.compile_rule\n"  # loaded on first use
+        "print('instrument.compiler' in sys.modules, 'libcst' in sys.modules)\n"
     )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert done.stdout.split("\n")[:2] == ["[]", "True False"]
 
 
 def test_a_model_builds_from_a_warm_cache_without_libcst(tmp_path, tiny_checkpoint):

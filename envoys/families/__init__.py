@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 import torch
+from nnsight import Envoy
 
 from ..bugs import KnownBug
 from ..grids import GridLayout
@@ -68,7 +69,12 @@ class Family:
         return {**self.rename, **self.extra_rename(config)}
 
     def envoys_for(self, model: torch.nn.Module) -> dict[type, type]:
-        """The ``envoys=`` for one loaded model: the text model's, found from its blocks, then the family's."""
+        """The ``envoys=`` for one loaded model: the text model's, found from its blocks, then the family's.
+
+        Every other module gets nnsight's plain `Envoy`, by the ``torch.nn.Module`` key that every module's
+        class lookup ends on: the map is by class only, and without that key nnsight would spell each
+        module's path under every ``rename`` alias to look for path keys there are none of.
+        """
         blocks = model.get_submodule(self.text_layers)
         found: dict[type, type] = {type(model.get_submodule(self.text_layers.rpartition(".")[0])): TextModel}
         for block in blocks:
@@ -77,7 +83,7 @@ class Family:
                 part = getattr(block, name, None)
                 if isinstance(part, torch.nn.Module):
                     found[type(part)] = envoy
-        return {**found, **self.envoys}
+        return {**found, **self.envoys, torch.nn.Module: Envoy}
 
 
 def families() -> tuple[Family, ...]:
@@ -125,9 +131,30 @@ def _registry() -> dict[str, Family]:
     return found
 
 
+def _own_module_family(model_type: str) -> Family | None:
+    """The family of the module named ``model_type``, importing that module alone; None when there is none
+    (or it cannot load here: `_registry` then says why)."""
+    name = f"{__name__}.{model_type}"
+    if not model_type.isidentifier() or importlib.util.find_spec(name) is None:
+        return None
+    try:
+        family = getattr(importlib.import_module(name), "FAMILY", None)
+    except ImportError:
+        return None
+    return family if isinstance(family, Family) and family.model_type == model_type else None
+
+
 def family_for(model_type: str) -> Family:
     """The family of ``model_type`` (its text-only form for a text model's model_type); ValueError listing the
-    supported ones otherwise."""
+    supported ones otherwise.
+
+    A family's module is named after its model_type, so only that module is
+    imported (each imports its transformers models); the others are imported
+    only for a model_type no module is named after.
+    """
+    own = _own_module_family(model_type)
+    if own is not None:
+        return own
     registry = _registry()
     if model_type in registry:
         return registry[model_type]
