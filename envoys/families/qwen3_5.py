@@ -43,4 +43,5 @@ ENVOYS = {
     Qwen3_5VisionMLP: VisionMlp,
 }
 
-FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_text",), grid_layout=QWEN_GRIDS)
+FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_text",),
+                grid_layout=QWEN_GRIDS)
