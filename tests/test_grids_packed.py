@@ -189,6 +189,24 @@ def test_qwen_patch_grid_undoes_the_window_order_of_the_blocks(qwen):
         assert qwen.model.vision.patch_grid(tower, image=image).shape == (*where.shape, tower.shape[-1])
 
 
+@pytest.mark.parametrize("name", ["qwen3_vl", "qwen3_5"])
+def test_qwen3_stream_grid_holds_each_patch_with_its_position(load, name):
+    """Qwen3-VL and Qwen3.5 add a learned position embedding to the patch embeddings before the first block. The
+    first image is as many patches a side as the position table (4 x 4), so the embedding added at patch (r, c) is
+    the table's row r * 4 + c: the first block's input, less the patch embedding of the patch the grid puts there,
+    is that row."""
+    case = load(name)
+    table = case.model._module.model.visual.pos_embed.weight.detach()
+    side = math.isqrt(table.shape[0])
+    assert case.shapes[0] == (side, side)
+    by_hand = qwen_patch_embeddings(case)
+    where = case.patch_rows(case.inputs["pixel_values"])[0]
+    with case.trace():
+        entering = case.model.vision.layers[0].layer_input.save()
+    added = case.model.vision.patch_grid(entering, image=0) - by_hand[where]
+    assert torch.equal(nearest(table, added), torch.arange(side * side).reshape(side, side))
+
+
 def test_qwen_window_order_is_the_towers(load):
     """Qwen2.5-VL's window order, as the grids undo it, is the tower's own ``window_index``: the blocks' rows are the
     patch embeddings' merge units taken in that order."""
