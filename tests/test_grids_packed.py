@@ -142,10 +142,11 @@ def qwen(request, load) -> Case:
 
 
 def qwen_patch_embeddings(case: Case) -> torch.Tensor:
-    """The patch embeddings by hand: the tower's 3D convolution on the processor's flat patches, ``[patches, hidden]``."""
+    """The patch embeddings by hand, ``[patches, hidden]``: the tower's 3D convolution on the processor's patches."""
     conv = case.model._module.model.visual.patch_embed.proj
     vision = case.model.config.vision_config
-    pixels = case.inputs["pixel_values"].view(-1, vision.in_channels, vision.temporal_patch_size, case.patch, case.patch)
+    shape = (vision.in_channels, vision.temporal_patch_size, case.patch, case.patch)
+    pixels = case.inputs["pixel_values"].view(-1, *shape)
     return F.conv3d(pixels, conv.weight, conv.bias, stride=conv.stride).view(pixels.shape[0], -1)
 
 
@@ -172,11 +173,11 @@ def test_qwen_patch_grid_puts_each_patch_embedding_where_its_patch_is(qwen):
         assert torch.equal(grid, by_hand[where])
 
 
-def test_qwen_patch_grid_undoes_the_window_order_of_the_blocks(qwen):
-    """The first block's input is the patch embeddings, permuted into windows on Qwen2.5-VL (no position embedding is
-    added on Qwen2-VL and Qwen2.5-VL), so its grid is the patch embeddings' grid."""
-    if qwen.name not in ("qwen2_vl", "qwen2_5_vl"):
-        pytest.skip("Qwen3-VL and Qwen3.5 add a learned position embedding before the first block")
+@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_patch_grid_undoes_the_window_order_of_the_blocks(load, name):
+    """The first block's input is the patch embeddings (no position embedding is added on Qwen2-VL and Qwen2.5-VL),
+    permuted into windows on Qwen2.5-VL, so its grid is the patch embeddings' grid."""
+    qwen = load(name)
     by_hand = qwen_patch_embeddings(qwen)
     rows = qwen.patch_rows(qwen.inputs["pixel_values"])
     with qwen.trace():
