@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,22 +26,24 @@ from PIL import Image
 from envoys import StandardizedTransformer
 from envoys.grids import GridError
 from envoys.tiny import chat_prompt
+from envoys.tiny.images import patch_colours
 
-LEVELS = 8  # per channel: 8**3 = 512 colours, 32 apart
+def coloured_images(shapes: list[tuple[int, int]], patch: int) -> tuple[list[Image.Image], torch.Tensor]:
+    """Images of ``rows x columns`` patches of ``patch`` pixels, every patch of the batch one colour of its own, and
+    the palette (``[colours, 3]`` uint8); image ``i``'s patch (r, c) is colour ``first_i + r * columns + c``.
 
-
-def colour(index: int) -> tuple[int, int, int]:
-    """The ``index``-th colour of the palette (0 <= index < 512), each channel one of 8 levels 32 apart."""
-    return tuple(16 + 32 * ((index // LEVELS**channel) % LEVELS) for channel in range(3))  # type: ignore[return-value]
-
-
-def coloured_image(rows: int, columns: int, patch: int, first: int) -> Image.Image:
-    """``rows x columns`` patches of ``patch`` pixels, the patch at (r, c) of colour ``first + r * columns + c``."""
-    pixels = torch.zeros(rows * patch, columns * patch, 3, dtype=torch.uint8)
-    for r in range(rows):
-        for c in range(columns):
-            pixels[r * patch:(r + 1) * patch, c * patch:(c + 1) * patch] = torch.tensor(colour(first + r * columns + c))
-    return Image.fromarray(pixels.numpy())
+    The colours are `patch_colours`' (as `patch_coloured_image`'s) but run on from one image to the next, so that
+    packed images differ too, and leave out black, which is what a zero padding patch looks like.
+    """
+    counts = [rows * columns for rows, columns in shapes]
+    palette = patch_colours(1 + sum(counts))[1:]
+    images, first = [], 0
+    for (rows, columns), count in zip(shapes, counts):
+        colours = palette[first:first + count].reshape(rows, columns, 1, 1, 3)
+        pixels = np.broadcast_to(colours, (rows, columns, patch, patch, 3)).transpose(0, 2, 1, 3, 4)
+        images.append(Image.fromarray(np.ascontiguousarray(pixels.reshape(rows * patch, columns * patch, 3))))
+        first += count
+    return images, torch.from_numpy(palette.copy())
 
 
 #: Per checkpoint: each image's (rows, columns) in pixels, chosen so that the processor keeps the size.
@@ -65,7 +68,7 @@ class Case:
         self.patch = model.config.vision_config.patch_size
         self.shapes = [(height // self.patch, width // self.patch) for height, width in SIZES[name]]
         firsts = [0, self.shapes[0][0] * self.shapes[0][1]]
-        self.images = [coloured_image(*shape, self.patch, first) for shape, first in zip(self.shapes, firsts)]
+        self.images, self.rgb = coloured_images(self.shapes, self.patch)
         #: the colour index of each patch of each image, [rows, columns]
         self.colours = [first + torch.arange(r * c).reshape(r, c) for (r, c), first in zip(self.shapes, firsts)]
         self.prompt = chat_prompt(model.processor, 2, "What is in the picture?")
@@ -75,9 +78,9 @@ class Case:
         return self.model.trace(self.prompt, images=self.images)
 
     def palette(self) -> torch.Tensor:
-        """[512, 3]: every colour as the processor writes it into pixel_values (rescaled, normalised)."""
+        """``[colours, 3]``: the batch's colours as the processor writes them into pixel_values (rescaled, normalised)."""
         processor = self.model.processor.image_processor
-        values = torch.tensor([colour(index) for index in range(LEVELS**3)], dtype=torch.float64)
+        values = self.rgb.double()
         if processor.do_rescale:
             values = values * processor.rescale_factor
         if processor.do_normalize:
@@ -94,7 +97,7 @@ class Case:
         distance, nearest = torch.cdist(colours, self.palette()).min(dim=1)
         found = distance < 1e-4
         assert bool((pixel_rows[~found] == 0).all()), "a row of no palette colour that is not a zero padding patch"
-        where = torch.full((LEVELS**3,), -1, dtype=torch.long)
+        where = torch.full((self.rgb.shape[0],), -1, dtype=torch.long)
         where[nearest[found]] = found.nonzero().squeeze(1)
         assert int(found.sum()) == sum(c.numel() for c in self.colours)
         return [where[colours_] for colours_ in self.colours]
