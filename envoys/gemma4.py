@@ -240,7 +240,8 @@ class Gemma4Vision(Vision):
     (``max_soft_tokens * pooling_kernel_size**2``, `patch_rows`) whatever the
     image's size: an image's real patches come first, in raster order, and
     the rest is padding (`PADDING`; `patch_mask` says which rows are real,
-    and `image_grids` puts the real rows back on each image's patch grid).
+    and ``patch_grid`` puts an image's real rows back on its patch grid,
+    `Gemma4Grids`).
     The blocks mask the padded keys (`Gemma4VisionAttention`). There is no
     final norm: ``tower_output`` is the last block's stream, padding
     included; the pooler then makes one soft token of each

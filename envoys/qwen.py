@@ -322,9 +322,10 @@ def window_positions(height: int, width: int, side: int) -> torch.Tensor:
     return torch.argsort(order).reshape(height, width)
 
 
-def _choice(of: str, allowed: tuple[str, ...], what: str) -> str:
+def value_named(of: str, allowed: tuple[str, ...], what: str) -> str:
+    """``of``, the value a grid is over, if it is one of ``allowed`` (``what`` says of which kind); else `GridError`."""
     if of not in allowed:
-        raise GridError(f"of={of!r} is not a {what} value of the Qwen ViT; say which value the rows are of: "
+        raise GridError(f"of={of!r} is not a {what} value; say which value the rows are of: "
                         f"{' or '.join(repr(name) for name in allowed)}")
     return of
 
@@ -357,7 +358,7 @@ class QwenGrids:
     def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
         """Image ``image``'s patch grid over the tower's packed rows: ``of`` "stream" (the blocks' values, in window
         order on Qwen2.5-VL) or "patch_embeddings" (merge-block order)."""
-        windowed = _choice(of, PATCH_VALUES, "per-patch") == "stream"
+        windowed = value_named(of, PATCH_VALUES, "Qwen ViT per-patch") == "stream"
         merge, units, sizes = self._image(inputs, image)
         height, width = (int(size) for size in sizes[image, 1:])
         start = int(sizes[:image].prod(dim=1).sum())
@@ -367,7 +368,7 @@ class QwenGrids:
     def token_grid(self, inputs: ImageInputs, image: int, of: str = "image_features") -> Grid:
         """Image ``image``'s merged grid over the image tokens: ``of`` "image_features" (the image tokens' rows, the
         text's order) or "projector_output" (the merger's output, in window order on Qwen2.5-VL)."""
-        windowed = _choice(of, TOKEN_VALUES, "per-token") == "projector_output"
+        windowed = value_named(of, TOKEN_VALUES, "Qwen ViT per-token") == "projector_output"
         merge, units, sizes = self._image(inputs, image)
         height, width = (int(size) // merge for size in sizes[image, 1:])
         start = int(units[:image].sum())

@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from .grids import Grid, GridError, ImageInputs, check_image, raster
+from .grids import Grid, ImageInputs, check_image, raster
 from .layouts import HeadOutputs, Keys, Patches, Queries, Values
 from .per_image import per_image_pattern
-from .qwen import variable_resolution
+from .qwen import value_named, variable_resolution
 from .standard import child, missing_site
 from .text import either, lacks, value
 from .values import Argument, EProperty, Field
@@ -217,9 +217,7 @@ class RadioGrids:
     def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
         """Image ``image``'s patch grid over the packed rows: ``of`` "stream" (the blocks' values, prefix rows
         included) or "patch_embeddings" (no prefix rows)."""
-        if of not in PATCH_VALUES:
-            raise GridError(f"of={of!r} is not a per-patch value of the RADIO tower; say which value the rows are "
-                            f"of: {' or '.join(repr(name) for name in PATCH_VALUES)}")
+        value_named(of, PATCH_VALUES, "RADIO per-patch")
         sizes = self._sizes(inputs, image)
         prefix = inputs.config.vision_config.num_summary_tokens if of == "stream" else 0
         start = int(sizes[:image].prod(dim=1).sum()) + image * prefix
