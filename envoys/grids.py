@@ -17,6 +17,7 @@ A layout reads only the `ImageInputs`: the processor's image tensors, the
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
@@ -34,6 +35,10 @@ class GridError(ValueError):
 
 class NotInvertible(Unavailable):
     """A grid the layout cannot write back (it is approximate: its note says how)."""
+
+
+class ApproximateGrid(UserWarning):
+    """Said when a grid is read that the layout could not make exact (the grid's note)."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +65,6 @@ class Grid:
     def covered(self) -> torch.Tensor:
         """bool ``[grid_rows, grid_columns]``: the cells a row covers."""
         return self.rows >= 0
-
-    def shifted(self, offset: int) -> "Grid":
-        """This grid with every row index (and the span) moved by ``offset``; uncovered cells stay -1."""
-        rows = torch.where(self.covered, self.rows + offset, self.rows)
-        return Grid(rows, slice(self.span.start + offset, self.span.stop + offset), self.note)
-
-    def within_span(self) -> "Grid":
-        """This grid over the image's rows only: indices counted from ``span.start``."""
-        return self.shifted(-self.span.start)
 
 
 def raster(rows: int, columns: int, start: int = 0) -> torch.Tensor:
@@ -299,8 +295,11 @@ class MaskedRows(Rows):
 def gather(rows: Rows, grid: Grid) -> torch.Tensor:
     """The grid of ``rows.value``: ``[grid_rows, grid_columns, ...]``, the value's trailing axes kept.
 
-    Uncovered cells (-1) are NaN on a floating-point value, 0 otherwise.
+    Uncovered cells (-1) are NaN on a floating-point value, 0 otherwise. A
+    grid with a note says it (an `ApproximateGrid` warning).
     """
+    if grid.note:
+        warnings.warn(f"this grid is approximate: {grid.note}", ApproximateGrid, stacklevel=3)
     covered = grid.covered.reshape(-1).to(rows.value.device)
     flat = grid.rows.reshape(-1).to(rows.value.device)
     trailing = tuple(rows.value.shape[len(rows.row_shape):])

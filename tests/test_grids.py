@@ -32,7 +32,7 @@ from transformers.image_processing_utils import select_best_resolution
 from transformers.models.llama4.modeling_llama4 import pixel_shuffle
 
 from envoys import StandardizedTransformer
-from envoys.grids import Grid, GridError, ImageInputs, NotInvertible, gather, place, tower_rows
+from envoys.grids import ApproximateGrid, Grid, GridError, ImageInputs, NotInvertible, gather, place, tower_rows
 from envoys.tiny import chat_prompt, patch_coloured_image
 from envoys.values import Unavailable
 
@@ -494,6 +494,30 @@ def test_a_family_without_a_layout_says_so(model, name, run, monkeypatch):
     monkeypatch.setattr(model, "family", dataclasses.replace(model.family, grid_layout=None))
     with pytest.raises(Unavailable, match=f"the {model.family.model_type} family has no grid layout yet"):
         model.vision.patch_grid(run["stream"], image=0)
+
+
+class Approximate:
+    """A layout whose grids carry a note, as a layout that cannot place an image exactly gives."""
+
+    def __init__(self, layout):
+        self.layout, self.stream_dims = layout, layout.stream_dims
+
+    def patch_grid(self, inputs, image):
+        return dataclasses.replace(self.layout.patch_grid(inputs, image), note="base tile only: for the test")
+
+    def token_grid(self, inputs, image):
+        return dataclasses.replace(self.layout.token_grid(inputs, image), note="base tile only: for the test")
+
+
+def test_an_approximate_grid_is_said_and_not_written_back(model, name, run, monkeypatch):
+    exact = model.vision.patch_grid(run["stream"], image=0)
+    monkeypatch.setattr(model, "family", dataclasses.replace(model.family, grid_layout=Approximate(model.family.grid_layout)))
+    with pytest.warns(ApproximateGrid, match="this grid is approximate: base tile only: for the test"):
+        assert torch.equal(model.vision.patch_grid(run["stream"], image=0), exact)
+    copy = run["features"].clone()
+    with pytest.raises(NotInvertible, match="cannot be written back: base tile only: for the test"):
+        model.vision.place_token_grid(torch.zeros(1), into=copy, image=0)
+    assert torch.equal(copy, run["features"])
 
 
 def test_no_batch_yet_says_what_to_do(model, name, run, monkeypatch):
