@@ -113,6 +113,11 @@ def image_grids(rows: torch.Tensor, image_position_ids: torch.Tensor) -> list[to
     return grids
 
 
+def grid_from(cells: torch.Tensor, start: int, length: int) -> Grid:
+    """The `Grid` of an image whose ``length`` rows begin at ``start``, ``cells`` counting from its first (-1 kept)."""
+    return Grid(torch.where(cells >= 0, cells + start, cells), slice(start, start + length))
+
+
 class Gemma4Grids:
     """Where each image's rows are on Gemma 4's tower: padded rows dropped, soft tokens on the pooled grid.
 
@@ -130,7 +135,7 @@ class Gemma4Grids:
         """Image ``image``'s patch grid over the stream's rows (images by padded patches, flattened)."""
         positions = self._positions(inputs, image)
         rows = positions.shape[1]
-        return Grid(patch_cells(positions[image]), slice(0, rows)).shifted(image * rows)
+        return grid_from(patch_cells(positions[image]), image * rows, rows)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         """Image ``image``'s pooled grid over the image tokens (the soft tokens, image after image)."""
@@ -138,7 +143,7 @@ class Gemma4Grids:
         kernel = inputs.config.vision_config.pooling_kernel_size
         start = sum(int((pooled_cells(positions[before], kernel) >= 0).sum()) for before in range(image))
         cells = pooled_cells(positions[image], kernel)
-        return Grid(cells, slice(0, int((cells >= 0).sum()))).shifted(start)
+        return grid_from(cells, start, int((cells >= 0).sum()))
 
     @staticmethod
     def _positions(inputs: ImageInputs, image: int) -> torch.Tensor:
