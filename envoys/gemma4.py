@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from .grids import Grid, ImageInputs, check_image
 from .layouts import Hidden, Layout, Patches
 from .standard import Standard, child
 from .text import value
@@ -67,22 +68,91 @@ def real_patches(image_position_ids: torch.Tensor) -> torch.Tensor:
     return ~(image_position_ids == -1).all(dim=-1)
 
 
+def patch_cells(image_position_ids: torch.Tensor) -> torch.Tensor:
+    """long ``[height, width]``: for each patch of one image, its row on the padded patch axis; -1 where none is.
+
+    ``image_position_ids`` is the processor's ``[patches, 2]`` for the image,
+    each real patch's (x, y), ``(-1, -1)`` on a padded row; the grid is as
+    tall and wide as the real patches reach.
+    """
+    real = real_patches(image_position_ids[None])[0]
+    x, y = image_position_ids[real, 0], image_position_ids[real, 1]
+    cells = torch.full((int(y.max()) + 1, int(x.max()) + 1), -1, dtype=torch.long)
+    cells[y, x] = real.nonzero().squeeze(1).cpu()
+    return cells
+
+
+def pooled_cells(image_position_ids: torch.Tensor, kernel: int) -> torch.Tensor:
+    """long ``[height // kernel, width // kernel]``: for each pooled cell of one image, its soft token; -1 where none.
+
+    The pooler averages the real patches of each ``kernel x kernel`` cell into
+    one soft token and keeps the cells that hold a patch, in raster order.
+    """
+    real = real_patches(image_position_ids[None])[0]
+    x, y = image_position_ids[real, 0].cpu() // kernel, image_position_ids[real, 1].cpu() // kernel
+    present = torch.zeros(int(y.max()) + 1, int(x.max()) + 1, dtype=torch.bool)
+    present[y, x] = True
+    order = present.reshape(-1).long().cumsum(0).reshape(present.shape) - 1
+    return torch.where(present, order, -1)
+
+
 def image_grids(rows: torch.Tensor, image_position_ids: torch.Tensor) -> list[torch.Tensor]:
     """A tower value's real rows put back on each image's patch grid: one ``[height, width, ...]`` per image.
 
     ``rows`` is ``[images, patches, ...]`` over the padded patch axis (a stream
     value, or a pattern's query axis); ``image_position_ids`` is the
     processor's ``[images, patches, 2]``, each real patch's (x, y). The padded
-    rows are left out.
+    rows are left out (a cell no real row covers is 0).
     """
     grids = []
     for values, positions in zip(rows, image_position_ids):
-        real = real_patches(positions[None])[0]
-        x, y = positions[real, 0], positions[real, 1]
-        grid = values.new_zeros(int(y.max()) + 1, int(x.max()) + 1, *values.shape[1:])
-        grid[y, x] = values[real]
+        cells = patch_cells(positions).to(values.device)
+        grid = values.new_zeros(*cells.shape, *values.shape[1:])
+        grid[cells >= 0] = values[cells[cells >= 0]]
         grids.append(grid)
     return grids
+
+
+def grid_from(cells: torch.Tensor, start: int, length: int) -> Grid:
+    """The `Grid` of an image whose ``length`` rows begin at ``start``, ``cells`` counting from its first (-1 kept)."""
+    return Grid(torch.where(cells >= 0, cells + start, cells), slice(start, start + length))
+
+
+class Gemma4Grids:
+    """Where each image's rows are on Gemma 4's tower: padded rows dropped, soft tokens on the pooled grid.
+
+    The stream is ``[images, patches, vision_hidden_size]`` over the padded
+    patch axis (`PADDING`): each real patch's row is where the processor's
+    ``image_position_ids`` puts it (`patch_cells`), the padded rows belong to
+    no cell. The image tokens are the pooler's soft tokens, one per
+    ``pooling_kernel_size``-square cell of real patches, raster order over
+    the pooled grid (`pooled_cells`), image after image.
+    """
+
+    stream_dims = 2  # [images, patches, ...]
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s patch grid over the stream's rows (images by padded patches, flattened)."""
+        positions = self._positions(inputs, image)
+        rows = positions.shape[1]
+        return grid_from(patch_cells(positions[image]), image * rows, rows)
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s pooled grid over the image tokens (the soft tokens, image after image)."""
+        positions = self._positions(inputs, image)
+        kernel = inputs.config.vision_config.pooling_kernel_size
+        start = sum(int((pooled_cells(positions[before], kernel) >= 0).sum()) for before in range(image))
+        cells = pooled_cells(positions[image], kernel)
+        return grid_from(cells, start, int((cells >= 0).sum()))
+
+    @staticmethod
+    def _positions(inputs: ImageInputs, image: int) -> torch.Tensor:
+        positions = inputs["image_position_ids"]
+        check_image(image, positions.shape[0])
+        return positions
+
+
+GEMMA4_GRIDS = Gemma4Grids()
 
 
 def documented(prop: EProperty, doc: str) -> EProperty:
@@ -175,7 +245,8 @@ class Gemma4Vision(Vision):
     (``max_soft_tokens * pooling_kernel_size**2``, `patch_rows`) whatever the
     image's size: an image's real patches come first, in raster order, and
     the rest is padding (`PADDING`; `patch_mask` says which rows are real,
-    and `image_grids` puts the real rows back on each image's patch grid).
+    and ``patch_grid`` puts an image's real rows back on its patch grid,
+    `Gemma4Grids`).
     The blocks mask the padded keys (`Gemma4VisionAttention`). There is no
     final norm: ``tower_output`` is the last block's stream, padding
     included; the pooler then makes one soft token of each

@@ -22,8 +22,10 @@ norm: ``tower_output`` is the last block's stream.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from transformers.models.pixtral.modeling_pixtral import (
     PixtralAttention,
     PixtralAttentionLayer,
@@ -31,6 +33,7 @@ from transformers.models.pixtral.modeling_pixtral import (
     PixtralVisionModel,
 )
 
+from .grids import Grid, ImageInputs, check_image, raster
 from .layouts import Patches
 from .standard import child
 from .text import interior_values, value
@@ -142,3 +145,47 @@ PIXTRAL_ENVOYS = {
     PixtralAttention: PixtralVisionAttention,
     PixtralMLP: VisionMlp,
 }
+
+
+# -- the grids (`envoys.grids`) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PixtralGrids:
+    """Where each image's rows are on the Pixtral tower (Mistral 3, Llava-Pixtral).
+
+    The stream is packed, ``[1, all patches, vision_hidden_size]``: image
+    ``i``'s ``(height // patch_size) x (width // patch_size)`` patches (the
+    processor's ``image_sizes``, in pixels), raster order, image after image;
+    ``patch_embeddings`` (what enters ``ln_pre``) is laid out the same.
+    The image tokens are one per ``merge x merge`` square of patches, raster
+    order over the merged grid, image after image (``merge`` is
+    ``spatial_merge_size`` on Mistral 3's projector, 1 on Llava-Pixtral's,
+    which merges nothing); the ``[IMG_BREAK]`` and ``[IMG_END]`` tokens
+    between and after the rows are not image tokens.
+    """
+
+    merge_of: Any = None  #: the host's merge side off its config; None: no merge (one token per patch)
+    stream_dims: int = 2  # [1, all patches, ...]
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s patch grid over the packed row: raster order, after the images before it."""
+        patches = self._grids(inputs, image, 1)
+        start = int(patches[:image].prod(dim=1).sum())
+        height, width = (int(side) for side in patches[image])
+        return Grid(raster(height, width, start), slice(start, start + height * width))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s merged grid over the image tokens: raster order, after the images before it."""
+        merge = 1 if self.merge_of is None else self.merge_of(inputs.config)
+        tokens = self._grids(inputs, image, merge)
+        start = int(tokens[:image].prod(dim=1).sum())
+        height, width = (int(side) for side in tokens[image])
+        return Grid(raster(height, width, start), slice(start, start + height * width))
+
+    @staticmethod
+    def _grids(inputs: ImageInputs, image: int, merge: int) -> torch.Tensor:
+        """long ``[images, 2]``: each image's grid of ``merge x merge`` squares of patches, off ``image_sizes``."""
+        sizes = inputs["image_sizes"].cpu().long()
+        check_image(image, sizes.shape[0])
+        return sizes // (inputs.config.vision_config.patch_size * merge)

@@ -37,6 +37,7 @@ except ImportError:  # transformers 4.x: flash attention is asked for by name
         return "flash" in (getattr(config, "_attn_implementation", None) or "")
 
 
+from .grids import Grid, GridError, ImageInputs, check_image, raster
 from .layouts import HeadOutputs, Keys, Layout, Patches, Queries, Values
 from .per_image import per_image_pattern
 from .pinning import PinnedEProperty
@@ -278,3 +279,123 @@ class QwenVision(Vision):
         return getattr(self.vision_config, "window_size", None)
 
     image_size = property(variable_resolution, doc="Unavailable: the tower takes any resolution (variable_resolution).")
+
+
+# -- the grids (`envoys.grids`) --------------------------------------------------------------------
+
+#: Which value a Qwen grid is over (``of=``): the tower's rows are in window order on Qwen2.5-VL between the
+#: tower's permutation into windows and the merger's inverse, in merge-block order outside it.
+PATCH_VALUES = ("stream", "patch_embeddings")
+TOKEN_VALUES = ("image_features", "projector_output")
+
+
+def merge_block_rows(height: int, width: int, merge: int, units: torch.Tensor | None = None) -> torch.Tensor:
+    """long ``[height, width]``: each patch's row among its image's, the processor's merge-block order.
+
+    The processor lays an image's ``height x width`` patches out in ``merge x
+    merge`` blocks, blocks in raster order over the ``(height / merge, width
+    / merge)`` merged grid, each block's patches consecutive, in raster order
+    within it. ``units`` (long ``[height / merge, width / merge]``) puts each
+    block elsewhere: block ``(a, b)`` at position ``units[a, b]`` (window
+    order); by default block ``(a, b)`` is ``a * (width / merge) + b``.
+    """
+    r = torch.arange(height).unsqueeze(1)
+    c = torch.arange(width).unsqueeze(0)
+    if units is None:
+        units = torch.arange((height // merge) * (width // merge)).reshape(height // merge, width // merge)
+    return units[r // merge, c // merge] * merge * merge + (r % merge) * merge + c % merge
+
+
+def window_positions(height: int, width: int, side: int) -> torch.Tensor:
+    """long ``[height, width]``: where each merge unit of a ``height x width`` merged grid is in window order.
+
+    Qwen2.5-VL's tower cuts the merged grid into ``side x side`` windows
+    (``window_size // spatial_merge_size // patch_size`` units; the last row
+    and column of windows may be smaller) and lays the units out window by
+    window, windows in raster order, units in raster order within each.
+    """
+    a = torch.arange(height).unsqueeze(1)
+    b = torch.arange(width).unsqueeze(0)
+    windows_across = -(-width // side)
+    window = (a // side) * windows_across + b // side
+    order = torch.argsort((window * height * width + a * width + b).reshape(-1))  # the tower's window_index, per image
+    return torch.argsort(order).reshape(height, width)
+
+
+def value_named(of: str, allowed: tuple[str, ...], what: str) -> str:
+    """``of``, the value a grid is over, if it is one of ``allowed`` (``what`` says of which kind); else `GridError`."""
+    if of not in allowed:
+        raise GridError(f"of={of!r} is not a {what} value; say which value the rows are of: "
+                        f"{' or '.join(repr(name) for name in allowed)}")
+    return of
+
+
+class QwenGrids:
+    """Where each image's rows are on the Qwen ViT (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5).
+
+    The tower's stream is packed, ``[1, patches, vision_hidden_size]``: every
+    image's ``t * h * w`` patches (the processor's ``image_grid_thw``; an
+    image has ``t`` = 1), image after image, each image's in merge-block order
+    (`merge_block_rows`). The image tokens are one per merge block, raster
+    order over the ``(h / merge, w / merge)`` merged grid, image after image.
+
+    Qwen2.5-VL's tower permutes its stream into attention windows at entry and
+    the merger's output back after it, so the blocks' values, ``tower_output``
+    and the merger's input (``projector.input``) and output
+    (``projector.output``) are in window order (`window_positions`), while
+    ``patch_embeddings`` and ``image_features`` (and the text's image tokens)
+    are in merge-block order. A grid says which value it is over with ``of=``:
+    ``vision.patch_grid(value, image=i)`` is over the blocks' stream (window
+    order on Qwen2.5-VL), ``of="patch_embeddings"`` over the patch
+    embeddings; ``vision.token_grid(value, image=i)`` is over the image
+    tokens (``image_features``, the text's values), ``of="projector_output"``
+    over the merger's output (window order on Qwen2.5-VL). On the towers that
+    attend per image both orders are the same.
+    """
+
+    stream_dims = 2  # [1, patches, ...]
+
+    def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
+        """Image ``image``'s patch grid over the tower's packed rows: ``of`` "stream" (the blocks' values, in window
+        order on Qwen2.5-VL) or "patch_embeddings" (merge-block order)."""
+        windowed = value_named(of, PATCH_VALUES, "Qwen ViT per-patch") == "stream"
+        merge, units, sizes = self._image(inputs, image)
+        height, width = (int(size) for size in sizes[image, 1:])
+        start = int(sizes[:image].prod(dim=1).sum())
+        order = self._units(inputs, height // merge, width // merge) if windowed else None
+        return Grid(start + merge_block_rows(height, width, merge, order), slice(start, start + height * width))
+
+    def token_grid(self, inputs: ImageInputs, image: int, of: str = "image_features") -> Grid:
+        """Image ``image``'s merged grid over the image tokens: ``of`` "image_features" (the image tokens' rows, the
+        text's order) or "projector_output" (the merger's output, in window order on Qwen2.5-VL)."""
+        windowed = value_named(of, TOKEN_VALUES, "Qwen ViT per-token") == "projector_output"
+        merge, units, sizes = self._image(inputs, image)
+        height, width = (int(size) // merge for size in sizes[image, 1:])
+        start = int(units[:image].sum())
+        cells = self._units(inputs, height, width) if windowed else None
+        cells = raster(height, width) if cells is None else cells
+        return Grid(start + cells, slice(start, start + height * width))
+
+    @staticmethod
+    def _image(inputs: ImageInputs, image: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """The merge side, each image's merge units and ``image_grid_thw``, checking ``image`` is a still image."""
+        sizes = inputs["image_grid_thw"].cpu()
+        check_image(image, sizes.shape[0])
+        if int(sizes[image, 0]) != 1:
+            raise GridError(f"image {image} has {int(sizes[image, 0])} temporal patches (image_grid_thw "
+                            f"{sizes[image].tolist()}): a grid is one frame's")
+        merge = inputs.config.vision_config.spatial_merge_size
+        return merge, sizes.prod(dim=1) // (merge * merge), sizes
+
+    @staticmethod
+    def _units(inputs: ImageInputs, height: int, width: int) -> torch.Tensor | None:
+        """Where each merge unit of an image's ``height x width`` merged grid is in the blocks' order: its window-order
+        position on a windowed tower (Qwen2.5-VL), None (merge-block order) on the others."""
+        vision = inputs.config.vision_config
+        window = getattr(vision, "window_size", None)
+        if window is None:
+            return None
+        return window_positions(height, width, window // vision.spatial_merge_size // vision.patch_size)
+
+
+QWEN_GRIDS = QwenGrids()

@@ -21,13 +21,15 @@ outputs are its ``attention_output`` and ``mlp_output`` (`RadioVisionLayer`).
 
 from __future__ import annotations
 
-
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from .grids import Grid, ImageInputs, check_image, raster
 from .layouts import HeadOutputs, Keys, Patches, Queries, Values
 from .per_image import per_image_pattern
-from .qwen import variable_resolution
+from .qwen import value_named, variable_resolution
 from .standard import child, missing_site
 from .text import either, lacks, value
 from .values import Argument, EProperty, Field
@@ -186,3 +188,52 @@ class RadioVision(Vision):
         return self.vision_config.num_summary_tokens
 
     image_size = property(variable_resolution, doc="Unavailable: each image has its own grid (variable_resolution).")
+
+
+# -- the grids (`envoys.grids`) --------------------------------------------------------------------
+
+#: Which value a RADIO patch grid is over (``of=``): the blocks' stream has each image's prefix rows, the patch
+#: embeddings have none.
+PATCH_VALUES = ("stream", "patch_embeddings")
+
+
+@dataclass(frozen=True)
+class RadioGrids:
+    """Where each image's rows are on a RADIO tower: its cls and register rows dropped, packed images split.
+
+    The blocks' stream is ``[1, tokens, vision_hidden_size]``: per image, its
+    ``num_cls_tokens + num_registers`` prefix rows then its ``h x w``
+    patches in raster order (the processor's ``image_grid_hw``), image after
+    image; ``patch_embeddings`` is the same without the prefix rows, so its
+    grid is asked for with ``of="patch_embeddings"``. The image tokens are one
+    per ``merge x merge`` square of patches (the host's pixel shuffle;
+    ``merge_of`` reads it off the host's config), raster order over the
+    merged grid, image after image.
+    """
+
+    merge_of: Any  #: the host's pixel-shuffle side off its config
+    stream_dims: int = 2  # [1, tokens, ...]
+
+    def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
+        """Image ``image``'s patch grid over the packed rows: ``of`` "stream" (the blocks' values, prefix rows
+        included) or "patch_embeddings" (no prefix rows)."""
+        value_named(of, PATCH_VALUES, "RADIO per-patch")
+        sizes = self._sizes(inputs, image)
+        prefix = inputs.config.vision_config.num_summary_tokens if of == "stream" else 0
+        start = int(sizes[:image].prod(dim=1).sum()) + image * prefix
+        height, width = (int(side) for side in sizes[image])
+        return Grid(raster(height, width, start + prefix), slice(start, start + prefix + height * width))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s merged grid over the image tokens: raster order, after the images before it."""
+        merged = self._sizes(inputs, image) // self.merge_of(inputs.config)
+        start = int(merged[:image].prod(dim=1).sum())
+        height, width = (int(side) for side in merged[image])
+        return Grid(raster(height, width, start), slice(start, start + height * width))
+
+    @staticmethod
+    def _sizes(inputs: ImageInputs, image: int) -> torch.Tensor:
+        """long ``[images, 2]``: each image's patch grid, the processor's ``image_grid_hw``."""
+        sizes = inputs["image_grid_hw"].cpu().long()
+        check_image(image, sizes.shape[0])
+        return sizes

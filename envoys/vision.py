@@ -231,7 +231,7 @@ class Vision(Standard):
 
     # -- values on the image's own grid (`envoys.grids`) ---------------------------------------
 
-    def patch_grid(self, value: torch.Tensor, image: int = 0) -> torch.Tensor:
+    def patch_grid(self, value: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
         """A per-patch tower value of image ``image`` on that image's patch grid, ``[grid_rows, grid_columns, ...]``.
 
         ``value`` is in the tower's stream layout (``[images_or_tiles, patches,
@@ -241,24 +241,27 @@ class Vision(Standard):
         trailing axes are kept. CLS, register and padding rows are dropped,
         tiles placed where they came from, as the family's layout says; a
         cell no row covers is NaN. Inside a trace (on the real values) or
-        after it, on the last batch that carried images.
+        after it, on the last batch that carried images. ``options`` are the
+        family layout's own, where its rows depend on which value is passed
+        (Qwen's and RADIO's ``of=``).
         """
         layout, inputs = layout_and_inputs(self.root)
-        grid = layout.patch_grid(inputs, image)
+        grid = layout.patch_grid(inputs, image, **options)
         return gather(tower_rows(value, grid, layout.stream_dims), grid)
 
-    def token_grid(self, value: torch.Tensor, image: int = 0) -> torch.Tensor:
+    def token_grid(self, value: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
         """A value over the image tokens, image ``image``'s on the grid its tokens cover, ``[grid_rows, grid_columns, ...]``.
 
         ``value`` is a text-stream value ``[batch, seq, ...]`` (read at the
         image-token mask), the image tokens' rows ``[image_tokens, ...]`` over
         the batch (like ``image_features``), or this image's tokens only.
+        ``options`` as `patch_grid`'s.
         """
         layout, inputs = layout_and_inputs(self.root)
-        grid = layout.token_grid(inputs, image)
+        grid = layout.token_grid(inputs, image, **options)
         return gather(token_rows(value, grid, inputs), grid)
 
-    def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0) -> torch.Tensor:
+    def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
         """Write ``grid`` (as `patch_grid` returns it) into the tower value ``into`` in place, image ``image``'s rows.
 
         Uncovered cells are skipped; where the layout's grid is approximate
@@ -266,16 +269,16 @@ class Vision(Standard):
         Returns ``into``.
         """
         layout, inputs = layout_and_inputs(self.root)
-        cells = layout.patch_grid(inputs, image)
+        cells = layout.patch_grid(inputs, image, **options)
         return place(grid, tower_rows(into, cells, layout.stream_dims), cells)
 
-    def place_token_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0) -> torch.Tensor:
+    def place_token_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
         """Write ``grid`` (as `token_grid` returns it) into ``into``'s image-token rows of image ``image``, in place.
 
         Returns ``into``; refused, with nothing written, as `place_patch_grid` is.
         """
         layout, inputs = layout_and_inputs(self.root)
-        cells = layout.token_grid(inputs, image)
+        cells = layout.token_grid(inputs, image, **options)
         return place(grid, token_rows(into, cells, inputs), cells)
 
     def support(self, layer: int | None = None) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from transformers.models.gemma4.modeling_gemma4 import (
     Gemma4VisionModel,
 )
 
-from ..gemma4 import Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
+from ..gemma4 import GEMMA4_GRIDS, Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
 from ..gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
 from ..sandwich import SandwichAttention, SandwichMlp
 from ..vision import ImageScatter
@@ -66,4 +66,5 @@ ENVOYS = {
     Gemma4VisionMLP: Gemma4VisionMlp,
 }
 
-FAMILY = Family("gemma4", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma4_text",))
+FAMILY = Family("gemma4", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma4_text",),
+                grid_layout=GEMMA4_GRIDS)

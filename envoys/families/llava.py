@@ -37,8 +37,7 @@ from transformers.models.siglip.modeling_siglip import (
 from ..feature_layers import with_feature_layer_gradients
 from ..fixed_tower import TileRows
 from ..grids import Grid, ImageInputs, check_image
-from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
-from ..values import Unavailable
+from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
@@ -72,28 +71,32 @@ def tower_names(config: Any) -> dict[str, str]:
     return {}
 
 
+#: Llava-Pixtral's projector merges nothing: one image token per patch.
+PIXTRAL_GRIDS = PixtralGrids()
 
 
 class LlavaGrids:
     """LLaVA's grids: each image is one tile of a SigLIP or CLIP tower (`envoys.fixed_tower.TileRows`), image after
-    image, on the tower's stream ``[images, patches, ...]`` and on the image tokens alike. A Pixtral tower has no
-    layout here yet."""
+    image, on the tower's stream ``[images, patches, ...]`` and on the image tokens alike. A Pixtral tower's are
+    `envoys.pixtral.PixtralGrids`' (packed, no merge: one image token per patch)."""
 
     stream_dims = 2
 
     @staticmethod
     def _tiles(inputs: ImageInputs, image: int) -> TileRows:
-        if inputs.config.vision_config.model_type == "pixtral":
-            raise Unavailable("the grids are unavailable: LLaVA with a Pixtral tower has no grid layout yet")
         check_image(image, inputs["pixel_values"].shape[0])
         return TileRows.of(inputs.config)
 
     def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        if inputs.config.vision_config.model_type == "pixtral":
+            return PIXTRAL_GRIDS.patch_grid(inputs, image)
         tile = self._tiles(inputs, image)
         start = image * tile.rows
         return Grid(tile.patches(start), slice(start, start + tile.rows))
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        if inputs.config.vision_config.model_type == "pixtral":
+            return PIXTRAL_GRIDS.token_grid(inputs, image)
         tile = self._tiles(inputs, image)
         start = image * tile.tokens
         return Grid(tile.token_cells(start), slice(start, start + tile.tokens))

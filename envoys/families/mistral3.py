@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from transformers.models.mistral3.modeling_mistral3 import Mistral3Model
 
-from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
+from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
 from ..vision import ImageScatter
 from . import Family
 from .encoder_names import WRAPPER_RENAME
@@ -29,4 +29,7 @@ RENAME = {**WRAPPER_RENAME, **PIXTRAL_RENAME}
 
 ENVOYS = {Mistral3Model: ImageScatter, **PIXTRAL_ENVOYS}
 
-FAMILY = Family("mistral3", RENAME, ENVOYS, "model.language_model.layers")
+#: The projector merges each spatial_merge_size x spatial_merge_size square of patches into one image token.
+GRIDS = PixtralGrids(merge_of=lambda config: config.spatial_merge_size)
+
+FAMILY = Family("mistral3", RENAME, ENVOYS, "model.language_model.layers", grid_layout=GRIDS)

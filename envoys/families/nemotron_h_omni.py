@@ -38,7 +38,7 @@ from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer,
 
 from ..hybrid import HybridLayer, other_mixer
 from ..standard import child
-from ..radio import RadioVision, RadioVisionAttention, RadioVisionLayer
+from ..radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
 from ..text import Attention, Mlp
 from ..values import Unavailable
 from ..vision import VisionMlp
@@ -125,7 +125,10 @@ def plain_mlp_blocks(config: Any) -> dict[Any, str]:
     return {NemotronHMLP: "mlp"} if "mlp" in config.get_text_config().layers_block_type else {}
 
 
+#: The root pixel-shuffles each image's patches by ``downsample_ratio`` (0.5: 2x2 patches per image token).
+GRIDS = RadioGrids(merge_of=lambda config: round(1 / config.downsample_ratio))
+
 FAMILY = Family(
     "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
-    root_scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",),
+    root_scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",), grid_layout=GRIDS,
 )

@@ -22,7 +22,7 @@ from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
     Qwen2_5_VLVisionBlock,
 )
 
-from ..qwen import QwenVision, QwenVisionAttention
+from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
@@ -37,4 +37,4 @@ ENVOYS = {
     Qwen2_5_VLMLP: VisionMlp,
 }
 
-FAMILY = Family("qwen2_5_vl", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("qwen2_5_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

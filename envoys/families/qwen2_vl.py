@@ -19,7 +19,7 @@ from transformers.models.qwen2_vl.modeling_qwen2_vl import (
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionAttention as Qwen2VLVisionAttention
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionMlp as Qwen2VLVisionMlp
 
-from ..qwen import QwenVision, QwenVisionAttention
+from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 
@@ -47,4 +47,4 @@ ENVOYS = {
     Qwen2VLVisionMlp: VisionMlp,
 }
 
-FAMILY = Family("qwen2_vl", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("qwen2_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

@@ -26,7 +26,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
 )
 
 from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
-from ..qwen import QwenVision, QwenVisionAttention
+from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
@@ -43,4 +43,5 @@ ENVOYS = {
     Qwen3_5VisionMLP: VisionMlp,
 }
 
-FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_text",))
+FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_text",),
+                grid_layout=QWEN_GRIDS)

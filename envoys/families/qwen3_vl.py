@@ -21,7 +21,7 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
 )
 
 from ..deepstack import DeepstackLayer
-from ..qwen import QwenVision, QwenVisionAttention
+from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision import ImageScatter, VisionLayer, VisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
@@ -37,4 +37,4 @@ ENVOYS = {
     Qwen3VLVisionMLP: VisionMlp,
 }
 
-FAMILY = Family("qwen3_vl", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("qwen3_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)
