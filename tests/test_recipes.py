@@ -1,0 +1,270 @@
+"""The recipes (envoys.recipes) against the same computation written here by hand, and the logit lens's projection.
+
+Every expected number comes from a plain forward of the model's own modules (torch hooks on the text blocks,
+``output_attentions=True``), the processor's outputs, and the family's own geometry for where each image token
+sits (LLaVA: one token per patch of the square ``image_size``; the Qwen ViT: one token per merged block of
+``image_grid_thw``, blocks in raster order), never from the recipes' or the grids' code. Float32, eager attention,
+exact (``torch.equal``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from envoys import StandardizedTransformer, Unavailable, recipes
+from envoys.tiny import NAMES, chat_prompt, noise_image
+
+#: A LLaVA and a Qwen-VL family: a square grid and a packed, merge-block one.
+FAMILIES = ["llava-siglip", "qwen2_vl"]
+#: Two images of different sizes, the first not square (a Qwen ViT lays it out 2 x 3 tokens).
+IMAGES = [noise_image(48, 32, seed=0), noise_image(32, 32, seed=1)]
+CORRUPTED = [noise_image(48, 32, seed=2), noise_image(32, 32, seed=3)]
+TARGET = (3, 7)
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request, tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+def prompt(model) -> str:
+    return chat_prompt(model.processor, len(IMAGES), "Where is the cat?")
+
+
+def inputs(model, images=IMAGES) -> dict[str, torch.Tensor]:
+    return dict(model.processor(text=[prompt(model)], images=images, return_tensors="pt"))
+
+
+def image_mask(model, batch) -> torch.Tensor:
+    """bool [batch, seq]: where the processor put the image token."""
+    config = model.config
+    token = getattr(config, "image_token_id", None)
+    return batch["input_ids"] == (token if token is not None else config.image_token_index)
+
+
+def grid_shapes(model, batch) -> list[tuple[int, int]]:
+    """Each image's token grid, from the family's own geometry and the processor's outputs."""
+    vision = model.config.vision_config
+    if model.config.model_type == "llava":
+        side = vision.image_size // vision.patch_size
+        return [(side, side)] * len(IMAGES)
+    merge = vision.spatial_merge_size
+    return [(int(h) // merge, int(w) // merge) for _, h, w in batch["image_grid_thw"]]
+
+
+def by_hand(model, batch, rows: torch.Tensor, image: int) -> torch.Tensor:
+    """``rows`` ([image_tokens, ...], the batch's image tokens in order) for image ``image``, on its grid."""
+    shapes = grid_shapes(model, batch)
+    start = sum(r * c for r, c in shapes[:image])
+    r, c = shapes[image]
+    return rows[start:start + r * c].reshape(r, c, *rows.shape[1:])
+
+
+def needs_grids(model) -> None:
+    if model.family.grid_layout is None:
+        pytest.skip(f"the {model.config.model_type} family has no grid layout on this branch (the packed towers' "
+                    f"layouts come from grid-b)")
+
+
+def block_output(output):
+    return output[0] if isinstance(output, tuple) else output
+
+
+def plain_forward(model, batch, pre_hooks=(), hooks=(), **kwargs):
+    """The plain model's forward on ``batch`` with torch hooks: ``(module, hook)`` pairs, removed afterwards."""
+    handles = [module.register_forward_pre_hook(hook, with_kwargs=True) for module, hook in pre_hooks]
+    handles += [module.register_forward_hook(hook) for module, hook in hooks]
+    try:
+        with torch.no_grad():
+            return model._module(**batch, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def block_outputs(model, batch) -> list[torch.Tensor]:
+    """Every text block's output in a plain forward."""
+    outputs: list[torch.Tensor] = []
+    plain_forward(model, batch, hooks=[(block._module, lambda m, a, o: outputs.append(block_output(o).clone()))
+                                       for block in model.layers])
+    return outputs
+
+
+# -- the logit lens -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def any_model(request, tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
+
+
+def test_project_on_vocab_is_the_final_norm_and_head_inside_and_outside_a_trace(any_model):
+    model = any_model
+    with model.trace(chat_prompt(model.processor, 1, "What is it?"), images=IMAGES[:1]) as tracer:
+        first = model.layers[0].layer_output.save()
+        inside = model.project_on_vocab(model.layers[0].layer_output).save()
+        last = model.layers[-1].layer_output.save()
+        logits = model.logits.save()
+        tracer.stop()
+    with torch.no_grad():
+        expected = model.lm_head._module(model.norm._module(first))
+    assert torch.equal(inside, expected)
+    assert torch.equal(model.project_on_vocab(first), expected)
+    assert torch.equal(model.project_on_vocab(last), logits)  # the model's own head, on its own last block
+
+
+def test_logit_lens_is_each_blocks_image_tokens_through_the_norm_and_head(model):
+    needs_grids(model)
+    batch = inputs(model)
+    mask = image_mask(model, batch)
+    outputs = block_outputs(model, batch)
+    for image in range(len(IMAGES)):
+        lens = recipes.logit_lens(model, prompt(model), IMAGES, image=image, k=2)
+        assert lens.layers == tuple(range(model.num_layers))
+        for index, output in enumerate(outputs):
+            with torch.no_grad():
+                top = model.lm_head._module(model.norm._module(output[mask])).softmax(-1).topk(2, dim=-1)
+            assert torch.equal(lens.probabilities[index], by_hand(model, batch, top.values, image))
+            assert torch.equal(lens.token_ids[index], by_hand(model, batch, top.indices, image))
+            decoded = [[model.tokenizer.decode([int(i)]) for i in row] for row in by_hand(model, batch, top.indices, image)[..., 0]]
+            assert [list(row) for row in lens.tokens[index]] == decoded
+    assert lens.image is IMAGES[-1]
+
+
+def test_logit_lens_at_chosen_blocks(model):
+    needs_grids(model)
+    lens = recipes.logit_lens(model, prompt(model), IMAGES, layers=[-1, 0])
+    everything = recipes.logit_lens(model, prompt(model), IMAGES)
+    assert lens.layers == (0, model.num_layers - 1)
+    assert torch.equal(lens.token_ids, everything.token_ids[[0, -1]])
+    assert lens.token_ids.shape[-1] == 1
+
+
+# -- attention to the image ---------------------------------------------------------------------
+
+
+def test_attention_to_the_image_is_the_attention_pattern_at_the_image_keys(model):
+    needs_grids(model)
+    batch = inputs(model)
+    mask = image_mask(model, batch)
+    attentions = plain_forward(model, batch, output_attentions=True).attentions
+    for layer, position, image in [(0, -1, 0), (model.num_layers - 1, -3, 1)]:
+        per_head = recipes.attention_to_image(model, prompt(model), IMAGES, layer=layer, position=position,
+                                              image=image, per_head=True)
+        summed = recipes.attention_to_image(model, prompt(model), IMAGES, layer=layer, position=position, image=image)
+        rows = attentions[layer][0, :, position][:, mask[0]].transpose(0, 1)  # [image_tokens, heads]
+        expected = by_hand(model, batch, rows, image).permute(2, 0, 1)
+        assert torch.equal(per_head.grid, expected)
+        assert torch.equal(summed.grid, expected.sum(0))
+        assert (summed.layer, summed.position) == (layer, position % mask.shape[1])
+
+
+# -- patching -----------------------------------------------------------------------------------
+
+
+def logit_difference(logits: torch.Tensor) -> torch.Tensor:
+    return logits[0, -1, TARGET[0]] - logits[0, -1, TARGET[1]]
+
+
+def test_patching_puts_the_clean_image_rows_into_the_corrupted_run(model):
+    clean, corrupted = inputs(model, IMAGES), inputs(model, CORRUPTED)
+    mask = image_mask(model, clean)
+    assert torch.equal(mask, image_mask(model, corrupted))
+    clean_outputs = block_outputs(model, clean)
+    clean_logits = plain_forward(model, clean).logits
+    features: list[torch.Tensor] = []
+    plain_forward(model, clean, pre_hooks=[(model.layers[0]._module,
+                                            lambda m, args, kwargs: features.append(first_input(args, kwargs)[mask]))])
+
+    def into_first_input(m, args, kwargs):  # layers[0].input[mask] is image_features: patching one patches the other
+        hidden = first_input(args, kwargs).clone()
+        hidden[mask] = features[0]
+        return replace_first_input(args, kwargs, hidden)
+
+    expected = [logit_difference(plain_forward(model, corrupted, pre_hooks=[(model.layers[0]._module, into_first_input)]).logits)]
+    for layer, block in enumerate(model.layers):
+        def patch(m, a, output, rows=clean_outputs[layer][mask]):
+            patched = block_output(output).clone()
+            patched[mask] = rows
+            return (patched, *output[1:]) if isinstance(output, tuple) else patched
+        expected.append(logit_difference(plain_forward(model, corrupted, hooks=[(block._module, patch)]).logits))
+
+    result = recipes.patch_image_rows(model, prompt(model), IMAGES, CORRUPTED, target=TARGET)
+    assert result.sites == ("image_features", *(f"layers[{i}]" for i in range(model.num_layers)))
+    assert torch.equal(result.patched, torch.stack(expected))
+    assert torch.equal(result.clean, logit_difference(clean_logits))
+    assert torch.equal(result.corrupted, logit_difference(plain_forward(model, corrupted).logits))
+    assert torch.equal(result.recovered, (result.patched - result.corrupted) / (result.clean - result.corrupted))
+    # the image reaches the text model through the features alone, and the last block's image rows never reach
+    # the last token's logits
+    assert torch.equal(result.patched[0], result.clean) and torch.equal(result.patched[-1], result.corrupted)
+
+
+def first_input(args, kwargs) -> torch.Tensor:
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def replace_first_input(args, kwargs, hidden):
+    if args:
+        return (hidden, *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": hidden}
+
+
+def test_patching_refuses_images_of_other_sizes_and_targets_that_are_not_one_token(model):
+    with pytest.raises(ValueError, match="same sizes"):
+        recipes.patch_image_rows(model, prompt(model), IMAGES, [noise_image(32, 32), IMAGES[1]], target=TARGET)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        recipes.patch_image_rows(model, prompt(model), IMAGES, CORRUPTED, target=(0, model.vocab_size))
+    with pytest.raises(TypeError, match="one prompt"):
+        recipes.patch_image_rows(model, [prompt(model)], IMAGES, CORRUPTED, target=TARGET)
+
+
+# -- knockout -----------------------------------------------------------------------------------
+
+
+def test_knockout_removes_the_text_queries_attention_to_the_image_keys(model):
+    batch = inputs(model)
+    mask = image_mask(model, batch)
+    cells = ((~mask)[:, :, None] & mask[:, None, :])[:, None]  # [batch, 1, query, key]: text query, image key
+    layers = [0, model.num_layers - 1]
+
+    def knock_out(m, args, kwargs):  # the same cells masked in the eager attention's additive mask
+        attention_mask = kwargs["attention_mask"]
+        assert attention_mask.is_floating_point()
+        return args, {**kwargs, "attention_mask": attention_mask.masked_fill(cells, float("-inf"))}
+
+    knocked = plain_forward(model, batch, pre_hooks=[(model.layers[i].self_attn._module, knock_out) for i in layers]).logits
+    clean = plain_forward(model, batch).logits
+    result = recipes.knock_out_image_attention(model, prompt(model), IMAGES, layers=layers, k=3)
+    assert result.layers == tuple(layers) and result.position == mask.shape[1] - 1
+    assert torch.equal(result.knocked, knocked[0, -1]) and torch.equal(result.clean, clean[0, -1])
+    assert not torch.equal(result.knocked, result.clean)
+    expected_top = {int(i) for run in (clean, knocked) for i in run[0, -1].topk(3).indices}
+    assert set(result.top["clean"]) == {model.tokenizer.decode([i]) for i in expected_top}
+
+
+@pytest.fixture(scope="module")
+def hybrid(tiny_checkpoint):
+    return StandardizedTransformer(tiny_checkpoint("qwen3_5"), task="image-text-to-text", attn_implementation="eager")
+
+
+def test_knockout_and_attention_say_why_a_block_has_no_softmax_attention(hybrid):
+    text = chat_prompt(hybrid.processor, 1, "What is it?")
+    with pytest.raises(Unavailable, match=r"layers\[0\]\.self_attn\.attention_scores is unavailable: .*gated DeltaNet"):
+        recipes.knock_out_image_attention(hybrid, text, IMAGES[:1], layers=[0, 3])
+    with pytest.raises(Unavailable, match=r"layers\[1\]\.self_attn\.attention_probabilities is unavailable"):
+        recipes.attention_to_image(hybrid, text, IMAGES[:1], layer=1)
+
+
+def test_the_recipes_that_read_the_pattern_need_eager_attention(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text", attn_implementation="sdpa")
+    text = chat_prompt(model.processor, 1, "What is it?")
+    with pytest.raises(Unavailable, match="attn_implementation='eager'"):
+        recipes.knock_out_image_attention(model, text, IMAGES[:1], layers=0)
+    with pytest.raises(Unavailable, match="attn_implementation='eager'"):
+        recipes.attention_to_image(model, text, IMAGES[:1], layer=0)
