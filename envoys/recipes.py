@@ -239,6 +239,7 @@ class Patching:
     ``logits[good] - logits[bad]`` (at ``position``) of the corrupted run with
     that site's image rows taken from the clean run. ``clean`` and
     ``corrupted``: the difference in the two unpatched runs (scalars).
+    ``target``: the ids ``(good, bad)``, ``target_text`` the tokens decoded.
     """
 
     sites: tuple[str, ...]
@@ -246,6 +247,7 @@ class Patching:
     clean: torch.Tensor
     corrupted: torch.Tensor
     target: tuple[int, int]
+    target_text: tuple[str, str]
     position: int
 
     @property
@@ -259,7 +261,7 @@ class Patching:
         return plots.curves(
             {"patched from clean": self.patched, "clean": self.clean.expand(n), "corrupted": self.corrupted.expand(n)},
             path, ticks=self.sites, xlabel="image rows patched at", ylabel="logit difference",
-            title=f"logit[{self.target[0]}] - logit[{self.target[1]}] at token {self.position}",
+            title=f"logit[{self.target_text[0]!r}] - logit[{self.target_text[1]!r}] at token {self.position}",
         )
 
 
@@ -318,7 +320,8 @@ def patch_image_rows(
         patched.append(difference(logits))
     return Patching(
         (FEATURES, *(f"layers[{layer}]" for layer in chosen)), torch.stack(patched).detach(),
-        difference(clean_logits).detach(), difference(corrupted_logits).detach(), (good, bad), where,
+        difference(clean_logits).detach(), difference(corrupted_logits).detach(), (good, bad),
+        (model.tokenizer.decode([good]), model.tokenizer.decode([bad])), where,
     )
 
 
