@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer, Unavailable, recipes
+from envoys.standard import child
 from envoys.tiny import NAMES, chat_prompt, noise_image
 
 #: LLaVA (SigLIP; CLIP, whose CLS token the projector drops) and the Qwen ViT (packed, merge-block order; Qwen2.5-VL's
@@ -36,7 +37,10 @@ def prompt(model) -> str:
 
 
 def inputs(model, images=IMAGES) -> dict[str, torch.Tensor]:
-    return dict(model.processor(text=[prompt(model)], images=images, return_tensors="pt"))
+    """The processor's outputs, floating-point ones in the model's dtype (Llama 4's come in bfloat16), as the
+    image-text-to-text pipeline casts them."""
+    batch = model.processor(text=[prompt(model)], images=images, return_tensors="pt")
+    return {key: value.to(model._module.dtype) if value.is_floating_point() else value for key, value in batch.items()}
 
 
 def image_mask(model, batch) -> torch.Tensor:
@@ -44,6 +48,21 @@ def image_mask(model, batch) -> torch.Tensor:
     config = model.config
     token = getattr(config, "image_token_id", None)
     return batch["input_ids"] == (token if token is not None else config.image_token_index)
+
+
+def plain_logits(model, batch, pre_hooks=(), hooks=()) -> torch.Tensor:
+    """The language-model head's output in a plain forward with torch hooks.
+
+    Read at the head, since Llama 4's forward fails after it, on its last line (its family's known transformers
+    bug, tolerated here and nowhere else)."""
+    logits: list[torch.Tensor] = []
+    try:
+        plain_forward(model, batch, pre_hooks, [*hooks, (model.lm_head._module, lambda m, a, o: logits.append(o))])
+    except Exception as error:
+        bug = model.family.forward_bug
+        if bug is None or not bug.raised(error) or not logits:
+            raise
+    return logits[-1]
 
 
 def grid_shapes(model, batch) -> list[tuple[int, int]]:
@@ -89,7 +108,7 @@ def plain_forward(model, batch, pre_hooks=(), hooks=(), **kwargs):
 def block_outputs(model, batch) -> list[torch.Tensor]:
     """Every text block's output in a plain forward."""
     outputs: list[torch.Tensor] = []
-    plain_forward(model, batch, hooks=[(block._module, lambda m, a, o: outputs.append(block_output(o).clone()))
+    plain_logits(model, batch, hooks=[(block._module, lambda m, a, o: outputs.append(block_output(o).clone()))
                                        for block in model.layers])
     return outputs
 
@@ -172,34 +191,35 @@ def logit_difference(logits: torch.Tensor) -> torch.Tensor:
     return logits[0, -1, TARGET[0]] - logits[0, -1, TARGET[1]]
 
 
-def test_patching_puts_the_clean_image_rows_into_the_corrupted_run(model):
+def test_patching_puts_the_clean_image_rows_into_the_corrupted_run(any_model):
+    model = any_model
     clean, corrupted = inputs(model, IMAGES), inputs(model, CORRUPTED)
     mask = image_mask(model, clean)
     assert torch.equal(mask, image_mask(model, corrupted))
     clean_outputs = block_outputs(model, clean)
-    clean_logits = plain_forward(model, clean).logits
+    clean_logits = plain_logits(model, clean)
     features: list[torch.Tensor] = []
-    plain_forward(model, clean, pre_hooks=[(model.layers[0]._module,
-                                            lambda m, args, kwargs: features.append(first_input(args, kwargs)[mask]))])
+    text_model = owner_of(model, model.layers[0]._module)
+    plain_logits(model, clean, pre_hooks=[(text_model, lambda m, args, kwargs: features.append(kwargs["inputs_embeds"][mask]))])
 
-    def into_first_input(m, args, kwargs):  # layers[0].input[mask] is image_features: patching one patches the other
-        hidden = first_input(args, kwargs).clone()
-        hidden[mask] = features[0]
-        return replace_first_input(args, kwargs, hidden)
+    def into_embeddings(m, args, kwargs):  # what the text model receives at the image tokens is image_features
+        embeddings = kwargs["inputs_embeds"].clone()
+        embeddings[mask] = features[0]
+        return args, {**kwargs, "inputs_embeds": embeddings}
 
-    expected = [logit_difference(plain_forward(model, corrupted, pre_hooks=[(model.layers[0]._module, into_first_input)]).logits)]
+    expected = [logit_difference(plain_logits(model, corrupted, pre_hooks=[(text_model, into_embeddings)]))]
     for layer, block in enumerate(model.layers):
         def patch(m, a, output, rows=clean_outputs[layer][mask]):
             patched = block_output(output).clone()
             patched[mask] = rows
             return (patched, *output[1:]) if isinstance(output, tuple) else patched
-        expected.append(logit_difference(plain_forward(model, corrupted, hooks=[(block._module, patch)]).logits))
+        expected.append(logit_difference(plain_logits(model, corrupted, hooks=[(block._module, patch)])))
 
     result = recipes.patch_image_rows(model, prompt(model), IMAGES, CORRUPTED, target=TARGET)
     assert result.sites == ("image_features", *(f"layers[{i}]" for i in range(model.num_layers)))
     assert torch.equal(result.patched, torch.stack(expected))
     assert torch.equal(result.clean, logit_difference(clean_logits))
-    assert torch.equal(result.corrupted, logit_difference(plain_forward(model, corrupted).logits))
+    assert torch.equal(result.corrupted, logit_difference(plain_logits(model, corrupted)))
     assert torch.equal(result.recovered, (result.patched - result.corrupted) / (result.clean - result.corrupted))
     # the last block's image rows never reach the last token's logits; without DeepStack (which adds the tower's
     # taps after the first blocks) the image reaches the text model through the features alone
@@ -208,14 +228,9 @@ def test_patching_puts_the_clean_image_rows_into_the_corrupted_run(model):
         assert torch.equal(result.patched[0], result.clean)
 
 
-def first_input(args, kwargs) -> torch.Tensor:
-    return args[0] if args else kwargs["hidden_states"]
-
-
-def replace_first_input(args, kwargs, hidden):
-    if args:
-        return (hidden, *args[1:]), kwargs
-    return args, {**kwargs, "hidden_states": hidden}
+def owner_of(model, block: torch.nn.Module) -> torch.nn.Module:
+    """The text model: the module whose ``layers`` hold ``block``."""
+    return next(m for m in model._module.modules() if any(b is block for b in getattr(m, "layers", ())))
 
 
 def test_patching_refuses_images_of_other_sizes_and_targets_that_are_not_one_token(model):
@@ -230,19 +245,25 @@ def test_patching_refuses_images_of_other_sizes_and_targets_that_are_not_one_tok
 # -- knockout -----------------------------------------------------------------------------------
 
 
-def test_knockout_removes_the_text_queries_attention_to_the_image_keys(model):
+def attention_blocks(model) -> list[int]:
+    """The text blocks with softmax attention (all but a hybrid stack's state-space or linear-attention blocks)."""
+    return [i for i, block in enumerate(model.layers) if child(block, "self_attn") is not None]
+
+
+def test_knockout_removes_the_text_queries_attention_to_the_image_keys(any_model):
+    model = any_model
     batch = inputs(model)
     mask = image_mask(model, batch)
     cells = ((~mask)[:, :, None] & mask[:, None, :])[:, None]  # [batch, 1, query, key]: text query, image key
-    layers = [0, model.num_layers - 1]
+    layers = sorted({attention_blocks(model)[0], attention_blocks(model)[-1]})
 
     def knock_out(m, args, kwargs):  # the same cells masked in the eager attention's additive mask
         attention_mask = kwargs["attention_mask"]
         assert attention_mask.is_floating_point()
         return args, {**kwargs, "attention_mask": attention_mask.masked_fill(cells, float("-inf"))}
 
-    knocked = plain_forward(model, batch, pre_hooks=[(model.layers[i].self_attn._module, knock_out) for i in layers]).logits
-    clean = plain_forward(model, batch).logits
+    knocked = plain_logits(model, batch, pre_hooks=[(model.layers[i].self_attn._module, knock_out) for i in layers])
+    clean = plain_logits(model, batch)
     result = recipes.knock_out_image_attention(model, prompt(model), IMAGES, layers=layers, k=3)
     assert result.layers == tuple(layers) and result.position == mask.shape[1] - 1
     assert torch.equal(result.knocked, knocked[0, -1]) and torch.equal(result.clean, clean[0, -1])
