@@ -240,6 +240,15 @@ def test_patching_refuses_images_of_other_sizes_and_targets_that_are_not_one_tok
         recipes.patch_image_rows(model, prompt(model), IMAGES, CORRUPTED, target=(0, model.vocab_size))
     with pytest.raises(TypeError, match="one prompt"):
         recipes.patch_image_rows(model, [prompt(model)], IMAGES, CORRUPTED, target=TARGET)
+    with pytest.raises(ValueError, match="2 tokens"):
+        recipes.patch_image_rows(model, prompt(model), IMAGES, CORRUPTED, target=("the cat", 3))
+    with pytest.raises(IndexError, match="outside the sequence"):
+        recipes.patch_image_rows(model, prompt(model), IMAGES, CORRUPTED, target=TARGET, position=10_000)
+
+
+def test_a_target_token_by_its_text_is_its_id(model):
+    word = model.tokenizer.convert_ids_to_tokens(TARGET[0])
+    assert recipes.token_id(model, word) == TARGET[0] == recipes.token_id(model, TARGET[0])
 
 
 # -- knockout -----------------------------------------------------------------------------------
