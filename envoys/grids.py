@@ -17,6 +17,7 @@ A layout reads only the `ImageInputs`: the processor's image tensors, the
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
@@ -34,6 +35,10 @@ class GridError(ValueError):
 
 class NotInvertible(Unavailable):
     """A grid the layout cannot write back (it is approximate: its note says how)."""
+
+
+class ApproximateGrid(UserWarning):
+    """Said when a grid is read that the layout could not make exact (the grid's note)."""
 
 
 @dataclass(frozen=True)
@@ -61,19 +66,55 @@ class Grid:
         """bool ``[grid_rows, grid_columns]``: the cells a row covers."""
         return self.rows >= 0
 
-    def shifted(self, offset: int) -> "Grid":
-        """This grid with every row index (and the span) moved by ``offset``; uncovered cells stay -1."""
-        rows = torch.where(self.covered, self.rows + offset, self.rows)
-        return Grid(rows, slice(self.span.start + offset, self.span.stop + offset), self.note)
-
-    def within_span(self) -> "Grid":
-        """This grid over the image's rows only: indices counted from ``span.start``."""
-        return self.shifted(-self.span.start)
-
 
 def raster(rows: int, columns: int, start: int = 0) -> torch.Tensor:
     """long ``[rows, columns]``: ``start, start + 1, ...`` in raster order (a block of rows laid out row by row)."""
     return torch.arange(start, start + rows * columns, dtype=torch.long).reshape(rows, columns)
+
+
+def stitch(tiles: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+    """``[rows * columns, h, w]`` tiles in raster order placed side by side: ``[rows * h, columns * w]``."""
+    _, height, width = tiles.shape
+    return tiles.reshape(rows, columns, height, width).permute(0, 2, 1, 3).reshape(rows * height, columns * width)
+
+
+@dataclass(frozen=True)
+class TiledImage:
+    """An image the processor cut into tiles, as its prompt lays them out: one run of image tokens per tile.
+
+    ``tiles``: ``(row, column, run)`` of each grid tile, in the prompt's order
+    (empty when the image was not split); ``whole``: the run of the tile that
+    holds the whole image (the global image); ``first``: the tile index, among
+    the batch's tiles, of the image's first tile (each run is one tile, in order).
+    """
+
+    tiles: tuple[tuple[int, int, "TokenRun"], ...]
+    whole: "TokenRun"
+    first: int
+
+    @property
+    def count(self) -> int:
+        """How many tiles: the grid's and the whole image's."""
+        return len(self.tiles) + 1
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(rows, columns)`` of the tile grid; ``(0, 0)`` when the image was not split."""
+        if not self.tiles:
+            return 0, 0
+        return max(r for r, _, _ in self.tiles) + 1, max(c for _, c, _ in self.tiles) + 1
+
+    def placed(self, cells: Any) -> torch.Tensor:
+        """The image's tiles placed where they came from, ``cells(tile_index, run)`` giving each tile's
+        ``[h, w]``: the grid tiles stitched by their row and column, or the whole image's tile when it was
+        not split."""
+        if not self.tiles:
+            return cells(self.first, self.whole)
+        rows, columns = self.shape
+        order = sorted(range(len(self.tiles)), key=lambda k: self.tiles[k][:2])
+        if [self.tiles[k][:2] for k in order] != [(r, c) for r in range(rows) for c in range(columns)]:
+            raise GridError(f"the prompt's tiles {[t[:2] for t in self.tiles]} do not fill a {rows}x{columns} grid")
+        return stitch(torch.stack([cells(self.first + k, self.tiles[k][2]) for k in order]), rows, columns)
 
 
 @dataclass(frozen=True)
@@ -84,13 +125,15 @@ class ImageInputs:
     ``image_sizes``, ``image_grid_thw``, ``pixel_attention_mask``, ...), by key.
     ``input_ids``: ``[batch, seq]``. ``image_token_mask``: bool ``[batch, seq]``,
     where the image tokens are (``out[mask]`` are the image tokens' rows, over
-    the batch in order). ``config``: the model's config.
+    the batch in order). ``config``: the model's config. ``processor``: the
+    model's processor (its tokenizer names the tokens a prompt marks tiles with).
     """
 
     tensors: Mapping[str, torch.Tensor]
     input_ids: torch.Tensor
     image_token_mask: torch.Tensor
     config: Any = field(repr=False, default=None)
+    processor: Any = field(repr=False, default=None)
 
     def __getitem__(self, key: str) -> torch.Tensor:
         try:
@@ -112,12 +155,48 @@ class ImageInputs:
         """How many image tokens the batch holds (rows of ``out[mask]``)."""
         return int(self.image_token_mask.sum())
 
+    def token_runs(self) -> list["TokenRun"]:
+        """The runs of consecutive image tokens, in the batch's order (row by row, left to right)."""
+        runs: list[TokenRun] = []
+        first = 0
+        for batch, row in enumerate(self.image_token_mask.tolist()):
+            position = 0
+            while position < len(row):
+                if not row[position]:
+                    position += 1
+                    continue
+                end = position
+                while end < len(row) and row[end]:
+                    end += 1
+                runs.append(TokenRun(batch, position, first, end - position))
+                first += end - position
+                position = end
+        return runs
 
-def image_inputs_of(kwargs: Mapping[str, Any], mask: torch.Tensor, config: Any) -> ImageInputs:
+    def token_before(self, run: "TokenRun") -> str | None:
+        """The token (as the tokenizer spells it) just before ``run`` in the prompt, None at a row's start."""
+        if run.position == 0:
+            return None
+        token_id = int(self.input_ids[run.batch, run.position - 1])
+        tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        return tokenizer.convert_ids_to_tokens(token_id)
+
+
+@dataclass(frozen=True)
+class TokenRun:
+    """Consecutive image tokens: at ``[batch, position:position + length]``, rows ``first:first + length`` of ``out[mask]``."""
+
+    batch: int
+    position: int
+    first: int
+    length: int
+
+
+def image_inputs_of(kwargs: Mapping[str, Any], mask: torch.Tensor, config: Any, processor: Any) -> ImageInputs:
     """The `ImageInputs` of a batch's keyword inputs, detached: every tensor but the text's."""
     tensors = {key: value.detach() for key, value in kwargs.items()
                if isinstance(value, torch.Tensor) and key not in TEXT_KEYS}
-    return ImageInputs(tensors, kwargs["input_ids"].detach(), mask.detach(), config)
+    return ImageInputs(tensors, kwargs["input_ids"].detach(), mask.detach(), config, processor)
 
 
 class GridLayout(Protocol):
@@ -215,8 +294,11 @@ class MaskedRows(Rows):
 def gather(rows: Rows, grid: Grid) -> torch.Tensor:
     """The grid of ``rows.value``: ``[grid_rows, grid_columns, ...]``, the value's trailing axes kept.
 
-    Uncovered cells (-1) are NaN on a floating-point value, 0 otherwise.
+    Uncovered cells (-1) are NaN on a floating-point value, 0 otherwise. A
+    grid with a note says it (an `ApproximateGrid` warning).
     """
+    if grid.note:
+        warnings.warn(f"this grid is approximate: {grid.note}", ApproximateGrid, stacklevel=3)
     covered = grid.covered.reshape(-1).to(rows.value.device)
     flat = grid.rows.reshape(-1).to(rows.value.device)
     trailing = tuple(rows.value.shape[len(rows.row_shape):])

@@ -31,7 +31,10 @@ as the prompt holds the image tokens (the processor writes
 
 from __future__ import annotations
 
+import re
+
 from .families.encoder_names import ENCODER_RENAME
+from .grids import Grid, GridError, ImageInputs, TiledImage, check_image, raster
 from .vision import Vision
 
 #: The native names of the tower, the connector and the Llama text model under the standard ones.
@@ -76,3 +79,64 @@ class TiledVision(Vision):
     def image_seq_len(self) -> int:
         """Image tokens per tile: ``(image_size // patch_size) ** 2 // scale_factor ** 2``."""
         return (self.image_size // self.patch_size) ** 2 // self.scale_factor**2
+
+
+#: The token before a grid tile's image tokens: ``<row_{r}_col_{c}>``, both counted from 1.
+ROW_COLUMN = re.compile(r"<row_(\d+)_col_(\d+)>")
+
+
+def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
+    """The batch's images as their prompts lay out their tiles: each run of image tokens is a tile, placed by the
+    ``<row_r_col_c>`` token before it; the run after the global-image token is the whole image, and closes it."""
+    whole_image = getattr(inputs.processor, "global_image_token", "<global-img>")
+    images: list[TiledImage] = []
+    pending: list = []
+    tile = 0
+    for run in inputs.token_runs():
+        before = inputs.token_before(run)
+        placed = ROW_COLUMN.fullmatch(before or "")
+        if placed is not None:
+            pending.append((int(placed.group(1)) - 1, int(placed.group(2)) - 1, run))
+        elif before == whole_image:
+            images.append(TiledImage(tuple(pending), run, tile))
+            tile += len(pending) + 1
+            pending = []
+        else:
+            raise GridError(f"the image tokens at position {run.position} of prompt {run.batch} follow {before!r}, "
+                            f"neither a <row_r_col_c> nor the {whole_image} token: the prompt is not one the "
+                            f"processor wrote, so its tiles cannot be placed")
+    return images
+
+
+class TiledGrids:
+    """The grids of Idefics 3 and SmolVLM: each image's tiles placed by the ``<row_r_col_c>`` token before their
+    image tokens (an image that was not split: its one tile), the global image in the span, off the grid.
+
+    On the tower's stream (``[tiles, patches, ...]``, no CLS) a cell is its
+    patch's row; on the image tokens, a cell is one token: the
+    ``scale_factor`` x ``scale_factor`` block of patches the pixel shuffle
+    folds into it, in raster order of the blocks within each tile.
+    """
+
+    stream_dims = 2
+
+    @staticmethod
+    def _image(inputs: ImageInputs, image: int) -> TiledImage:
+        images = tiled_images(inputs)
+        check_image(image, len(images))
+        return images[image]
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tiled = self._image(inputs, image)
+        vision = inputs.config.vision_config
+        side = vision.image_size // vision.patch_size
+        cells = tiled.placed(lambda tile, run: raster(side, side, tile * side * side))
+        return Grid(cells, slice(tiled.first * side * side, (tiled.first + tiled.count) * side * side))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tiled = self._image(inputs, image)
+        vision = inputs.config.vision_config
+        side = vision.image_size // vision.patch_size // inputs.config.scale_factor
+        cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
+        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
+        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))

@@ -239,7 +239,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         if self.family.text_only or not _carries_images(kwargs) or not isinstance(kwargs.get("input_ids"), torch.Tensor):
             return
         mask = kwargs["input_ids"] == image_token_id(self.config)
-        self.last_image_inputs = image_inputs_of(kwargs, mask, self.config)
+        self.last_image_inputs = image_inputs_of(kwargs, mask, self.config, self.processor)
 
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.

@@ -11,6 +11,11 @@ with ``root_scatter``, the spec's ROOT_SCATTER), so
 
 Every tower value is gated by `no_images`: a load no image can reach (no
 processor) has no vision values.
+
+``vision.patch_grid`` / ``token_grid`` lay a tower value or a value over the
+image tokens out on one image's own grid, and ``place_patch_grid`` /
+``place_token_grid`` write a grid back, as the family's layout says
+(`envoys.grids`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ under the standard ones (``RENAME``), the envoy classes of its tower and its
 scatter host (``ENVOYS``), where its text blocks are (``TEXT_LAYERS``), and,
 for a wrapper that scatters in its own forward, ``ROOT_SCATTER``; where the
 root's own output cannot be had, which module's output carries the logits
-(``logits_at``) and the transformers bug that breaks the root (``forward_bug``). The text
+(``logits_at``) and the transformers bug that breaks the root (``forward_bug``); and where
+each image's rows are in its values (``grid_layout``, `envoys.grids`). The text
 model's envoys (`Layer`, `Attention`, `Mlp`) are found from the blocks
 themselves, whatever text model the checkpoint pairs the tower with.
 """
@@ -23,6 +24,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from ..bugs import KnownBug
+from ..grids import GridLayout
 from ..text import Attention, Layer, Mlp, TextModel
 
 
@@ -46,8 +48,7 @@ class Family:
     forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
-    #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid`` (`envoys.grids.GridLayout`); None: none yet
-    grid_layout: Any = None
+    grid_layout: GridLayout | None = None  #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid``
 
     def for_text_model(self) -> "Family":
         """This family for a checkpoint of its text model alone (a causal LM): its text names moved to the top.

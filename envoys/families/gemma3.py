@@ -23,6 +23,8 @@ sliding layers): the text attention is causal at text rows only
 
 from __future__ import annotations
 
+import math
+
 from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention, Gemma3DecoderLayer, Gemma3MLP, Gemma3Model
 from transformers.models.siglip.modeling_siglip import (
     SiglipAttention,
@@ -31,6 +33,7 @@ from transformers.models.siglip.modeling_siglip import (
     SiglipVisionModel,
 )
 
+from ..grids import Grid, ImageInputs, check_image, raster
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
@@ -60,4 +63,25 @@ ENVOYS = {
     SiglipMLP: VisionMlp,
 }
 
-FAMILY = Family("gemma3", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma3_text",))
+class Gemma3Grids:
+    """Gemma 3's grids: one tower row per image (SigLIP, no CLS), a square patch grid in raster order; on the image
+    tokens, the projector's pooled cells (``mm_tokens_per_image``, a square grid in raster order), image after image.
+    With pan-and-scan, each crop the processor adds is an image of its own (a row of ``pixel_values``)."""
+
+    stream_dims = 2
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        check_image(image, inputs["pixel_values"].shape[0])
+        vision = inputs.config.vision_config
+        side = vision.image_size // vision.patch_size
+        return Grid(raster(side, side, image * side * side), slice(image * side * side, (image + 1) * side * side))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        check_image(image, inputs["pixel_values"].shape[0])
+        tokens = inputs.config.mm_tokens_per_image
+        side = math.isqrt(tokens)
+        return Grid(raster(side, side, image * tokens), slice(image * tokens, (image + 1) * tokens))
+
+
+FAMILY = Family("gemma3", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma3_text",),
+                grid_layout=Gemma3Grids())

@@ -18,7 +18,7 @@ from transformers.models.idefics3.modeling_idefics3 import (
     Idefics3VisionTransformer,
 )
 
-from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledVision
+from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
 from ..values import Argument
 from ..vision import ImageScatter, VisionAttention, VisionLayer, VisionMlp
 from . import Family
@@ -47,4 +47,4 @@ ENVOYS = {
     Idefics3VisionMLP: VisionMlp,
 }
 
-FAMILY = Family("idefics3", RENAME, ENVOYS, TEXT_LAYERS)
+FAMILY = Family("idefics3", RENAME, ENVOYS, TEXT_LAYERS, grid_layout=TiledGrids())

@@ -53,6 +53,7 @@ from transformers.models.llama4.modeling_llama4 import (
 )
 
 from ..bugs import KnownBug
+from ..grids import Grid, GridError, ImageInputs, TiledImage, check_image, raster
 from ..layouts import Hidden, Patches
 from ..standard import missing_site
 from ..text import Layer, Mlp, either, lacks, value
@@ -260,6 +261,68 @@ ENVOYS = {
     Llama4VisionMLP: VisionMlp,
 }
 
+# -- the grids -------------------------------------------------------------------------------------
+
+#: The tokens before a tile's image tokens in the prompt the processor writes (``Llama4Processor._prompt_split_image``).
+IMAGE_START, NEXT_COLUMN, NEXT_ROW, WHOLE_IMAGE = "<|image_start|>", "<|tile_x_separator|>", "<|tile_y_separator|>", "<|image|>"
+
+
+def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
+    """The batch's images as their prompts lay out their tiles: each run of image tokens is a tile; after
+    ``<|image_start|>`` the first, after ``<|tile_x_separator|>`` the next in its row, after
+    ``<|tile_y_separator|>`` the first of the next row; after ``<|image|>`` the global tile, which closes the image."""
+    images: list[TiledImage] = []
+    pending: list = []
+    tile = row = column = 0
+    for run in inputs.token_runs():
+        before = inputs.token_before(run)
+        if before == WHOLE_IMAGE:
+            images.append(TiledImage(tuple(pending), run, tile))
+            tile += len(pending) + 1
+            pending, row, column = [], 0, 0
+            continue
+        if before == NEXT_COLUMN:
+            column += 1
+        elif before == NEXT_ROW:
+            row, column = row + 1, 0
+        elif before != IMAGE_START:
+            raise GridError(f"the image tokens at position {run.position} of prompt {run.batch} follow {before!r}, "
+                            f"none of the tokens Llama 4's processor puts before a tile: its tiles cannot be placed")
+        pending.append((row, column, run))
+    return images
+
+
+class Llama4Grids:
+    """Llama 4's grids: each image's tiles placed by the separators its prompt puts between them (one tile: that
+    tile), the global tile in the span, off the grid. On the tower's stream (``[tiles, patches + 1, ...]``) a cell
+    is its patch's row, the CLS (last in each tile) dropped; on the image tokens, the token the pixel shuffle
+    folds each block of patches into (``1 / pixel_shuffle_ratio`` a side), raster order of the blocks per tile."""
+
+    stream_dims = 2
+
+    @staticmethod
+    def _image(inputs: ImageInputs, image: int) -> TiledImage:
+        images = tiled_images(inputs)
+        check_image(image, len(images))
+        return images[image]
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tiled = self._image(inputs, image)
+        vision = inputs.config.vision_config
+        side = vision.image_size // vision.patch_size
+        rows = side * side + 1  # the CLS last
+        cells = tiled.placed(lambda tile, run: raster(side, side, tile * rows))
+        return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tiled = self._image(inputs, image)
+        vision = inputs.config.vision_config
+        side = round(vision.image_size // vision.patch_size * vision.pixel_shuffle_ratio)
+        cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
+        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
+        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))
+
+
 FAMILY = Family(
     "llama4",
     RENAME,
@@ -269,4 +332,5 @@ FAMILY = Family(
     logits_at="language_model",
     forward_bug=IMAGE_OUTPUTS_BUG,
     text_model_types=("llama4_text",),
+    grid_layout=Llama4Grids(),
 )

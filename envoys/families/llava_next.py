@@ -23,8 +23,18 @@ argument 1) are neither ``projector.output`` nor a reshape of it:
 
 from __future__ import annotations
 
+import torch
+
 from transformers.models.clip.modeling_clip import CLIPAttention, CLIPEncoderLayer, CLIPMLP, CLIPVisionModel
-from transformers.models.llava_next.modeling_llava_next import LlavaNextModel
+from transformers.models.llava_next.modeling_llava_next import (
+    LlavaNextModel,
+    get_anyres_image_grid_shape,
+    image_size_to_num_patches,
+    unpad_image,
+)
+
+from ..fixed_tower import TileRows
+from ..grids import Grid, ImageInputs, check_image, raster, stitch
 
 from ..layouts import ImageFeatures, Layout
 from ..text import interior_values, stream_values, value
@@ -139,4 +149,57 @@ ENVOYS = {
 ENVOYS = with_feature_layer_gradients(ENVOYS, host=LlavaNextModel)
 
 
-FAMILY = Family("llava_next", RENAME, ENVOYS, "model.language_model.layers")
+class LlavaNextGrids:
+    """LLaVA-NeXT's grids: each image's grid tiles placed where they came from, the padding cropped as the host crops it.
+
+    Image ``i``'s grid is the host's unpadded feature grid: its ``rows x
+    columns`` grid tiles (from ``image_sizes`` and ``image_grid_pinpoints``,
+    with transformers' own functions) stitched into ``rows * side`` x
+    ``columns * side`` patches, then cropped of the processor's padding
+    (``unpad_image``). On the tower's stream (``[tiles, 1 + patches, ...]``)
+    each cell is its patch's row; on the image tokens, its token, the
+    ``image_newline`` after each grid row dropped. The base tile (the whole
+    image on one tile) is in the image's span, not on its grid.
+    """
+
+    stream_dims = 2
+
+    @staticmethod
+    def _tiles(inputs: ImageInputs, image: int) -> list[int]:
+        """How many tiles each image has (its base tile included)."""
+        sizes = inputs["image_sizes"]
+        check_image(image, sizes.shape[0])
+        config = inputs.config
+        return [image_size_to_num_patches(size, config.image_grid_pinpoints, config.vision_config.image_size)
+                for size in sizes]
+
+    @staticmethod
+    def _placed(inputs: ImageInputs, image: int, first_tile: int, tile: TileRows, per_tile: int) -> torch.Tensor:
+        """long ``[grid_rows, grid_columns]``: the unpadded grid of image ``image``, each cell's index when each tile
+        holds ``per_tile`` indices from ``first_tile * per_tile`` on and a patch sits at ``tile.patches`` within."""
+        config = inputs.config
+        size = inputs["image_sizes"][image]
+        rows, columns = get_anyres_image_grid_shape(size, config.image_grid_pinpoints, config.vision_config.image_size)
+        tiles = torch.stack([tile.patches((first_tile + 1 + t) * per_tile) for t in range(rows * columns)])
+        return unpad_image(stitch(tiles, rows, columns)[None], size)[0]
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tiles, tile = self._tiles(inputs, image), TileRows.of(inputs.config)
+        first = sum(tiles[:image])
+        cells = self._placed(inputs, image, first, tile, tile.rows)
+        return Grid(cells, slice(first * tile.rows, (first + tiles[image]) * tile.rows))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tiles, tile = self._tiles(inputs, image), TileRows.of(inputs.config)
+        start = 0
+        for earlier in range(image + 1):
+            # the base tile's tokens, then the unpadded grid with one newline token after each of its rows
+            unpadded = self._placed(inputs, earlier, 0, TileRows(tile.side, 0, 0), tile.side**2)
+            grid_start = start + tile.tokens
+            rows, columns = unpadded.shape
+            start = grid_start + rows * (columns + 1)
+        cells = raster(rows, columns + 1, grid_start)[:, :columns]
+        return Grid(cells, slice(grid_start - tile.tokens, start))
+
+
+FAMILY = Family("llava_next", RENAME, ENVOYS, "model.language_model.layers", grid_layout=LlavaNextGrids())

@@ -22,7 +22,7 @@ from transformers.models.smolvlm.modeling_smolvlm import (
 
 from instrument import installed
 
-from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledVision
+from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
 from ..values import Argument
 from ..vision import ImageScatter, VisionAttention, VisionLayer, VisionMlp
 from . import Family
@@ -57,4 +57,4 @@ ENVOYS = {
     SmolVLMVisionMLP: VisionMlp,
 }
 
-FAMILY = Family("smolvlm", RENAME, ENVOYS, TEXT_LAYERS)
+FAMILY = Family("smolvlm", RENAME, ENVOYS, TEXT_LAYERS, grid_layout=TiledGrids())

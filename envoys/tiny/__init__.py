@@ -27,7 +27,7 @@ import transformers
 from transformers import AutoModelForCausalLM, PreTrainedModel, ProcessorMixin
 
 from ..families import absent_from_release
-from .images import chat_prompt, noise_image
+from .images import chat_prompt, noise_image, patch_coloured_image
 
 Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
 
@@ -136,4 +136,7 @@ def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: in
     return _save(causal, processor.tokenizer, directory)
 
 
-__all__ = ["BUILDERS", "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "noise_image"]
+__all__ = [
+    "BUILDERS", "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "noise_image",
+    "patch_coloured_image",
+]

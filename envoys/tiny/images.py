@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,30 @@ def noise_image(width: int, height: int, seed: int = 0) -> Image.Image:
     rng = np.random.default_rng(seed)
     pixels = rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
     return Image.fromarray(pixels)
+
+
+def patch_colours(count: int) -> np.ndarray:
+    """uint8 ``[count, 3]``: ``count`` distinct RGB colours, spread over the colour cube (each channel's levels evenly
+    spaced from 0 to 255), so that no two patches' pixels are alike."""
+    levels = max(2, math.ceil(round(count ** (1 / 3), 9)))
+    step = 255 / (levels - 1)
+    index = np.arange(count)
+    digits = np.stack([index // levels**2, index // levels % levels, index % levels], axis=1)
+    return np.round(digits * step).astype(np.uint8)
+
+
+def patch_coloured_image(rows: int, columns: int, patch: int) -> Image.Image:
+    """An RGB image of ``rows x columns`` patches of ``patch`` pixels a side, each patch one colour of its own.
+
+    ``columns * patch`` wide and ``rows * patch`` high; patch ``(r, c)`` is
+    ``patch_colours(rows * columns)[r * columns + c]``. A tower's patch
+    embedding of such an image (its convolution on the processor's
+    ``pixel_values``, which a test recomputes by hand) differs from patch to
+    patch, so a row read from the wrong patch shows.
+    """
+    colours = patch_colours(rows * columns).reshape(rows, columns, 1, 1, 3)
+    pixels = np.broadcast_to(colours, (rows, columns, patch, patch, 3)).transpose(0, 2, 1, 3, 4)
+    return Image.fromarray(np.ascontiguousarray(pixels.reshape(rows * patch, columns * patch, 3)))
 
 
 def chat_prompt(processor: Any, n_images: int, text: str) -> str:
