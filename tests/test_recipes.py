@@ -84,9 +84,16 @@ def by_hand(model, batch, rows: torch.Tensor, image: int) -> torch.Tensor:
 
 
 def needs_grids(model) -> None:
-    if model.family.grid_layout is None:
-        pytest.skip(f"the {model.config.model_type} family has no grid layout on this branch (the packed towers' "
-                    f"layouts come from grid-b)")
+    """Skip where this branch has no grid layout for the model's tower (the packed towers' come from grid-b)."""
+    with model.trace(prompt(model), images=IMAGES) as tracer:
+        tokens = model.vision.image_token_mask.sum().save()
+        tracer.stop()
+    try:
+        model.vision.token_grid(torch.zeros(int(tokens)), image=0)
+    except Unavailable as error:
+        if "no grid layout" not in str(error):
+            raise
+        pytest.skip(f"{model.config.model_type}: {error}")
 
 
 def block_output(output):
@@ -172,7 +179,7 @@ def test_attention_to_the_image_is_the_attention_pattern_at_the_image_keys(model
     needs_grids(model)
     batch = inputs(model)
     mask = image_mask(model, batch)
-    attentions = plain_forward(model, batch, output_attentions=True).attentions
+    attentions = attention_patterns(model, batch, range(model.num_layers))
     for layer, position, image in [(0, -1, 0), (model.num_layers - 1, -3, 1)]:
         per_head = recipes.attention_to_image(model, prompt(model), IMAGES, layer=layer, position=position,
                                               image=image, per_head=True)
@@ -182,6 +189,43 @@ def test_attention_to_the_image_is_the_attention_pattern_at_the_image_keys(model
         assert torch.equal(per_head.grid, expected)
         assert torch.equal(summed.grid, expected.sum(0))
         assert (summed.layer, summed.position) == (layer, position % mask.shape[1])
+
+
+def attention_patterns(model, batch, layers) -> dict[int, torch.Tensor]:
+    """The attention probabilities of ``layers`` in a plain forward: what each eager attention returns beside its output."""
+    patterns: dict[int, torch.Tensor] = {}
+
+    def keep(layer):
+        return lambda m, a, output: patterns.__setitem__(layer, output[1])
+
+    plain_logits(model, batch, hooks=[(model.layers[layer].self_attn._module, keep(layer)) for layer in layers])
+    return patterns
+
+
+def exactly(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Equal bit for bit, NaN (a cell no image token covers) where the other has NaN."""
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+
+
+def test_the_grid_recipes_on_every_family_with_a_layout(any_model):
+    """The lens and the attention on each family, the image tokens' numbers by hand and put on the grid by the family's
+    layout (model.vision.token_grid, whose placement tests/test_grids*.py check against each family's geometry)."""
+    model = any_model
+    needs_grids(model)
+    batch = inputs(model)
+    mask = image_mask(model, batch)
+    outputs = block_outputs(model, batch)
+    layer = attention_blocks(model)[-1]
+    pattern = attention_patterns(model, batch, [layer])[layer]
+    for image in range(len(IMAGES)):
+        lens = recipes.logit_lens(model, prompt(model), IMAGES, image=image, layers=[0, -1])
+        for index, output in enumerate([outputs[0], outputs[-1]]):
+            with torch.no_grad():
+                top = model.lm_head._module(model.norm._module(output[mask])).softmax(-1).topk(1, dim=-1)
+            exactly(lens.probabilities[index], model.vision.token_grid(top.values, image=image))
+        attention = recipes.attention_to_image(model, prompt(model), IMAGES, layer=layer, image=image, per_head=True)
+        rows = pattern[0, :, -1][:, mask[0]].transpose(0, 1)
+        exactly(attention.grid, model.vision.token_grid(rows, image=image).permute(2, 0, 1))
 
 
 # -- patching -----------------------------------------------------------------------------------
