@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from PIL import Image
 
@@ -121,8 +122,6 @@ def draw_panel(
     cell_pixels: float,
 ) -> None:
     """One panel: the image, the grid stretched over it, the title in its corner, a label at each cell's centre."""
-    import numpy as np
-
     width, height = image.size
     extent = (0, width, height, 0)
     axes.imshow(np.asarray(image), extent=extent, interpolation="bilinear")
