@@ -7,16 +7,29 @@ mask, shapes, the scatter equality, an ablation, image rows against text
 rows, what the projector receives, two images in one invoke, generation.
 The weights are random, so the tokens it predicts mean nothing; the shapes
 and equalities are what it shows.
+
+``python -m envoys.demo --plot out.png`` also runs the recipes
+(`envoys.recipes`) on a drawn scene and writes their pictures: ``out.png``, the
+last token's attention to the image at every text block, side by side over the
+image; ``out-lens.png``, the logit lens at the image tokens; ``out-patching.png``,
+the image rows patched from the scene into the same scene with the ball
+recoloured, block by block; ``out-knockout.png``, the next-token probabilities
+with the text's attention to the image knocked out at every block (needs the
+``plot`` extra, matplotlib).
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
 import nnsight
 import torch
+from PIL import Image, ImageDraw
 
+from . import plots, recipes
 from .model import StandardizedTransformer
 from .tiny import build_checkpoint, chat_prompt, noise_image
 
@@ -94,11 +107,59 @@ def walkthrough(model: StandardizedTransformer, say: Callable[..., None] = print
     return facts
 
 
-def main() -> None:
+def scene(ball: str = "red", width: int = 96, height: int = 64) -> Image.Image:
+    """A drawn scene, ``width`` x ``height``: a sky fading to grass, and a ball of colour ``ball`` on the left."""
+    image = Image.new("RGB", (width, height))
+    draw = ImageDraw.Draw(image)
+    for y in range(height):
+        shade = y / (height - 1)
+        draw.line([(0, y), (width, y)], fill=(int(90 + 60 * shade), int(160 + 40 * shade), int(230 * (1 - shade))))
+    draw.ellipse([width // 8, height // 3, width // 8 + height // 2, height // 3 + height // 2], fill=ball)
+    return image
+
+
+def pictures(model: StandardizedTransformer, path: str | Path, say: Callable[..., None] = print) -> list[Path]:
+    """Run the recipes on the scene and write their pictures beside ``path`` (see the module docstring); their paths."""
+    path = Path(path)
+    image, recoloured = scene("red"), scene("blue")
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    every = list(range(model.num_layers))
+    attention = [recipes.attention_to_image(model, prompt, [image], layer=layer) for layer in every]
+    written = [plots.side_by_side([a.grid for a in attention], image, path,
+                                  titles=[f"last token -> image, layers[{a.layer}]" for a in attention])]
+    written.append(recipes.logit_lens(model, prompt, [image]).draw(sibling(path, "lens")))
+    knockout = recipes.knock_out_image_attention(model, prompt, [image], layers=every)
+    good, bad = (int(i) for i in knockout.clean.topk(2).indices)
+    patching = recipes.patch_image_rows(model, prompt, [image], [recoloured], target=(good, bad))
+    written.append(patching.draw(sibling(path, "patching")))
+    written.append(knockout.draw(sibling(path, "knockout")))
+    say("the last token's attention to the image, summed over heads, per block:",
+        [round(float(a.grid.sum()), 4) for a in attention])
+    say("patching the red ball's image rows into the blue ball's run, logit difference per site:",
+        dict(zip(patching.sites, [round(float(v), 4) for v in patching.patched])))
+    say("wrote", ", ".join(str(p) for p in written))
+    return written
+
+
+def sibling(path: Path, name: str) -> Path:
+    """``out.png`` -> ``out-{name}.png``, in the same folder."""
+    return path.with_name(f"{path.stem}-{name}{path.suffix or '.png'}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m envoys.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--plot", metavar="OUT.png", type=Path,
+                        help="also run the recipes and write their pictures: OUT.png (attention), OUT-lens.png, "
+                             "OUT-patching.png, OUT-knockout.png (needs matplotlib: the 'plot' extra)")
+    arguments = parser.parse_args(argv)
+    if arguments.plot is not None:
+        plots.matplotlib_figure()  # the missing extra is said before anything is built
     with tempfile.TemporaryDirectory() as folder:
         path = build_checkpoint("llava-siglip", folder)
         model = StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager")
         walkthrough(model)
+        if arguments.plot is not None:
+            pictures(model, arguments.plot)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+"""The pictures (envoys.plots, each recipe's draw, the demo's --plot): every PNG opens, a picture over an image has
+its aspect ratio, the heatmap lands on the cells it belongs to, and nothing is blank."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from PIL import Image
+
+from envoys import StandardizedTransformer, plots, recipes
+from envoys.demo import scene
+from envoys.tiny import chat_prompt, noise_image
+
+GREY = (128, 128, 128)
+
+
+def png(path) -> Image.Image:
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        return image.convert("RGB")
+
+
+def assert_aspect(picture: Image.Image, width: float, height: float) -> None:
+    """The picture's width / height is width / height, to a pixel."""
+    assert abs(picture.width - picture.height * width / height) <= 1, (picture.size, (width, height))
+
+
+def not_blank(picture: Image.Image) -> bool:
+    return len(set(picture.getdata())) > 16
+
+
+def cell_centre(picture: Image.Image, rows: int, columns: int, r: int, c: int, panels: int = 1, panel: int = 0):
+    width = picture.width / panels
+    return picture.getpixel((int(panel * width + (c + 0.5) * width / columns), int((r + 0.5) * picture.height / rows)))
+
+
+def test_overlay_colours_the_grid_cells_over_the_image_at_its_aspect_ratio(tmp_path):
+    image = Image.new("RGB", (90, 60), GREY)
+    grid = torch.zeros(2, 3)
+    grid[0, 2] = 1  # top right
+    grid[1, 0] = float("nan")  # a cell no token covers: the image shows through
+    picture = png(plots.overlay(grid, image, tmp_path / "overlay.png"))
+    assert_aspect(picture, 90, 60)
+    hot = cell_centre(picture, 2, 3, 0, 2)
+    cold = {cell_centre(picture, 2, 3, r, c) for r, c in [(0, 0), (0, 1), (1, 1), (1, 2)]}
+    assert len(cold) == 1 and hot not in cold
+    assert cell_centre(picture, 2, 3, 1, 0) == GREY
+
+
+def test_side_by_side_puts_each_grid_in_its_own_panel_on_one_scale(tmp_path):
+    image = Image.new("RGB", (40, 80), GREY)
+    grids = [torch.zeros(2, 2), torch.ones(2, 2), torch.zeros(2, 2)]
+    grids[2][1, 1] = 1
+    picture = png(plots.side_by_side(grids, image, tmp_path / "panels.png", titles=["a", "b", "c"],
+                                     labels=[[["x", "y"], ["z", "w"]]] * 3))
+    assert_aspect(picture, 3 * 40, 80)
+    low = cell_centre(picture, 2, 2, 0, 0, panels=3, panel=0)
+    high = cell_centre(picture, 2, 2, 1, 0, panels=3, panel=1)
+    assert low != high
+    assert cell_centre(picture, 2, 2, 0, 0, panels=3, panel=2) == low
+    with pytest.raises(ValueError, match="3 grids but 2 titles"):
+        plots.side_by_side(grids, image, tmp_path / "bad.png", titles=["a", "b"])
+    with pytest.raises(ValueError, match=r"\[grid_rows, grid_columns\]"):
+        plots.overlay(torch.zeros(2, 2, 3), image, tmp_path / "bad.png")
+
+
+def test_curves_and_bars_are_drawn(tmp_path):
+    curve = png(plots.curves({"patched": [0.1, 0.5, 0.2], "clean": [0.6] * 3}, tmp_path / "curves.png",
+                             ticks=["image_features", "layers[0]", "layers[1]"]))
+    bars = png(plots.bars({"clean": {"a": 0.5, "b": 0.2}, "knocked out": {"a": 0.1, "b": 0.4}}, tmp_path / "bars.png"))
+    assert not_blank(curve) and not_blank(bars)
+    with pytest.raises(ValueError, match="one value per point"):
+        plots.curves({"a": [1, 2], "b": [1, 2, 3]}, tmp_path / "bad.png")
+
+
+def test_a_missing_matplotlib_names_the_plot_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match=r"vlm-instrument\[plot\]"):
+        plots.overlay(torch.zeros(2, 2), Image.new("RGB", (8, 8)), tmp_path / "never.png")
+    assert not (tmp_path / "never.png").exists()
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text", attn_implementation="eager")
+
+
+def test_each_recipe_draws_itself(model, tmp_path):
+    image = noise_image(60, 40, seed=0)
+    prompt = chat_prompt(model.processor, 1, "What is it?")
+    lens = png(recipes.logit_lens(model, prompt, [image]).draw(tmp_path / "lens.png"))
+    assert_aspect(lens, model.num_layers * 60, 40)
+    attention = png(recipes.attention_to_image(model, prompt, [image], layer=0).draw(tmp_path / "attention.png"))
+    assert_aspect(attention, 60, 40)
+    heads = png(recipes.attention_to_image(model, prompt, [image], layer=0, per_head=True).draw(tmp_path / "heads.png"))
+    assert_aspect(heads, model.num_heads * 60, 40)
+    patching = recipes.patch_image_rows(model, prompt, [image], [noise_image(60, 40, seed=1)], target=(3, 4))
+    knockout = recipes.knock_out_image_attention(model, prompt, [image], layers=[0, 1])
+    for picture in (lens, attention, heads, png(patching.draw(tmp_path / "patching.png")),
+                    png(knockout.draw(tmp_path / "knockout.png"))):
+        assert not_blank(picture)
+
+
+def test_the_demo_writes_its_pictures(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "envoys.demo", "--plot", str(tmp_path / "out.png")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    attention = png(tmp_path / "out.png")
+    width, height = scene().size
+    panel = round(attention.height * width / height)  # one panel per text block, each the scene's aspect ratio
+    assert attention.width % panel == 0 and attention.width >= 2 * panel
+    for name in ("out.png", "out-lens.png", "out-patching.png", "out-knockout.png"):
+        assert not_blank(png(tmp_path / name)), name
+    assert "wrote" in done.stdout
