@@ -11,8 +11,9 @@ rewrite (a rule that does not match the installed transformers is recorded
 as the reason its values are unavailable, not raised); the processor is
 loaded from the same path (``task="image-text-to-text"``) or only the
 tokenizer (no task: no image can reach the model); then nnsight wraps the
-model with the family's ``rename=`` and the envoys found for it. Everything
-that can fail happens before the model is changed.
+model with the envoys found for it, and the family's names are bound as
+nnsight's ``rename=`` binds them (`aliases`, in one pass). Everything that
+can fail happens before the model is changed.
 
 Under ``generate`` the image is encoded inside the first step's forward, as
 transformers did before 5.24 (this instance, not the class, answers that it
