@@ -190,7 +190,8 @@ class LlavaNextGrids:
         return Grid(cells, slice(first * tile.rows, (first + tiles[image]) * tile.rows))
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        tiles, tile = self._tiles(inputs, image), TileRows.of(inputs.config)
+        check_image(image, inputs["image_sizes"].shape[0])
+        tile = TileRows.of(inputs.config)
         start = 0
         for earlier in range(image + 1):
             # the base tile's tokens, then the unpadded grid with one newline token after each of its rows
