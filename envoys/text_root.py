@@ -64,6 +64,20 @@ def returns_tuple(block_class: type) -> bool:
     return any(isinstance(v, ast.Tuple) or (isinstance(v, ast.Name) and v.id in tuples) for v in returned)
 
 
+@cache
+def softcaps_logits(head_owner: type) -> bool:
+    """Whether the forward of ``head_owner`` (the module whose output holds the logits) squashes them after the head.
+
+    Gemma's causal LMs and Gemma 4's wrapper compute ``tanh(logits / cap) * cap``
+    with the text config's ``final_logit_softcapping``; Gemma 3's wrapper does
+    not. Read off the forward's source, so it holds on every release.
+    """
+    try:
+        return "final_logit_softcapping" in inspect.getsource(head_owner.forward)
+    except (OSError, TypeError):
+        return False
+
+
 def logits_location(root: Any) -> str:
     """Where the logits are served: the root's output, or the output of the module the family names (``logits_at``)."""
     module = root.family.logits_at
@@ -250,8 +264,17 @@ class TextRoot:
     # -- reading a hidden state as tokens -------------------------------------------------------
 
     def project_on_vocab(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The logits a hidden state would give at the end of the text model: ``lm_head(norm(hidden))``, ``[..., vocab]``."""
-        return self.lm_head(self.norm(hidden))
+        """The logits a hidden state would give at the end of the text model: ``lm_head(norm(hidden))``, ``[..., vocab]``.
+
+        Where the model squashes its logits after the head (``final_logit_softcapping``),
+        so does this: on the last block's output it is the model's own logits.
+        """
+        logits = self.lm_head(self.norm(hidden))
+        cap = getattr(self.text_config, "final_logit_softcapping", None)
+        owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
+        if cap is not None and softcaps_logits(type(owner)):
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def get_topk_closest_tokens(self, hidden: torch.Tensor, k: int = 5) -> dict[str, float] | list[dict[str, float]]:
         """The ``k`` tokens a hidden state is closest to, through the final norm and the head, with their probabilities.

@@ -145,6 +145,24 @@ def test_project_on_vocab_is_the_final_norm_and_head_inside_and_outside_a_trace(
     assert torch.equal(model.project_on_vocab(last), logits)  # the model's own head, on its own last block
 
 
+@pytest.mark.parametrize("name", ["gemma4", "gemma3"])
+def test_project_on_vocab_squashes_the_logits_where_the_model_does(name, tiny_checkpoint):
+    """Gemma 4's wrapper applies final_logit_softcapping after its head; Gemma 3's wrapper does not."""
+    model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", device="cpu",
+                                    attn_implementation="eager")
+    cap = 0.5
+    model.text_config.final_logit_softcapping = cap
+    with model.trace(chat_prompt(model.processor, 1, "What is it?"), images=IMAGES[:1]):
+        last = model.layers[-1].layer_output.save()
+        logits = model.logits.save()
+    with torch.no_grad():
+        head = model.lm_head._module(model.norm._module(last))
+    squashed = torch.tanh(head / cap) * cap
+    assert not torch.equal(head, squashed)
+    assert torch.equal(logits, squashed if name == "gemma4" else head)  # what transformers' forward does
+    assert torch.equal(model.project_on_vocab(last), logits)
+
+
 def test_logit_lens_is_each_blocks_image_tokens_through_the_norm_and_head(model):
     needs_grids(model)
     batch = inputs(model)
