@@ -237,13 +237,17 @@ def tower_rows(value: torch.Tensor, grid: Grid, stream_dims: int) -> Rows:
     """The rows of a tower value: the stream's (first ``stream_dims`` axes flattened) or image's rows only.
 
     A value whose first axis is the image's span (one head's attention from one
-    patch over that image's keys) is the image's rows; one whose first
-    ``stream_dims`` axes hold at least the rows up to the span's end is the
-    stream. Anything else: `GridError`, with the shapes accepted.
+    patch over that image's keys) is the image's rows; one whose first axis
+    alone holds the rows up to the span's end is the stream already flat
+    (``[all_patches, ...]``); one whose first ``stream_dims`` axes hold them is
+    the stream. Anything else: `GridError`, with the shapes accepted.
     """
     length = grid.span.stop - grid.span.start
     if value.dim() >= 1 and value.shape[0] == length:
         return Rows(value, (length,), grid.span.start)
+    if stream_dims > 1 and value.dim() >= 1 and value.shape[0] >= grid.span.stop:
+        # the stream's rows already flat (a packed tower's value without its leading 1): read along the first axis
+        return Rows(value, (value.shape[0],), 0)
     if value.dim() >= stream_dims and math.prod(value.shape[:stream_dims]) >= grid.span.stop:
         return Rows(value, tuple(value.shape[:stream_dims]), 0)
     stream = "[images_or_tiles, patches, ...]" if stream_dims == 2 else "[all_patches, ...]"

@@ -341,6 +341,7 @@ def test_pixtral_token_grid_puts_each_image_token_where_its_merged_square_is(pix
         assert grid.shape[:2] == (h // merge, w // merge)
         if merge > 1:
             patches = model.vision.patch_grid(normed[None], image=image)
+            assert torch.equal(model.vision.patch_grid(normed, image=image), patches)  # the flat stream, no leading 1
             squares = patches.reshape(h // merge, merge, w // merge, merge, -1).permute(0, 2, 4, 1, 3)
             expected = squares.reshape(h // merge, w // merge, -1)
             assert torch.equal(model.vision.token_grid(unfolded, image=image), expected)
