@@ -38,7 +38,6 @@ from typing import Any, Iterator
 
 from nnsight.intervention.interleaver import Mediator
 
-from instrument import installed
 from rewrites.deltanet import CHUNK_SITE, RECURRENT_SITE
 
 from .hybrid import HybridLayer
@@ -222,17 +221,11 @@ def refuse_missing_state(written: Any, current: Any) -> Any:
 # -- queries and keys repeated to the value heads by the block ---------------------------------------
 
 
-def block_repeats_heads(deltanet: Any) -> bool:
-    """Whether the block, not the kernel, repeats the queries and keys to the value heads before the call (its
-    forward calls ``repeat_interleave``: transformers before 5.23), so the kernel receives
-    ``[batch, seq, value_heads, key_head_dim]``."""
-    return any("repeat_interleave" in rewritten.innermost.__code__.co_names
-               for rewritten in installed(deltanet._module).values())
-
-
 def key_heads(deltanet: Any, received: Any) -> Any:
     """The queries or keys ``[batch, seq, key_heads, key_head_dim]`` of what the kernel received: the same tensor, or,
-    where the block repeated each key head to its ``value_heads // key_heads`` value heads, one copy of each (a view)."""
+    where the block repeated each key head to its ``value_heads // key_heads`` value heads before the call
+    (transformers before 5.23), one copy of each (a view). The model then goes on with this view repeated again
+    (`repeated_as_received`), so an edit reaches every copy and the gradient is the sum over the copies."""
     heads = deltanet._module.num_k_heads
     if received.shape[2] == heads:
         return received
@@ -243,13 +236,6 @@ def repeated_as_received(deltanet: Any, written: Any, received: Any) -> Any:
     """A written ``[batch, seq, key_heads, key_head_dim]`` value in the layout the kernel receives (repeated as the
     block repeats it)."""
     return written.repeat_interleave(received.shape[2] // written.shape[2], dim=2)
-
-
-REPEATED_GRADIENT = (
-    "on this release the block repeats each query and key head to its value heads before the kernel, so the "
-    "gradient is per copy; read it at the kernel's own argument, linear_attn.source's chunk or recurrent kernel "
-    "call (.inputs), and sum the copies of each key head"
-)
 
 
 # -- the envoys -----------------------------------------------------------------------------------
@@ -335,10 +321,7 @@ class GatedDeltaNet(Standard):
     ).inverse(lambda self, written, current: refuse_missing_state(written, current))
 
     def gradient_reason(self, name: str) -> str | None:
-        """Why the value ``name`` has no gradient: the returned state feeds only the cache, for the next forward;
-        queries and keys the block repeats to the value heads have one gradient per copy, not one."""
-        if name in ("linear_attention_queries", "linear_attention_keys") and block_repeats_heads(self):
-            return REPEATED_GRADIENT
+        """Why the value ``name`` has no gradient: the returned state feeds only the cache, for the next forward."""
         if name != "linear_attention_state":
             return None
         return ("the kernel returns it for the cache to carry into the next forward, and nothing this forward's "

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers
+from packaging.version import Version
 
 try:
     from transformers.utils.generic import is_flash_attention_requested
@@ -175,6 +177,19 @@ class QwenVisionAttention(VisionAttention):
 # -- the tower -------------------------------------------------------------------------------------
 
 
+#: Whether the installed release's Qwen towers return a model output whose ``last_hidden_state`` is the last block's
+#: stream (transformers 5); 4.x's return the merger's output alone.
+TOWER_RETURNS_ITS_STREAM = Version(transformers.__version__).major >= 5
+
+
+def tower_output_at(vision: Any) -> tuple[str, Selector]:
+    """Where the last block's stream is served: the tower's output's ``last_hidden_state``, or, where the tower
+    returns only the merger's output (transformers 4.x), the merger's input."""
+    if TOWER_RETURNS_ITS_STREAM:
+        return f"{vision.path}.output", Field("last_hidden_state")
+    return f"{vision.path}.merger.input", Argument(0, "x")
+
+
 def window_index_at(vision: Any) -> tuple[str, Selector]:
     """Where the tower's window index is served, under its path: argument 1 of the permutation into windows, or,
     on a release that permutes inline, item 0 of the call computing the index."""
@@ -243,10 +258,13 @@ class QwenVision(Vision):
 
     tower_output = value(
         "tower_output", Patches, "the last block's stream, the merger's input (there is no final norm)",
-        "output", Field("last_hidden_state"), no_images, view=as_patches, inverse=from_patches,
+        lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
+        inverse=from_patches,
         doc="The last block's stream, ``[1, patches, vision_hidden_size]``: the tower has no final norm, so this "
-        "is what the merger (``model.projector``) reads. Served at the tower's output, after the merger has run: "
-        "read projector values first. In window order on Qwen2.5-VL.",
+        "is what the merger (``model.projector``) reads. Served at the tower's output (its ``last_hidden_state``), "
+        "after the merger has run: read projector values first. transformers 4.x's towers return the merger's "
+        "output alone, so there it is served at the merger's input: read it before the projector values. In "
+        "window order on Qwen2.5-VL.",
     )
 
     @EProperty(key=lambda v: f"{v.path}.source.{window_index_at(v)[0]}",

@@ -139,9 +139,10 @@ def test_the_scatter_equality_and_the_packed_shapes(model, images):
         last = model.vision.layers[-1].layer_output.save()
         received = model.projector.input.save()
         merged = model.projector.output.save()
-        tower = model.vision.tower_output.save()
         features = model.vision.image_features.save()
         first = model.layers[0].input.save()
+    with model.trace(prompt(model, images), images=images):  # its own trace: after the merger on some releases
+        tower = model.vision.tower_output.save()
     total = sum(patches_per_image(model, images))
     width, head_count = attention._module.qkv.in_features, attention._module.num_heads
     head_dim = width // head_count
@@ -273,10 +274,18 @@ def test_writing_patch_embeddings_reaches_the_first_block(model):
         assert torch.equal(assigned, torch.zeros_like(assigned))
 
 
-def test_projector_values_come_before_tower_output(model):
+def test_projector_values_and_tower_output_in_the_forward_s_order(model):
+    """tower_output is served at the tower's output where the tower returns its last stream (after the merger ran:
+    projector values first), else at the merger's input (transformers 4.x: before them)."""
     with model.trace(prompt(model, ONE), images=ONE):
-        merged = model.projector.output.save()
-        tower = model.vision.tower_output.save()
+        returned = model.model.visual.output.save()
+    with model.trace(prompt(model, ONE), images=ONE):
+        if hasattr(returned, "last_hidden_state"):
+            merged = model.projector.output.save()
+            tower = model.vision.tower_output.save()
+        else:
+            tower = model.vision.tower_output.save()
+            merged = model.projector.output.save()
     assert merged.shape[0] * merge_unit(model) == tower.shape[1]
 
 
@@ -417,6 +426,7 @@ def test_qwen2_5_vl_blocks_run_in_window_order(load):
     count = sum(windows(model, TWO))
     with model.trace(prompt(model, TWO), images=TWO):
         patches = vision.patch_embeddings.save()
+        tower = vision.tower_output.save()
     # its own trace: a release that permutes inline computes the index before the patch embedding, others after
     with model.trace(prompt(model, TWO), images=TWO):
         index = vision.window_index.save()
@@ -428,7 +438,6 @@ def test_qwen2_5_vl_blocks_run_in_window_order(load):
         heads = windowed.attention_head_outputs.save()
         last = vision.layers[-1].layer_output.save()
         merged = model.projector.output.save()
-        tower = vision.tower_output.save()
         features = model.vision.image_features.save()
     units = patches.shape[1] // merge_unit(model)
     assert sorted(index.tolist()) == list(range(units)) and index.tolist() != list(range(units))
