@@ -49,8 +49,7 @@ RULES = (
             ),
         },
         ("qwen2_5_vl",),
-        "the tower's window index: argument 1 of its permutation into attention windows (item 0 of the index's "
-        "computation before transformers 5.17)",
+        "the tower's permutation into attention windows: argument 1 is the window index",
         variants=(INLINE_FROM_5_9, INLINE_BEFORE_5_9),
     ),
 )
