@@ -1,4 +1,4 @@
-# rule qwen2_5_vl.vision-windows: the tower's window index: argument 1 of its permutation into attention windows (item 0 of the index's computation before transformers 5.17)
+# rule qwen2_5_vl.vision-windows: the tower's permutation into attention windows: argument 1 is the window index
 # transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VisionTransformerPretrainedModel.forward
 # transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
 # variant: transformers<5.9
