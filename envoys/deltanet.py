@@ -43,7 +43,7 @@ from rewrites.deltanet import CHUNK_SITE, RECURRENT_SITE
 from .hybrid import HybridLayer
 from .layouts import Layout
 from .standard import Standard, child, missing_site
-from .values import Argument, EProperty, First, Selector, standard_values
+from .values import Argument, EProperty, First, Item, Selector, standard_values
 
 #: The cache arguments of the forward: a cache passed in is used whatever ``use_cache`` says.
 CACHE_ARGUMENTS = ("past_key_values", "cache")
@@ -81,19 +81,6 @@ class RecurrentState(Layout):
 
 
 # -- which kernel call ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Item(Selector):
-    """Item ``index`` of a returned tuple (the kernel returns ``(output, state)``)."""
-
-    index: int
-
-    def get(self, raw: Any) -> Any:
-        return raw[self.index]
-
-    def put(self, raw: Any, part: Any) -> Any:
-        return (*raw[: self.index], part, *raw[self.index + 1 :])
 
 
 @dataclass(frozen=True)
@@ -231,21 +218,44 @@ def refuse_missing_state(written: Any, current: Any) -> Any:
     return written
 
 
+# -- queries and keys repeated to the value heads by the block ---------------------------------------
+
+
+def key_heads(deltanet: Any, received: Any) -> Any:
+    """The queries or keys ``[batch, seq, key_heads, key_head_dim]`` of what the kernel received: the same tensor, or,
+    where the block repeated each key head to its ``value_heads // key_heads`` value heads before the call
+    (transformers before 5.23), one copy of each (a view). The model then goes on with this view repeated again
+    (`repeated_as_received`), so an edit reaches every copy and the gradient is the sum over the copies."""
+    heads = deltanet._module.num_k_heads
+    if received.shape[2] == heads:
+        return received
+    return received.unflatten(2, (heads, received.shape[2] // heads))[:, :, :, 0]
+
+
+def repeated_as_received(deltanet: Any, written: Any, received: Any) -> Any:
+    """A written ``[batch, seq, key_heads, key_head_dim]`` value in the layout the kernel receives (repeated as the
+    block repeats it)."""
+    return written.repeat_interleave(received.shape[2] // written.shape[2], dim=2)
+
+
 # -- the envoys -----------------------------------------------------------------------------------
 
 
 def kernel_value(
-    name: str, layout: type, part: str, select: Selector, description: str, doc: str, unavailable: Any = no_kernel_sites
+    name: str, layout: type, part: str, select: Selector, description: str, doc: str, unavailable: Any = no_kernel_sites,
+    per_key_head: bool = False,
 ) -> KernelValue:
-    """A DeltaNet value at the kernel call: ``select``'s part of its input or output, annotated with ``layout``."""
+    """A DeltaNet value at the kernel call: ``select``'s part of its input or output, annotated with ``layout``.
+    ``per_key_head``: a query or key, served with one head per key head whatever the block repeats (`key_heads`)."""
 
     def read(self: Any, value: Any) -> Any:
-        return value
+        return key_heads(self, value) if per_key_head else value
 
     read.__name__ = name
     read.__annotations__ = {"return": layout}
     read.__doc__ = doc
-    return KernelValue(part, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable)(read)
+    served = KernelValue(part, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable)(read)
+    return served.inverse(repeated_as_received) if per_key_head else served
 
 
 class GatedDeltaNet(Standard):
@@ -265,13 +275,17 @@ class GatedDeltaNet(Standard):
         "linear_attention_queries", LinearQueries, "input", Argument(0, "query"),
         "the queries the kernel receives, before its l2 norm",
         "The queries the gated delta rule kernel receives, ``[batch, seq, key_heads, key_head_dim]``: after the "
-        "causal convolution and its activation, before the kernel's own l2 norm and scaling.",
+        "causal convolution and its activation, before the kernel's own l2 norm and scaling. Where the block "
+        "repeats them to the value heads before the call (transformers before 5.23), one copy of each key head.",
+        per_key_head=True,
     )
     linear_attention_keys = kernel_value(
         "linear_attention_keys", LinearKeys, "input", Argument(1, "key"),
         "the keys the kernel receives, before its l2 norm",
         "The keys the gated delta rule kernel receives, ``[batch, seq, key_heads, key_head_dim]``: after the causal "
-        "convolution and its activation, before the kernel's own l2 norm.",
+        "convolution and its activation, before the kernel's own l2 norm. Where the block repeats them to the "
+        "value heads before the call (transformers before 5.23), one copy of each key head.",
+        per_key_head=True,
     )
     linear_attention_values = kernel_value(
         "linear_attention_values", LinearValues, "input", Argument(2, "value"),

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers
+from packaging.version import Version
 
 try:
     from transformers.utils.generic import is_flash_attention_requested
@@ -36,6 +38,7 @@ except ImportError:  # transformers 4.x: flash attention is asked for by name
     def is_flash_attention_requested(config: Any) -> bool:
         return "flash" in (getattr(config, "_attn_implementation", None) or "")
 
+from rewrites.qwen_vit_windows import INDEX_SITE
 
 from .grids import Grid, GridError, ImageInputs, check_image, raster
 from .layouts import HeadOutputs, Keys, Layout, Patches, Queries, Values
@@ -43,7 +46,7 @@ from .per_image import per_image_pattern
 from .pinning import PinnedEProperty
 from .standard import missing_site
 from .text import either, value
-from .values import Argument, EProperty, Field, Selector
+from .values import Argument, EProperty, Field, Item, Selector
 from .vision import Vision, VisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
 
 #: Why the Qwen ViT's attention has no scores or probabilities, under any implementation.
@@ -61,7 +64,8 @@ SPLIT_SITE = "torch_split_0"  # queries (occurrence 0), keys (1), values (2), sp
 SPLITS = 3  # the split's calls in one forward of the attention
 JOIN_SITE = "torch_cat_0"  # the per-image outputs joined back
 
-#: Qwen2.5-VL's permutation into windows, in the tower's forward (rewrites/qwen_vit_windows.py).
+#: Qwen2.5-VL's permutation into windows, in the tower's forward (rewrites/qwen_vit_windows.py): argument 1 is the
+#: window index. Releases that permute inline (before transformers 5.17) serve the index's computation instead.
 WINDOW_SITE = "self_permute_input_for_window_attn_0"
 
 
@@ -174,6 +178,27 @@ class QwenVisionAttention(VisionAttention):
 # -- the tower -------------------------------------------------------------------------------------
 
 
+#: Whether the installed release's Qwen towers return a model output whose ``last_hidden_state`` is the last block's
+#: stream (transformers 5); 4.x's return the merger's output alone.
+TOWER_RETURNS_ITS_STREAM = Version(transformers.__version__).major >= 5
+
+
+def tower_output_at(vision: Any) -> tuple[str, Selector]:
+    """Where the last block's stream is served: the tower's output's ``last_hidden_state``, or, where the tower
+    returns only the merger's output (transformers 4.x), the merger's input."""
+    if TOWER_RETURNS_ITS_STREAM:
+        return f"{vision.path}.output", Field("last_hidden_state")
+    return f"{vision.path}.merger.input", Argument(0, "x")
+
+
+def window_index_at(vision: Any) -> tuple[str, Selector]:
+    """Where the tower's window index is served, under its path: argument 1 of the permutation into windows, or,
+    on a release that permutes inline, item 0 of the call computing the index."""
+    if missing_site(vision, WINDOW_SITE) is None:
+        return f"{WINDOW_SITE}.input", Argument(1, "window_index")
+    return f"{INDEX_SITE}.output", Item(0)
+
+
 def no_windows(vision: Any) -> str | None:
     """Why ``vision.window_index`` is unavailable, or None: only Qwen2.5-VL's tower attends in windows."""
     reason = no_images(vision)
@@ -181,6 +206,8 @@ def no_windows(vision: Any) -> str | None:
         return reason
     if getattr(vision.vision_config, "window_size", None) is None:
         return "this tower attends per image, not in windows: its blocks' values are in merge-block order"
+    if missing_site(vision, INDEX_SITE) is None:
+        return None
     return missing_site(vision, WINDOW_SITE)
 
 
@@ -232,21 +259,29 @@ class QwenVision(Vision):
 
     tower_output = value(
         "tower_output", Patches, "the last block's stream, the merger's input (there is no final norm)",
-        "output", Field("last_hidden_state"), no_images, view=as_patches, inverse=from_patches,
+        lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
+        inverse=from_patches,
         doc="The last block's stream, ``[1, patches, vision_hidden_size]``: the tower has no final norm, so this "
-        "is what the merger (``model.projector``) reads. Served at the tower's output, after the merger has run: "
-        "read projector values first. In window order on Qwen2.5-VL.",
+        "is what the merger (``model.projector``) reads. Served at the tower's output (its ``last_hidden_state``), "
+        "after the merger has run: read projector values first. transformers 4.x's towers return the merger's "
+        "output alone, so there it is served at the merger's input: read it before the projector values. In "
+        "window order on Qwen2.5-VL.",
     )
 
-    @EProperty(key=lambda v: f"{v.path}.source.{WINDOW_SITE}.input",
+    @EProperty(key=lambda v: f"{v.path}.source.{window_index_at(v)[0]}",
                description="which merge unit each window-order position holds [merge_units]",
-               unavailable=no_windows, select=Argument(1, "window_index"),
+               unavailable=no_windows, select=lambda v: window_index_at(v)[1],
                read_only="it is computed from image_grid_thw; the tower's other steps do not read it from here")
     def window_index(self, index: torch.Tensor) -> WindowIndex:
         """Qwen2.5-VL: which merge unit (``spatial_merge_size**2`` consecutive patches, counted over every image of the
         call) sits at each position of the window order, ``[merge_units]``. The blocks' values are
         ``patches.reshape(units, merge**2, -1)[window_index]``, flattened back; ``torch.argsort(window_index)``
-        restores merge-block order, as the tower does after the merger."""
+        restores merge-block order, as the tower does after the merger.
+
+        Read it before the blocks' values. It is served where the forward has it: at the permutation into
+        windows, after the patch embedding; on releases that permute inline (before transformers 5.17), at the
+        call computing it, which transformers 5.9 to 5.16 make before the patch embedding, so there it is read
+        before ``patch_embeddings``."""
         return index
 
     # -- sizes, off the vision config -------------------------------------------------------------

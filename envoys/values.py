@@ -90,6 +90,19 @@ class First(Selector):
 
 
 @dataclass(frozen=True)
+class Item(Selector):
+    """Item ``index`` of a returned tuple (a kernel returning ``(output, state)``)."""
+
+    index: int
+
+    def get(self, raw: Any) -> Any:
+        return raw[self.index]
+
+    def put(self, raw: Any, part: Any) -> Any:
+        return (*raw[: self.index], part, *raw[self.index + 1 :])
+
+
+@dataclass(frozen=True)
 class Field(Selector):
     """A field of a transformers ``ModelOutput`` (``logits``, ``last_hidden_state``)."""
 

@@ -12,23 +12,30 @@ forward restores merge-block order after the merger with
 ``torch.argsort(window_index)``.
 
 Before transformers 5.17 the tower permutes inline
-(``hidden_states[window_index, :, :]``, an indexing, not a call) with the
-index from ``get_vision_window_index(...)`` (5.x) or
-``self.get_window_index(grid_thw)`` (4.57): there is no call whose argument
-is the index, so on those releases the rule is unavailable, with the reason
-(`BEFORE_5_17`), and so is ``vision.window_index``.
+(``hidden_states[window_index, :, :]``, an indexing, not a call), so the
+variants expose the call that computes the index instead, whose item 0 is the
+same ``window_index``, served as `INDEX_SITE`: ``get_vision_window_index(...)``
+from 5.9 (`INLINE_FROM_5_9`, called before the patch embedding) and
+``self.get_window_index(grid_thw)`` before (`INLINE_BEFORE_5_9`, after it).
 """
 
 from instrument import Rule, Variant
 
-BEFORE_5_17 = Variant(
-    "<5.17",
-    unavailable=(
-        "before transformers 5.17 the Qwen2.5-VL tower permutes its stream into windows inline "
-        "(hidden_states[window_index, :, :]), with no call to expose; the window order is not served on this "
-        "release: upgrade transformers to 5.17 or later for vision.window_index"
-    ),
-    note="the permutation into windows is an inline indexing",
+#: The call computing the window index, on releases that permute inline: its output's item 0 is the index.
+INDEX_SITE = "get_vision_window_index_0"
+
+INLINE_FROM_5_9 = Variant(
+    ">=5.9,<5.17",
+    sites={"get_vision_window_index": (INDEX_SITE,)},
+    note="the permutation into windows is an inline indexing; the index is item 0 of get_vision_window_index(...), "
+         "called before the patch embedding",
+)
+
+INLINE_BEFORE_5_9 = Variant(
+    "<5.9",
+    sites={"self.get_window_index": ("self_get_window_index_0",)},
+    serve_as={"self_get_window_index_0": INDEX_SITE},
+    note="the permutation into windows is an inline indexing; the index is item 0 of self.get_window_index(grid_thw)",
 )
 
 RULES = (
@@ -43,6 +50,6 @@ RULES = (
         },
         ("qwen2_5_vl",),
         "the tower's permutation into attention windows: argument 1 is the window index",
-        variants=(BEFORE_5_17,),
+        variants=(INLINE_FROM_5_9, INLINE_BEFORE_5_9),
     ),
 )

@@ -45,15 +45,29 @@ def path(tiny_checkpoint):
     return tiny_checkpoint("llama4")
 
 
+def skip_if_the_tower_cannot_run(loaded) -> None:
+    """Skip where transformers' own loading leaves the tower's rotary table (``freqs_ci``, a plain attribute, not a
+    buffer) on the meta device, so that neither the plain model's tower nor the library's can run (5.0 to 5.2)."""
+    for module in loaded.modules():
+        table = getattr(module, "freqs_ci", None)
+        if isinstance(table, torch.Tensor) and table.is_meta:
+            pytest.skip("this transformers release loads Llama 4's vision rotary table (freqs_ci) on the meta device: "
+                        "the plain model's tower cannot run either")
+
+
 @pytest.fixture(scope="module")
 def model(path):
-    return StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager")
+    loaded = StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager")
+    skip_if_the_tower_cannot_run(loaded._module)
+    return loaded
 
 
 @pytest.fixture(scope="module")
 def plain(path):
     """The same checkpoint loaded by plain transformers, untouched by the library."""
-    return AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
+    loaded = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
+    skip_if_the_tower_cannot_run(loaded)
+    return loaded
 
 
 def prompt(model, images) -> str:
@@ -92,7 +106,8 @@ def repeat_heads(tensor: torch.Tensor, heads: int) -> torch.Tensor:
 def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
     root = model._module
     assert type(model.processor).__name__ == "Llama4Processor"
-    assert type(model.processor.image_processor).__name__ == "Llama4ImageProcessor"
+    # the stock image processor, under its Fast name on releases that have only that name (4.57 to 5.2)
+    assert type(model.processor.image_processor).__name__.removesuffix("Fast") == "Llama4ImageProcessor"
     assert model.family.model_type == "llama4" and model.family.root_scatter == "inputs_embeds_masked_scatter_0"
     assert model.vision._module is root.vision_model and model.projector._module is root.multi_modal_projector
     assert [block._module for block in model.vision.layers] == list(root.vision_model.model.layers)

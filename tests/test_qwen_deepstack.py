@@ -47,7 +47,8 @@ def test_every_block_in_forward_order(model, images):
         merged = nnsight.save([model.vision.deepstack_merger_list[k].output for k in range(count)])
         outputs, added, following = nnsight.save([]), nnsight.save([]), nnsight.save([])
         for k in range(model.num_layers - 1):
-            outputs.append(model.layers[k].layer_output.save())
+            # a copy: transformers 4.57 adds the tap into the block's output in place
+            outputs.append(model.layers[k].layer_output.clone())
             if k < count:
                 added.append(model.layers[k].deepstack_output.save())
             following.append(model.layers[k + 1].input.save())
@@ -68,7 +69,7 @@ def test_a_read_of_block_k_means_the_kth_call(model):
     with model.trace(text, images=TWO):
         mask = model.vision.image_token_mask.save()
         merged = nnsight.save([model.vision.deepstack_merger_list[k].output for k in range(taps(model))])
-        block = model.layers[1].layer_output.save()
+        block = nnsight.save(model.layers[1].layer_output.clone())  # a copy: 4.57 adds the tap to it in place
         second = model.layers[1].deepstack_output.save()  # alone: the second call, not the next one reached
         after = model.layers[2].input.save()  # a plain read after it is not pinned
     assert torch.equal(second, merged[1]) and not torch.equal(second, merged[0])

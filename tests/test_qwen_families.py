@@ -22,9 +22,10 @@ from instrument.show import main as show
 from instrument.versions import for_installed
 from rewrites import rule_named
 
-#: Why the installed release cannot serve Qwen2.5-VL's window order (before transformers 5.17), or None.
-WINDOWS_REFUSED = for_installed(rule_named("qwen2_5_vl.vision-windows")).unavailable
-needs_window_order = pytest.mark.skipif(WINDOWS_REFUSED is not None, reason=f"{WINDOWS_REFUSED}")
+#: The sites Qwen2.5-VL's window rule serves on the installed release: the permutation into windows, or, on a
+#: release that permutes inline, the call computing the index.
+WINDOW_RULE = for_installed(rule_named("qwen2_5_vl.vision-windows"))
+WINDOW_SITES = [WINDOW_RULE.serve_as.get(label, label) for labels in WINDOW_RULE.sites.values() for label in labels]
 
 FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -138,9 +139,10 @@ def test_the_scatter_equality_and_the_packed_shapes(model, images):
         last = model.vision.layers[-1].layer_output.save()
         received = model.projector.input.save()
         merged = model.projector.output.save()
-        tower = model.vision.tower_output.save()
         features = model.vision.image_features.save()
         first = model.layers[0].input.save()
+    with model.trace(prompt(model, images), images=images):  # its own trace: after the merger on some releases
+        tower = model.vision.tower_output.save()
     total = sum(patches_per_image(model, images))
     width, head_count = attention._module.qkv.in_features, attention._module.num_heads
     head_dim = width // head_count
@@ -272,10 +274,18 @@ def test_writing_patch_embeddings_reaches_the_first_block(model):
         assert torch.equal(assigned, torch.zeros_like(assigned))
 
 
-def test_projector_values_come_before_tower_output(model):
+def test_projector_values_and_tower_output_in_the_forward_s_order(model):
+    """tower_output is served at the tower's output where the tower returns its last stream (after the merger ran:
+    projector values first), else at the merger's input (transformers 4.x: before them)."""
     with model.trace(prompt(model, ONE), images=ONE):
-        merged = model.projector.output.save()
-        tower = model.vision.tower_output.save()
+        returned = model.model.visual.output.save()
+    with model.trace(prompt(model, ONE), images=ONE):
+        if hasattr(returned, "last_hidden_state"):
+            merged = model.projector.output.save()
+            tower = model.vision.tower_output.save()
+        else:
+            tower = model.vision.tower_output.save()
+            merged = model.projector.output.save()
     assert merged.shape[0] * merge_unit(model) == tower.shape[1]
 
 
@@ -322,11 +332,7 @@ def test_support_rows_and_reasons(model):
                  "attention_output", "mlp_output", "layer_output", "self_attn.attention_queries",
                  "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_head_outputs"):
         assert tower[name] is None, name
-    windowed = model.family.model_type == "qwen2_5_vl"
-    if windowed and WINDOWS_REFUSED is not None:  # the release permutes inline: the reason, from the rule's variant
-        assert WINDOWS_REFUSED in tower["window_index"]
-    else:
-        assert (tower["window_index"] is None) == windowed
+    assert (tower["window_index"] is None) == (model.family.model_type == "qwen2_5_vl")
     support = model.support()
     assert support["vision.self_attn.attention_probabilities"] == tower["self_attn.attention_probabilities"]
     assert ("deepstack_output" in support) == (model.family.model_type == "qwen3_vl")
@@ -413,38 +419,42 @@ def windows(model, images) -> list[int]:
     return [int(t) * math.ceil(h // merge / side) * math.ceil(w // merge / side) for t, h, w in grid(model, images)]
 
 
-@needs_window_order
 def test_qwen2_5_vl_blocks_run_in_window_order(load):
     model = load("qwen2_5_vl")
     vision = model.vision
     windowed = vision.layers[0].self_attn  # block 0 attends per window, block 1 per image (fullatt_block_indexes)
     count = sum(windows(model, TWO))
-    with model.trace(prompt(model, TWO), images=TWO) as tracer:
+    with model.trace(prompt(model, TWO), images=TWO):
         patches = vision.patch_embeddings.save()
+        tower = vision.tower_output.save()
+    # its own trace: a release that permutes inline computes the index before the patch embedding, others after
+    with model.trace(prompt(model, TWO), images=TWO):
         index = vision.window_index.save()
         block_input = vision.layers[0].layer_input.save()
         cu_seqlens = windowed.inputs[1]["cu_seqlens"].save()
-        per_window = nnsight.save([])
-        for _ in tracer.iter[0:count]:
-            per_window.append(windowed.source.attention_interface_2.output[0].save())
+        queries = windowed.attention_queries.save()
+        keys = windowed.attention_keys.save()
+        values = windowed.attention_values.save()
         heads = windowed.attention_head_outputs.save()
         last = vision.layers[-1].layer_output.save()
         merged = model.projector.output.save()
-        tower = vision.tower_output.save()
         features = model.vision.image_features.save()
     units = patches.shape[1] // merge_unit(model)
     assert sorted(index.tolist()) == list(range(units)) and index.tolist() != list(range(units))
     permuted = patches[0].reshape(units, merge_unit(model), -1)[index].reshape(patches.shape)
     assert torch.equal(block_input, permuted)  # the tower's own window index, applied to the embeddings
     assert not torch.equal(block_input, patches)  # noise images: the permutation moved patches
-    assert len(cu_seqlens) - 1 == len(per_window) == count
-    assert torch.equal(torch.cat(list(per_window), dim=1), heads)  # one call per window, joined in window order
+    assert len(cu_seqlens) - 1 == count
+    scaling = windowed._module.scaling
+    bounds = list(zip(cu_seqlens.tolist(), cu_seqlens.tolist()[1:]))
+    per_window = [eager_attention(*(t[:, :, a:b] for t in (queries, keys, values)), scaling) for a, b in bounds]
+    assert torch.equal(torch.cat(per_window, dim=1), heads)  # eager attention within each window, in window order
+    assert not torch.equal(eager_attention(queries, keys, values, scaling), heads)  # not one attention over all
     assert torch.equal(tower, last)  # window order too
     assert torch.equal(merged[torch.argsort(index)], features)  # merge-block order restored after the merger
     assert not torch.equal(merged, features)
 
 
-@needs_window_order
 def test_qwen2_5_vl_window_index_is_read_only(load):
     model = load("qwen2_5_vl")
     with pytest.raises(AttributeError, match="window_index is read-only"):
@@ -503,7 +513,6 @@ def test_qwen3_5_attention_values_exist_only_on_full_attention_blocks(load):
 # -- the rewritten forwards, shown -------------------------------------------------------------------
 
 
-@needs_window_order
 def test_show_lists_every_rewritten_forward_of_qwen2_5_vl(capsys):
     assert show(["qwen2_5_vl"]) == 0
     out = capsys.readouterr().out
@@ -514,6 +523,5 @@ def test_show_lists_every_rewritten_forward_of_qwen2_5_vl(capsys):
         "# rule qwen2_5_vl.eager-attention",
         "# rule qwen2_5_vl.Qwen2_5_VLAttention",
     ]
-    for site in ("self_permute_input_for_window_attn_0", "self_permute_input_for_window_attn_1", "torch_split_0",
-                 "attention_interface_2", "torch_cat_0", "inputs_embeds_masked_scatter_0"):
+    for site in (*WINDOW_SITES, "torch_split_0", "attention_interface_2", "torch_cat_0", "inputs_embeds_masked_scatter_0"):
         assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site

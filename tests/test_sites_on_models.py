@@ -14,6 +14,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from envoys.tiny import chat_prompt, noise_image
 from instrument import compile_rule, install, install_all
+from instrument.versions import for_installed
 from rewrites import rule_named, rules_for
 
 IMAGES = {1: [noise_image(32, 32, seed=0)], 2: [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]}
@@ -137,6 +138,9 @@ def test_the_deepstack_site_fires_once_per_tap_and_each_occurrence_is_read(tiny_
     del text.forward
 
     install_all(model, rules_for("qwen3_vl"))
+    # nnsight's own .source numbers the per-image call as the release's forward does (one higher before 5.1)
+    served = for_installed(rule_named("qwen3_vl.vision-attention")).serve_as
+    per_image_label = next((own for own, label in served.items() if label == "attention_interface_2"), "attention_interface_2")
     traced = nnsight.NNsight(model)
     mask = image_mask(model, inputs)
     site = traced.model.language_model.source.self__deepstack_process_0
@@ -169,6 +173,9 @@ def test_the_qwen_vit_kernel_site_fires_once_per_image(tiny_checkpoint):
     del attention.forward
 
     install_all(model, rules_for("qwen3_vl"))
+    # nnsight's own .source numbers the per-image call as the release's forward does (one higher before 5.1)
+    served = for_installed(rule_named("qwen3_vl.vision-attention")).serve_as
+    per_image_label = next((own for own, label in served.items() if label == "attention_interface_2"), "attention_interface_2")
     traced = nnsight.NNsight(model)
     site = traced.model.visual.blocks[0].attn.source
     grid = inputs["image_grid_thw"]
@@ -177,7 +184,7 @@ def test_the_qwen_vit_kernel_site_fires_once_per_image(tiny_checkpoint):
         queries = site.torch_split_0.inputs[0][0].save()
         per_image = nnsight.save([])
         for _ in tracer.iter[0:2]:
-            per_image.append(site.attention_interface_2.output[0].save())
+            per_image.append(getattr(site, per_image_label).output[0].save())
         joined = site.torch_cat_0.output.save()
     heads = model.config.vision_config.num_heads
     assert queries.shape == (1, heads, sum(patches), model.config.vision_config.hidden_size // heads)

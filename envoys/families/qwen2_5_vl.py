@@ -4,10 +4,11 @@
 (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video). The tower
 permutes its stream into attention windows at entry (``window_size`` pixels a
 side; ``self_permute_input_for_window_attn_0``, whose argument 1 is
-``vision.window_index``): every block, ``tower_output`` and the merger's
-output are in window order, and the tower restores merge-block order after
-the merger (``torch.argsort(window_index)``), so ``image_features`` is in
-scatter order. The blocks not in ``fullatt_block_indexes`` call the attention
+``vision.window_index``; releases before transformers 5.17 permute inline, and
+serve the index at item 0 of the call computing it): every block,
+``tower_output`` and the merger's output are in window order, and the tower
+restores merge-block order after the merger (``torch.argsort(window_index)``),
+so ``image_features`` is in scatter order. The blocks not in ``fullatt_block_indexes`` call the attention
 kernel once per window, the others once per image. The tower's norms are
 RMSNorms and its MLP is gated (``gate_proj``, ``up_proj``, ``down_proj``).
 """

@@ -19,9 +19,15 @@ one ``<|image|>`` token, which receives no feature.
 
 from __future__ import annotations
 
-from transformers import Llama4Config, Llama4ForConditionalGeneration, Llama4ImageProcessor, Llama4Processor
+from transformers import Llama4Config, Llama4ForConditionalGeneration, Llama4Processor
+
+try:
+    from transformers import Llama4ImageProcessor
+except ImportError:  # older releases (4.57 to 5.2 at least) name the same processor with its Fast suffix
+    from transformers import Llama4ImageProcessorFast as Llama4ImageProcessor
 from transformers.models.llama4.processing_llama4 import chat_template as LLAMA4_CHAT_TEMPLATE
 
+from .rope import rope
 from .tokenizer import word_level_tokenizer
 
 TILE = 32
@@ -83,7 +89,7 @@ def build_llama4() -> tuple[Llama4ForConditionalGeneration, Llama4Processor]:
         "vision_output_dim": 32,
         "projector_input_dim": 32,
         "projector_output_dim": 32,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        **rope(10000.0),
     }
     text = {
         "vocab_size": len(tokenizer),
@@ -101,7 +107,7 @@ def build_llama4() -> tuple[Llama4ForConditionalGeneration, Llama4Processor]:
         "attention_chunk_size": 16,
         "floor_scale": 4,
         "max_position_embeddings": 1024,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+        **rope(500000.0),
         "bos_token_id": tokenizer.bos_token_id,
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
@@ -112,6 +118,8 @@ def build_llama4() -> tuple[Llama4ForConditionalGeneration, Llama4Processor]:
         image_token_index=ids["patch_token"],
         boi_token_index=ids["start_of_image_token"],
         eoi_token_index=ids["end_of_image_token"],
+        # the text model's; transformers 4.57 to 5.0 read it off the top-level config, which has none of its own there
+        pad_token_id=tokenizer.pad_token_id,
     )
     processor = Llama4Processor(
         image_processor=Llama4ImageProcessor(size={"height": TILE, "width": TILE}, max_patches=4),

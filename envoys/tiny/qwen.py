@@ -34,6 +34,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
+from .rope import rope
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, byte_level_tokenizer, word_level_tokenizer
 
@@ -68,13 +69,28 @@ _NAMED = {
 
 def _tokenizer(byte_level: bool = False) -> TokenizersBackend:
     build = byte_level_tokenizer if byte_level else word_level_tokenizer
-    return build(
+    return _as_the_processor_takes(build(
         special_tokens=_SPECIAL,
         named_tokens=_NAMED,
         chat_template=CHAT_TEMPLATE,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-    )
+    ))
+
+
+def _as_the_processor_takes(tokenizer: TokenizersBackend) -> TokenizersBackend:
+    """``tokenizer`` as the installed release's Qwen processors take it.
+
+    transformers 4.x's accept only a Qwen2 tokenizer class (``tokenizer_class``
+    is a tuple of names there): the same fast tokenizer, under
+    ``Qwen2TokenizerFast``, which a saved checkpoint then names. 5.x's take it as it is.
+    """
+    if not isinstance(getattr(Qwen2VLProcessor, "tokenizer_class", None), tuple):
+        return tokenizer
+    from transformers import Qwen2TokenizerFast
+
+    settings = {name: value for name, value in tokenizer.init_kwargs.items() if name not in ("tokenizer_object", "name_or_path")}
+    return Qwen2TokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, **settings)
 
 
 def _token_ids(tokenizer: TokenizersBackend) -> dict[str, int]:
@@ -146,7 +162,7 @@ def build_qwen2_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     config = Qwen2VLConfig(
         text_config=_text(
             tokenizer,
-            rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
+            **rope(1_000_000.0, mrope_section=[2, 3, 3]),
             tie_word_embeddings=True,
         ),
         vision_config={
@@ -188,7 +204,7 @@ def build_qwen2_5_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     config = Qwen2_5_VLConfig(
         text_config=_text(
             tokenizer,
-            rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
+            **rope(1_000_000.0, mrope_section=[2, 3, 3]),
             tie_word_embeddings=True,
         ),
         vision_config={
@@ -260,12 +276,7 @@ def build_qwen3_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
             tokenizer,
             num_hidden_layers=4,
             head_dim=16,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 5_000_000.0,
-                "mrope_section": [4, 2, 2],
-                "mrope_interleaved": True,
-            },
+            **rope(5_000_000.0, mrope_section=[4, 2, 2], mrope_interleaved=True),
             tie_word_embeddings=True,
         ),
         vision_config=_qwen3_vision(patch, depth=3, deepstack_visual_indexes=[0, 1]),
@@ -303,13 +314,7 @@ def build_qwen3_5() -> tuple[PreTrainedModel, ProcessorMixin]:
             linear_value_head_dim=16,
             linear_num_key_heads=2,
             linear_num_value_heads=4,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10_000_000.0,
-                "partial_rotary_factor": 0.25,
-                "mrope_section": [2, 1, 1],
-                "mrope_interleaved": True,
-            },
+            **rope(10_000_000.0, partial_rotary_factor=0.25, mrope_section=[2, 1, 1], mrope_interleaved=True),
         ),
         vision_config=_qwen3_vision(patch, depth=2),
         **_token_ids(tokenizer),
