@@ -16,20 +16,30 @@ Before transformers 5.1 (4.57 included) the forward assigns the kernel twice
 (``attention_interface_0`` annotated, ``attention_interface_1`` from
 ``ALL_ATTENTION_FUNCTIONS``), so nnsight numbers the call
 ``attention_interface_2``; it is served as ``attention_interface_1``
-(`BEFORE_5_1`).
+(`BEFORE_5_1`). Gemma 4's text attention did so until 5.7
+(`ASSIGNED_TWICE_LATER`).
 """
 
 from instrument import Rule, Variant
 
 KERNEL = {"attention_interface": ("attention_interface_1",)}
 
-#: Releases before 5.1 assign the kernel once more before calling it: the call is numbered one higher.
-BEFORE_5_1 = Variant(
-    "<5.1",
-    sites={"attention_interface": ("attention_interface_2",)},
-    serve_as={"attention_interface_2": "attention_interface_1"},
-    note="the kernel is assigned twice before the call, which nnsight numbers attention_interface_2",
-)
+
+def kernel_assigned_twice(versions: str) -> Variant:
+    """On ``versions`` the forward assigns the kernel once more before calling it: the call is numbered one higher."""
+    return Variant(
+        versions,
+        sites={"attention_interface": ("attention_interface_2",)},
+        serve_as={"attention_interface_2": "attention_interface_1"},
+        note="the kernel is assigned twice before the call, which nnsight numbers attention_interface_2",
+    )
+
+
+BEFORE_5_1 = kernel_assigned_twice("<5.1")
+
+#: Classes that kept the double assignment longer than the rest: class -> the releases where they have it.
+#: Gemma 4 came in 5.5 with it; its text attention lost it in 5.7.
+ASSIGNED_TWICE_LATER = {"Gemma4TextAttention": kernel_assigned_twice("<5.7")}
 SOFTMAX = {"nn.functional.softmax": ("nn_functional_softmax_0",)}
 
 #: model_type -> (the attention classes in its modeling module, the model_types whose models hold them)
@@ -83,7 +93,7 @@ def _kernel_rules(
             users,
             "the attention kernel call: queries, keys, values in, head outputs out",
             drill={"attention_interface_1": eager},
-            variants=(BEFORE_5_1,),
+            variants=(ASSIGNED_TWICE_LATER.get(owner, BEFORE_5_1),),
         )
         for owner in classes
     ]
