@@ -35,6 +35,12 @@ def has_cls(model) -> bool:
     return model.config.vision_config.model_type == "clip_vision_model"
 
 
+def native_body(vision):
+    """The envoy of the module that holds the tower's embeddings and pre-norm: the vision model itself, or the
+    vision transformer it wraps (``vision_model``) where the installed transformers nests one."""
+    return vision.vision_model if hasattr(vision._module, "vision_model") else vision
+
+
 def patches_per_image(model) -> int:
     config = model.config.vision_config
     return (config.image_size // config.patch_size) ** 2
@@ -125,14 +131,14 @@ def test_text_attention_probabilities_are_causal(model):
 
 def test_patch_embeddings_are_the_convolution_before_positions(model):
     vision = model.vision
+    body = native_body(vision)
     with model.trace(prompt(model, TWO), images=TWO):
         patches = vision.patch_embeddings.save()
         if has_cls(model):
-            first = vision.pre_layrnorm.input.save()
+            first = body.pre_layrnorm.input.save()
         else:
             first = vision.layers[0].layer_input.save()
-    positions = vision._module.vision_model.embeddings.position_embedding.weight if hasattr(
-        vision._module, "vision_model") else vision._module.embeddings.position_embedding.weight
+    positions = body._module.embeddings.position_embedding.weight
     assert patches.shape == (2, patches_per_image(model), vision.vision_hidden_size)
     if has_cls(model):
         assert torch.equal(first[:, 1:], patches + positions[1:])
