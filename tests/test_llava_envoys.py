@@ -14,6 +14,7 @@ from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
+from tower_body import tower_body
 
 CHECKPOINTS = ["llava-siglip", "llava-clip"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -33,12 +34,6 @@ def prompt(model, images) -> str:
 
 def has_cls(model) -> bool:
     return model.config.vision_config.model_type == "clip_vision_model"
-
-
-def native_body(vision):
-    """The envoy of the module that holds the tower's embeddings and pre-norm: the vision model itself, or the
-    vision transformer it wraps (``vision_model``) where the installed transformers nests one."""
-    return vision.vision_model if hasattr(vision._module, "vision_model") else vision
 
 
 def patches_per_image(model) -> int:
@@ -131,7 +126,7 @@ def test_text_attention_probabilities_are_causal(model):
 
 def test_patch_embeddings_are_the_convolution_before_positions(model):
     vision = model.vision
-    body = native_body(vision)
+    body = tower_body(vision)
     with model.trace(prompt(model, TWO), images=TWO):
         patches = vision.patch_embeddings.save()
         if has_cls(model):

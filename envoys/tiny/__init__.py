@@ -92,6 +92,8 @@ def _save(model: PreTrainedModel, saved_with: Any, directory: str | os.PathLike[
     ``"attn_implementation": "eager"`` is written into the saved
     ``config.json`` afterwards: a load without ``attn_implementation=`` gets
     eager attention in every sub-model, and an explicit argument still wins.
+    Older releases (4.57.6 to 5.2.0; 5.10.4 reads it) ignore that key when
+    loading, so a load that needs eager attention there passes it.
     """
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
