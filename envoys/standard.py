@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from nnsight import Envoy
+from nnsight.intervention.source import STATE
 
 from instrument import installed
 
@@ -35,6 +36,27 @@ def child(envoy: Envoy, name: str) -> Envoy | None:
         if candidate.path.rpartition(".")[2] == name:
             return candidate
     return None
+
+
+def site_label(envoy: Envoy, label: str) -> str:
+    """The label under which ``envoy``'s module serves its rewritten site ``label`` now.
+
+    ``label`` itself, unless a user opened nnsight's own ``.source`` on the
+    module: nnsight then runs its own instrumented body, which numbers the
+    calls as the release's source does, so a site a rule's release variant
+    serves under another label (the kernel call nnsight numbers
+    ``attention_interface_2`` before transformers 5.1, served as
+    ``attention_interface_1``) is at nnsight's label there.
+    """
+    module = envoy._module
+    state = module.__dict__.get(STATE)
+    if state is None or not state.sourced:
+        return label
+    for instrumented in installed(module).values():
+        for site in instrumented.rewritten.sites:
+            if site.name == label:
+                return site.label
+    return label
 
 
 def missing_site(envoy: Envoy, label: str) -> str | None:

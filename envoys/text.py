@@ -18,7 +18,7 @@ from nnsight.intervention.source import STATE
 from instrument import installed
 
 from .layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
-from .standard import Standard, child, missing_site
+from .standard import Standard, child, missing_site, site_label
 from .values import Argument, EProperty, First, Selector
 
 #: The attention kernel's call in every attention forward on the shared interface.
@@ -133,8 +133,8 @@ class Layer(Standard):
 
 
 def kernel(attention: Any) -> str:
-    """The location of the attention kernel's call on ``attention``."""
-    return f"{attention.path}.source.{KERNEL_SITE}"
+    """The location of the attention kernel's call on ``attention`` (at nnsight's label once its ``.source`` is open)."""
+    return f"{attention.path}.source.{site_label(attention, KERNEL_SITE)}"
 
 
 def no_kernel_site(attention: Any) -> str | None:
@@ -173,7 +173,7 @@ def drill_if_sourced(attention: Any) -> None:
     """
     state = attention._module.__dict__.get(STATE)
     if state is not None and state.sourced:
-        getattr(attention.source, KERNEL_SITE).source
+        getattr(attention.source, site_label(attention, KERNEL_SITE)).source
 
 
 def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:

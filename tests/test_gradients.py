@@ -15,6 +15,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from nnsight import Envoy
 from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer
@@ -22,6 +23,7 @@ from envoys.pinning import PinnedEProperty
 from envoys.standard import Standard
 from envoys.tiny import NAMES, chat_prompt, noise_image
 from envoys.values import Unavailable, standard_values
+from instrument import installed
 
 IMAGES = [noise_image(32, 32, seed=0)]
 
@@ -36,10 +38,24 @@ def model(request, tiny_checkpoint):
 def native(model, location: str):
     """The value nnsight serves at ``location``, through plain nnsight envoys (``.inputs`` for an ``input``)."""
     *path, key = location.split(".")
-    envoy = model
+    envoy, owner = model, None
     for segment in path[1:]:
+        if owner is not None:  # the site's label on the module whose .source this is, as nnsight numbers it
+            segment, owner = nnsight_label(owner, segment), None
+        elif segment == "source" and isinstance(envoy, Envoy):  # a module's, not a call's
+            owner = envoy
         envoy = envoy[int(segment)] if segment.isdigit() else getattr(envoy, segment)
     return envoy.inputs if key == "input" else getattr(envoy, key)
+
+
+def nnsight_label(envoy, label: str) -> str:
+    """nnsight's own label for the call the module's rewrite serves as ``label``: the same, but where a rule's
+    release variant serves a call under another label (the kernel call before transformers 5.1)."""
+    for instrumented in installed(envoy._module).values():
+        for site in instrumented.rewritten.sites:
+            if site.name == label:
+                return site.label
+    return label
 
 
 def first_or_last_block(model, envoy) -> bool:

@@ -14,6 +14,7 @@ from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
+from tower_body import tower_body
 
 CHECKPOINTS = ["llava-siglip", "llava-clip"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -125,14 +126,14 @@ def test_text_attention_probabilities_are_causal(model):
 
 def test_patch_embeddings_are_the_convolution_before_positions(model):
     vision = model.vision
+    body = tower_body(vision)
     with model.trace(prompt(model, TWO), images=TWO):
         patches = vision.patch_embeddings.save()
         if has_cls(model):
-            first = vision.pre_layrnorm.input.save()
+            first = body.pre_layrnorm.input.save()
         else:
             first = vision.layers[0].layer_input.save()
-    positions = vision._module.vision_model.embeddings.position_embedding.weight if hasattr(
-        vision._module, "vision_model") else vision._module.embeddings.position_embedding.weight
+    positions = body._module.embeddings.position_embedding.weight
     assert patches.shape == (2, patches_per_image(model), vision.vision_hidden_size)
     if has_cls(model):
         assert torch.equal(first[:, 1:], patches + positions[1:])

@@ -20,6 +20,7 @@ import envoys.model
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from instrument.show import main as show
+from tower_body import tower_body
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # 32x32, and 48 wide by 64 high: 3 and 5 tiles
@@ -94,15 +95,15 @@ def packed(projected, image_sizes, grid_shapes, side, newline) -> list[torch.Ten
 
 def test_loads_with_its_stock_processor_and_names_reach_the_native_modules(model):
     assert type(model.processor).__name__ == "LlavaNextProcessor"
-    assert type(model.processor.image_processor).__name__ == "LlavaNextImageProcessor"
+    assert type(model.processor.image_processor).__name__ in ("LlavaNextImageProcessor", "LlavaNextImageProcessorFast")  # fast: some releases default to it
     assert model.family.model_type == "llava_next"
     host = model._module.model
     assert model.vision._module is host.vision_tower and model.projector._module is host.multi_modal_projector
-    assert [layer._module for layer in model.vision.layers] == list(host.vision_tower.encoder.layers)
-    block, native = model.vision.layers[0], host.vision_tower.encoder.layers[0]
+    assert [layer._module for layer in model.vision.layers] == list(tower_body(host.vision_tower).encoder.layers)
+    block, native = model.vision.layers[0], tower_body(host.vision_tower).encoder.layers[0]
     assert block.self_attn.o_proj._module is native.self_attn.out_proj
     assert (block.mlp.up_proj._module, block.mlp.down_proj._module) == (native.mlp.fc1, native.mlp.fc2)
-    assert model.vision.patch_embed._module is host.vision_tower.embeddings.patch_embedding
+    assert model.vision.patch_embed._module is tower_body(host.vision_tower).embeddings.patch_embedding
     text = host.language_model
     assert [layer._module for layer in model.layers] == list(text.layers)
     assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
@@ -212,10 +213,10 @@ def test_what_the_projector_receives_is_block_minus_two_without_cls(model):
 
 def test_patch_embeddings_come_before_positions_and_cls_is_first(model):
     vision = model.vision
-    embeddings = vision._module.embeddings
+    embeddings = tower_body(vision._module).embeddings
     with model.trace(prompt(model, TWO), images=TWO):
         patches = vision.patch_embeddings.save()
-        entering = vision.pre_layrnorm.input.save()
+        entering = tower_body(vision).pre_layrnorm.input.save()
     positions = embeddings.position_embedding.weight
     assert torch.equal(entering[:, 1:], patches + positions[1:])
     cls = (embeddings.class_embedding + positions[0]).expand(entering.shape[0], -1)
@@ -278,13 +279,13 @@ def test_a_write_of_the_wrong_shape_is_refused(model):
 
 def test_sizes(model):
     tower, vision = model._module.model.vision_tower, model.vision
-    block = tower.encoder.layers[0]
+    block = tower_body(tower).encoder.layers[0]
     image_processor = model.processor.image_processor
-    assert vision.num_layers == len(tower.encoder.layers)
-    assert vision.vision_hidden_size == tower.embeddings.patch_embedding.out_channels
+    assert vision.num_layers == len(tower_body(tower).encoder.layers)
+    assert vision.vision_hidden_size == tower_body(tower).embeddings.patch_embedding.out_channels
     assert (vision.num_heads, vision.head_dim) == (block.self_attn.num_heads, block.self_attn.head_dim)
     assert vision.intermediate_size == block.mlp.fc1.out_features
-    assert vision.patch_size == tower.embeddings.patch_embedding.kernel_size[0] == model.processor.patch_size
+    assert vision.patch_size == tower_body(tower).embeddings.patch_embedding.kernel_size[0] == model.processor.patch_size
     assert vision.image_size == image_processor.crop_size["height"] == processed(model, ONE)["pixel_values"].shape[-1]
     assert vision.image_grid_pinpoints == [list(p) for p in image_processor.image_grid_pinpoints]
     text = model._module.model.language_model

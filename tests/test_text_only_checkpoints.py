@@ -78,7 +78,7 @@ def test_asking_for_images_is_refused_before_loading(text_checkpoint):
 
 
 def test_the_refusal_of_an_unknown_model_type_names_the_text_models():
-    with pytest.raises(ValueError, match=r"and their text models saved alone: .*qwen3_5_text"):
+    with pytest.raises(ValueError, match=r"and their text models saved alone: .*gemma3_text"):
         family_for("no_such_model")
 
 

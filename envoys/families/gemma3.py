@@ -37,9 +37,9 @@ from ..grids import Grid, ImageInputs, check_image, raster
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
-from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
+from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
 
-RENAME = {**WRAPPER_RENAME, **ENCODER_RENAME, "post_layernorm": "norm"}
+RENAME = {**WRAPPER_RENAME, **tower_rooted({**ENCODER_TOWER_RENAME, "post_layernorm": "norm"}), **ENCODER_BLOCK_RENAME}
 
 
 class GemmaAttention(SandwichAttention):

@@ -40,9 +40,9 @@ from ..grids import Grid, ImageInputs, check_image
 from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
-from .encoder_names import ENCODER_RENAME, WRAPPER_RENAME
+from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
 
-RENAME = {**WRAPPER_RENAME, **ENCODER_RENAME}
+RENAME = {**WRAPPER_RENAME, **tower_rooted(ENCODER_TOWER_RENAME), **ENCODER_BLOCK_RENAME}
 
 ENVOYS = {
     LlavaModel: ImageScatter,
@@ -65,7 +65,7 @@ def tower_names(config: Any) -> dict[str, str]:
     tower's ``norm`` (CLIP's is not); a Pixtral tower's native names are its own."""
     vision_type = config.vision_config.model_type
     if vision_type == "siglip_vision_model":
-        return {"post_layernorm": "norm"}
+        return tower_rooted({"post_layernorm": "norm"})
     if vision_type == "pixtral":
         return dict(PIXTRAL_RENAME)
     return {}

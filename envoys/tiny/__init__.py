@@ -92,6 +92,8 @@ def _save(model: PreTrainedModel, saved_with: Any, directory: str | os.PathLike[
     ``"attn_implementation": "eager"`` is written into the saved
     ``config.json`` afterwards: a load without ``attn_implementation=`` gets
     eager attention in every sub-model, and an explicit argument still wins.
+    Older releases (4.57.6 to 5.2.0; 5.10.4 reads it) ignore that key when
+    loading, so a load that needs eager attention there passes it.
     """
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
@@ -115,7 +117,7 @@ def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: in
     """Save the text model of the tiny checkpoint `name` alone, as the causal LM transformers has for it, with its tokenizer.
 
     The weights are the full checkpoint's (same `seed`): its text model (the
-    module of the causal LM's base-model class) and its head, so the text model
+    module of the causal LM's decoder class) and its head, so the text model
     alone computes what the wrapper computes on text.
     Raises ValueError when transformers has no causal LM for the text model's config.
     """
@@ -128,9 +130,9 @@ def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: in
     nested = next((m for m in model.modules() if type(m) is type(causal)), None)
     if nested is not None:  # the wrapper holds the causal LM whole (Llama 4, Nemotron-H Omni)
         causal.load_state_dict(nested.state_dict())
-    else:
-        decoder = next(m for m in model.modules() if type(m) is type(causal.base_model))
-        causal.base_model.load_state_dict(decoder.state_dict())
+    else:  # get_decoder, not base_model: 4.57's Gemma3ForCausalLM names a base_model_prefix it lacks
+        decoder = next(m for m in model.modules() if type(m) is type(causal.get_decoder()))
+        causal.get_decoder().load_state_dict(decoder.state_dict())
         causal.get_output_embeddings().load_state_dict(model.get_output_embeddings().state_dict())
     causal = causal.to(torch.float32).eval()
     return _save(causal, processor.tokenizer, directory)

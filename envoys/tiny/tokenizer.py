@@ -35,6 +35,10 @@ except ImportError:  # transformers 4.x: the same fast tokenizer under its old n
 
 UNK = "<unk>"
 
+#: What the tokenizer returns, as the fast tokenizers of the imitated checkpoints do (Llama's, Qwen2's): no
+#: ``token_type_ids``, which 4.x's generic fast tokenizer would add and the models' ``generate`` refuses.
+MODEL_INPUT_NAMES = ("input_ids", "attention_mask")
+
 #: Plain words every tiny vocabulary knows; anything else becomes ``UNK``.
 WORDS: tuple[str, ...] = (
     # roles and chat words
@@ -94,6 +98,7 @@ def word_level_tokenizer(
         pad_token=pad_token,
         extra_special_tokens=dict(named_tokens),
         chat_template=chat_template,
+        model_input_names=list(MODEL_INPUT_NAMES),
         **kwargs,
     )
 
