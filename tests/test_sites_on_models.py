@@ -143,9 +143,6 @@ def test_the_deepstack_site_fires_once_per_tap_and_each_occurrence_is_read(tiny_
     del text.forward
 
     install_all(model, rules_for("qwen3_vl"))
-    # nnsight's own .source numbers the per-image call as the release's forward does (one higher before 5.1)
-    served = for_installed(rule_named("qwen3_vl.vision-attention")).serve_as
-    per_image_label = next((own for own, label in served.items() if label == "attention_interface_2"), "attention_interface_2")
     traced = nnsight.NNsight(model)
     mask = image_mask(model, inputs)
     site = traced.model.language_model.source.self__deepstack_process_0
