@@ -37,7 +37,7 @@ from transformers import (
     AutoModelForImageTextToText,
     AutoProcessor,
     AutoTokenizer,
-    PreTrainedConfig,
+    PretrainedConfig,  # transformers 5 keeps this spelling as an alias of PreTrainedConfig
 )
 
 from instrument import adopt, install_all
@@ -66,7 +66,7 @@ def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> str:
     model (building it costs tens of milliseconds). A config that defers to
     remote code, or names no ``model_type``, is built here as `AutoConfig` builds it.
     """
-    config_dict, _ = PreTrainedConfig.get_config_dict(name_or_path, **hub)
+    config_dict, _ = PretrainedConfig.get_config_dict(name_or_path, **hub)
     model_type = config_dict.get("model_type")
     if isinstance(model_type, str) and "AutoConfig" not in config_dict.get("auto_map", {}):
         return model_type
