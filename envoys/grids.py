@@ -117,6 +117,53 @@ class TiledImage:
         return stitch(torch.stack([cells(self.first + k, self.tiles[k][2]) for k in order]), rows, columns)
 
 
+class TiledLayout:
+    """The grids of a tower that sees each image as tiles its prompt places (Idefics 3, SmolVLM, Llama 4).
+
+    The tower's stream is ``[tiles, rows_per_tile, ...]``: each tile's patches
+    in raster order first (then any CLS row); the image tokens are one run per
+    tile, ``token_side`` x ``token_side`` in raster order. Each image's grid
+    tiles are placed by the tokens its prompt puts before them (`tiled_images`,
+    the family's reading of its processor's prompt); its whole-image tile is in
+    the image's rows, off the grid. A family gives the three sizes and
+    `tiled_images`.
+    """
+
+    stream_dims = 2
+
+    def tiled_images(self, inputs: "ImageInputs") -> list[TiledImage]:
+        """The batch's images, as their prompts lay out their tiles."""
+        raise NotImplementedError
+
+    def patch_side(self, config: Any) -> int:
+        """Patches along a tile's side."""
+        raise NotImplementedError
+
+    def rows_per_tile(self, config: Any) -> int:
+        """Rows a tile holds in the tower's stream: its patches (and any CLS row after them)."""
+        return self.patch_side(config) ** 2
+
+    def token_side(self, config: Any) -> int:
+        """Image tokens along a tile's side."""
+        raise NotImplementedError
+
+    def _image(self, inputs: "ImageInputs", image: int) -> TiledImage:
+        images = self.tiled_images(inputs)
+        check_image(image, len(images))
+        return images[image]
+
+    def patch_grid(self, inputs: "ImageInputs", image: int) -> Grid:
+        tiled, side, rows = self._image(inputs, image), self.patch_side(inputs.config), self.rows_per_tile(inputs.config)
+        cells = tiled.placed(lambda tile, run: raster(side, side, tile * rows))
+        return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows))
+
+    def token_grid(self, inputs: "ImageInputs", image: int) -> Grid:
+        tiled, side = self._image(inputs, image), self.token_side(inputs.config)
+        cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
+        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
+        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))
+
+
 @dataclass(frozen=True)
 class ImageInputs:
     """What the processor gave the last batch that carried images, as the model recorded it.

@@ -32,9 +32,10 @@ as the prompt holds the image tokens (the processor writes
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .families.encoder_names import ENCODER_RENAME
-from .grids import Grid, GridError, ImageInputs, TiledImage, check_image, raster
+from .grids import GridError, ImageInputs, TiledImage, TiledLayout
 from .vision import Vision
 
 #: The native names of the tower, the connector and the Llama text model under the standard ones.
@@ -108,7 +109,7 @@ def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
     return images
 
 
-class TiledGrids:
+class TiledGrids(TiledLayout):
     """The grids of Idefics 3 and SmolVLM: each image's tiles placed by the ``<row_r_col_c>`` token before their
     image tokens (an image that was not split: its one tile), the global image in the span, off the grid.
 
@@ -118,25 +119,11 @@ class TiledGrids:
     folds into it, in raster order of the blocks within each tile.
     """
 
-    stream_dims = 2
+    def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
+        return tiled_images(inputs)
 
-    @staticmethod
-    def _image(inputs: ImageInputs, image: int) -> TiledImage:
-        images = tiled_images(inputs)
-        check_image(image, len(images))
-        return images[image]
+    def patch_side(self, config: Any) -> int:
+        return config.vision_config.image_size // config.vision_config.patch_size
 
-    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        tiled = self._image(inputs, image)
-        vision = inputs.config.vision_config
-        side = vision.image_size // vision.patch_size
-        cells = tiled.placed(lambda tile, run: raster(side, side, tile * side * side))
-        return Grid(cells, slice(tiled.first * side * side, (tiled.first + tiled.count) * side * side))
-
-    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        tiled = self._image(inputs, image)
-        vision = inputs.config.vision_config
-        side = vision.image_size // vision.patch_size // inputs.config.scale_factor
-        cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
-        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
-        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))
+    def token_side(self, config: Any) -> int:
+        return self.patch_side(config) // config.scale_factor

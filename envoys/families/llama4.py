@@ -53,7 +53,7 @@ from transformers.models.llama4.modeling_llama4 import (
 )
 
 from ..bugs import KnownBug
-from ..grids import Grid, GridError, ImageInputs, TiledImage, check_image, raster
+from ..grids import GridError, ImageInputs, TiledImage, TiledLayout
 from ..layouts import Hidden, Patches
 from ..standard import missing_site
 from ..text import Layer, Mlp, either, lacks, value
@@ -292,35 +292,23 @@ def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
     return images
 
 
-class Llama4Grids:
+class Llama4Grids(TiledLayout):
     """Llama 4's grids: each image's tiles placed by the separators its prompt puts between them (one tile: that
     tile), the global tile in the span, off the grid. On the tower's stream (``[tiles, patches + 1, ...]``) a cell
     is its patch's row, the CLS (last in each tile) dropped; on the image tokens, the token the pixel shuffle
     folds each block of patches into (``1 / pixel_shuffle_ratio`` a side), raster order of the blocks per tile."""
 
-    stream_dims = 2
+    def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
+        return tiled_images(inputs)
 
-    @staticmethod
-    def _image(inputs: ImageInputs, image: int) -> TiledImage:
-        images = tiled_images(inputs)
-        check_image(image, len(images))
-        return images[image]
+    def patch_side(self, config: Any) -> int:
+        return config.vision_config.image_size // config.vision_config.patch_size
 
-    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        tiled = self._image(inputs, image)
-        vision = inputs.config.vision_config
-        side = vision.image_size // vision.patch_size
-        rows = side * side + 1  # the CLS last
-        cells = tiled.placed(lambda tile, run: raster(side, side, tile * rows))
-        return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows))
+    def rows_per_tile(self, config: Any) -> int:
+        return self.patch_side(config) ** 2 + 1  # the CLS last
 
-    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        tiled = self._image(inputs, image)
-        vision = inputs.config.vision_config
-        side = round(vision.image_size // vision.patch_size * vision.pixel_shuffle_ratio)
-        cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
-        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
-        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))
+    def token_side(self, config: Any) -> int:
+        return round(self.patch_side(config) * config.vision_config.pixel_shuffle_ratio)
 
 
 FAMILY = Family(
