@@ -219,7 +219,8 @@ class TextRoot:
 
         ``skip_with`` defaults to block ``start``'s input, so the stream passes
         through unchanged. It is the block's output tensor, ``[batch, seq,
-        hidden_size]``; a block that returns a tuple gets ``(skip_with,)``.
+        hidden_size]`` (each block gets a copy); a block that returns a tuple
+        gets ``(skip_with,)``.
         Inside a trace, before anything of block ``start`` is read.
         """
         if not 0 <= self._block(start) <= self._block(end):
@@ -228,7 +229,10 @@ class TextRoot:
             skip_with = self.layers[start].layer_input
         for index in range(self._block(start), self._block(end) + 1):
             block = self.layers[index]
-            block.skip((skip_with,) if returns_tuple(type(block._module)) else skip_with)
+            # each block its own copy: a forward that edits a block's output in place (Qwen3-VL's DeepStack add on
+            # 4.x) must not reach skip_with or the other blocks' outputs
+            output = skip_with.clone() if isinstance(skip_with, torch.Tensor) else skip_with
+            block.skip((output,) if returns_tuple(type(block._module)) else output)
 
     def skip_layer(self, layer: int, skip_with: Any = None) -> None:
         """Skip block ``layer``: it does not run, and its output is ``skip_with`` (its input by default)."""

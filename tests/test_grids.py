@@ -35,6 +35,7 @@ from envoys import StandardizedTransformer
 from envoys.grids import ApproximateGrid, Grid, GridError, ImageInputs, NotInvertible, gather, place, tower_rows
 from envoys.tiny import chat_prompt, patch_coloured_image
 from envoys.values import Unavailable
+from tower_body import tower_body
 
 #: Per checkpoint, the images (rows, columns, patch side in pixels of each) the grids are tested on.
 IMAGES = {
@@ -259,7 +260,7 @@ def expected_token_grids(name, model, inputs):
 def first_stream(model, name):
     """The tower's stream before its first block's pre-norm, ``[tiles, rows, vision_hidden_size]``."""
     if cls_rows(name) == "first":
-        return model.vision.pre_layrnorm.input
+        return tower_body(model.vision).pre_layrnorm.input
     if name == "llama4":
         return model.vision.layernorm_pre.input
     return model.vision.layers[0].layer_input

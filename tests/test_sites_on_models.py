@@ -150,7 +150,7 @@ def test_the_deepstack_site_fires_once_per_tap_and_each_occurrence_is_read(tiny_
     with traced.trace(**inputs) as tracer:
         added, outputs, inputs_next = nnsight.save([]), nnsight.save([]), nnsight.save([])
         for k in range(taps):
-            outputs.append(layers[k].output.save())
+            outputs.append(layers[k].output.clone().save())  # a copy: 4.x adds the tap to it in place
             for _ in tracer.iter[k]:  # the site's k-th occurrence; the blocks run once each
                 added.append(site.inputs[0][2].save())
             inputs_next.append(layers[k + 1].input.save())

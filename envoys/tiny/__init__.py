@@ -15,6 +15,7 @@ Each builder's docstring says which checkpoint it imitates.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import pkgutil
@@ -44,7 +45,12 @@ def _gather() -> dict[str, Builder]:
                 f"its builder cannot be imported on transformers {transformers.__version__}: {error}"
             )
             continue
-        found.update(getattr(module, "BUILDERS", {}))
+        for name, builder in getattr(module, "BUILDERS", {}).items():
+            model_type = name.partition("-")[0]
+            if importlib.util.find_spec(f"transformers.models.{model_type}") is None:  # one module, several models
+                ABSENT[model_type] = f"target absent: transformers {transformers.__version__} has no {model_type} model"
+            else:
+                found[name] = builder
     return found
 
 
