@@ -22,6 +22,11 @@ class TransformersBug(RuntimeError):
     """A forward failed on a known transformers bug; the message names the bug and the workaround."""
 
 
+class BrokenLoad(TransformersBug):
+    """transformers loaded the checkpoint in a state its own forward cannot run (a known bug of that release);
+    raised by `StandardizedTransformer(...)` before anything is instrumented, naming the bug and the workaround."""
+
+
 @dataclass(frozen=True)
 class KnownBug:
     """A transformers bug that breaks a family's forward on every call.

@@ -44,6 +44,7 @@ from instrument import adopt, install_all
 from rewrites import RULES
 
 from .aliases import bind_rename
+from .bugs import BrokenLoad
 from .families import Family, family_for
 from .grids import ImageInputs, image_inputs_of
 from .standard import rows_over
@@ -207,6 +208,9 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             )
         loader = AutoModelForCausalLM if family.text_only else AutoModelForImageTextToText
         model = loader.from_pretrained(name_or_path, **load_kwargs)
+        broken = family.load_bug(model)
+        if broken is not None:
+            raise BrokenLoad(broken)
         if device is not None:
             model = model.to(device)
         model.eval()

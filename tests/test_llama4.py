@@ -22,10 +22,12 @@ import torch
 from transformers import AutoModelForImageTextToText
 from transformers.models.llama4 import modeling_llama4
 
+import envoys.model
 from envoys import StandardizedTransformer, Unavailable
-from envoys.bugs import TransformersBug
+from envoys.bugs import BrokenLoad, TransformersBug
 from envoys.families import llama4
 from envoys.tiny import chat_prompt, noise_image
+from instrument.install import installed
 from instrument.show import main as show
 
 ONE = [noise_image(32, 32, seed=0)]
@@ -520,3 +522,25 @@ def test_show_lists_every_rewritten_forward_of_llama4(capsys):
     for site in ("inputs_embeds_masked_scatter_0", "hidden_states_view_0", "attention_interface_1",
                  "nn_functional_softmax_0"):
         assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
+
+
+def test_a_rotary_table_left_on_meta_by_loading_is_refused_before_anything_is_instrumented(tiny_checkpoint, monkeypatch):
+    """transformers 5.0 to 5.2 leave the tower's freqs_ci on the meta device: construction says so and instruments
+    nothing. Made true here by a loader (this module's stand-in for the library's) that leaves it there."""
+    loaded = []
+
+    class LeavesTheTableOnMeta:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            model = AutoModelForImageTextToText.from_pretrained(*args, **kwargs)
+            owner = next(m for m in model.modules() if isinstance(getattr(m, "freqs_ci", None), torch.Tensor))
+            owner.freqs_ci = owner.freqs_ci.to("meta")
+            loaded.append(model)
+            return model
+
+    assert llama4.rotary_table_on_meta(AutoModelForImageTextToText.from_pretrained(tiny_checkpoint("llama4"))) is None
+    monkeypatch.setattr(envoys.model, "AutoModelForImageTextToText", LeavesTheTableOnMeta)
+    with pytest.raises(BrokenLoad, match=r"loads Llama 4's vision rotary table \(freqs_ci\) on the meta device, so its "
+                                         r"tower cannot run.*load Llama 4 with transformers 4.57 or 5.3 and later"):
+        StandardizedTransformer(tiny_checkpoint("llama4"), task="image-text-to-text", attn_implementation="eager")
+    assert not any(installed(module) for module in loaded[0].modules())

@@ -47,6 +47,8 @@ class Family:
     extra_rename: Callable[[Any], Mapping[str | type, str]] = field(default=lambda config: {})  #: per-checkpoint names
     logits_at: str = ""  #: the module whose output's ``logits`` are the logits, from the root ("" the root itself)
     forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
+    #: why transformers' loading left this model unable to run (a bug of the installed release), or None
+    load_bug: Callable[[torch.nn.Module], str | None] = field(default=lambda model: None)
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
     grid_layout: GridLayout | None = None  #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid``

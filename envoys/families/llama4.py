@@ -41,6 +41,8 @@ import textwrap
 import typing
 from typing import Any
 
+import torch
+import transformers
 from transformers.models.llama4 import modeling_llama4
 from transformers.models.llama4.modeling_llama4 import (
     Llama4TextDecoderLayer,
@@ -218,6 +220,18 @@ def is_missing_field_error(error: BaseException) -> bool:
     return isinstance(error, AttributeError) and (getattr(error, "name", None) == MISSING_FIELD or MISSING_FIELD in str(error))
 
 
+def rotary_table_on_meta(model: Any) -> str | None:
+    """Why a loaded Llama 4 cannot run its tower: transformers 5.0 to 5.2 leave the tower's rotary table
+    (``freqs_ci``, a plain attribute, not a buffer) on the meta device after ``from_pretrained``; else None."""
+    for module in model.modules():
+        table = getattr(module, "freqs_ci", None)
+        if isinstance(table, torch.Tensor) and table.is_meta:
+            return (f"transformers {transformers.__version__} loads Llama 4's vision rotary table (freqs_ci) on the "
+                    f"meta device, so its tower cannot run, with this library or without it; load Llama 4 with "
+                    f"transformers 4.57 or 5.3 and later")
+    return None
+
+
 IMAGE_OUTPUTS_BUG = KnownBug(
     what=(
         "transformers' Llama4ForConditionalGeneration.forward reads `outputs.image_outputs` on its last line, and the "
@@ -319,6 +333,7 @@ FAMILY = Family(
     root_scatter="inputs_embeds_masked_scatter_0",
     logits_at="language_model",
     forward_bug=IMAGE_OUTPUTS_BUG,
+    load_bug=rotary_table_on_meta,
     text_model_types=("llama4_text",),
     grid_layout=Llama4Grids(),
 )
