@@ -42,7 +42,7 @@ from rewrites.deltanet import CHUNK_SITE, RECURRENT_SITE
 
 from .hybrid import HybridLayer
 from .layouts import Layout
-from .standard import Standard, child, missing_site
+from .standard import Standard, child, missing_site, site_label
 from .values import Argument, EProperty, First, Item, Selector, standard_values
 
 #: The cache arguments of the forward: a cache passed in is used whatever ``use_cache`` says.
@@ -159,7 +159,7 @@ class KernelValue(EProperty):
 
     def _location(self, obj: Any) -> str:
         call = self._call or KernelCall(CHUNK_SITE, 0)
-        return f"{obj.path}.source.{call.site}.{self.part}"
+        return f"{obj.path}.source.{site_label(obj, call.site)}.{self.part}"
 
     @contextmanager
     def _at_kernel(self, obj: Any) -> Iterator[None]:
