@@ -1,0 +1,64 @@
+# rule llava_next.image-scatter: image features scattered into the embeddings, after the host unpads the tiles and adds image_newline rows
+# transformers.models.llava_next.modeling_llava_next:LlavaNextModel.forward
+# transformers/models/llava_next/modeling_llava_next.py
+# sites: inputs_embeds_masked_scatter_0
+
+@merge_with_config_defaults
+@can_return_tuple
+@auto_docstring
+def forward(
+    self,
+    input_ids: torch.LongTensor | None = None,
+    pixel_values: torch.FloatTensor | None = None,
+    image_sizes: torch.LongTensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.LongTensor | None = None,
+    past_key_values: Cache | None = None,
+    inputs_embeds: torch.FloatTensor | None = None,
+    vision_feature_layer: int | list[int] | list[int] | None = None,
+    vision_feature_select_strategy: str | None = None,
+    use_cache: bool | None = None,
+    **kwargs: Unpack[FlashAttentionKwargs],
+) -> tuple | LlavaNextModelOutputWithPast:
+    r"""
+    vision_feature_select_strategy (`str`, *optional*, defaults to `"default"`):
+        The feature selection strategy used to select the vision feature from the vision backbone.
+        Can be one of `"default"` or `"full"`. If `"default"`, the CLS token is removed from the vision features.
+        If `"full"`, the full vision features are used.
+    """
+    if (input_ids is None) ^ (inputs_embeds is not None):
+        raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+
+    if inputs_embeds is None:
+        inputs_embeds = self.get_input_embeddings()(input_ids)
+
+    if pixel_values is not None and pixel_values.size(0) > 0:
+        image_features = self.get_image_features(
+            pixel_values,
+            image_sizes,
+            vision_feature_layer=vision_feature_layer,
+            vision_feature_select_strategy=vision_feature_select_strategy,
+            return_dict=True,
+        ).pooler_output
+        image_features = torch.cat(image_features, dim=0).to(inputs_embeds.device, inputs_embeds.dtype)
+        special_image_mask = self.get_placeholder_mask(
+            input_ids, inputs_embeds=inputs_embeds, image_features=image_features
+        )
+        inputs_embeds = __vlm_site__("inputs_embeds_masked_scatter_0", inputs_embeds.masked_scatter, special_image_mask, image_features)
+
+    outputs = self.language_model(
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        past_key_values=past_key_values,
+        inputs_embeds=inputs_embeds,
+        use_cache=use_cache,
+        **kwargs,
+    )
+
+    return LlavaNextModelOutputWithPast(
+        last_hidden_state=outputs.last_hidden_state,
+        past_key_values=outputs.past_key_values,
+        hidden_states=outputs.hidden_states,
+        attentions=outputs.attentions,
+        image_hidden_states=image_features if pixel_values is not None else None,
+    )

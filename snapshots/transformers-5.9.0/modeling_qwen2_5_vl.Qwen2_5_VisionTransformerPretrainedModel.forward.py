@@ -1,0 +1,66 @@
+# rule qwen2_5_vl.vision-windows: the tower's permutation into attention windows: argument 1 is the window index
+# transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VisionTransformerPretrainedModel.forward
+# transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
+# variant: transformers>=5.9,<5.17
+# sites: get_vision_window_index_0
+
+@merge_with_config_defaults
+@capture_outputs
+def forward(
+    self, hidden_states: torch.Tensor, grid_thw: torch.Tensor, **kwargs: Unpack[TransformersKwargs]
+) -> tuple | BaseModelOutputWithPooling:
+    """
+    Args:
+        hidden_states (`torch.Tensor` of shape `(seq_len, hidden_size)`):
+            The final hidden states of the model.
+        grid_thw (`torch.Tensor` of shape `(num_images_or_videos, 3)`):
+            The temporal, height and width of feature shape of each image in LLM.
+
+    Returns:
+        `torch.Tensor`: hidden_states.
+    """
+    position_ids = get_vision_position_ids(grid_thw, self.spatial_merge_size, kwargs=kwargs)
+    cu_seqlens = get_vision_cu_seqlens(grid_thw, kwargs=kwargs)
+    window_index, cu_window_seqlens = __vlm_site__("get_vision_window_index_0", get_vision_window_index,
+        grid_thw,
+        spatial_merge_size=self.spatial_merge_size,
+        window_size=self.window_size,
+        patch_size=self.patch_size,
+        kwargs=kwargs,
+    )
+
+    hidden_states = self.patch_embed(hidden_states)
+
+    seq_len, _ = hidden_states.size()
+    hidden_states = hidden_states.reshape(seq_len // self.spatial_merge_unit, self.spatial_merge_unit, -1)
+    hidden_states = hidden_states[window_index, :, :]
+    hidden_states = hidden_states.reshape(seq_len, -1)
+
+    rotary_pos_emb = self.rotary_pos_emb(position_ids)
+    rotary_pos_emb = rotary_pos_emb.reshape(seq_len // self.spatial_merge_unit, self.spatial_merge_unit, -1)
+    rotary_pos_emb = rotary_pos_emb[window_index, :, :]
+    rotary_pos_emb = rotary_pos_emb.reshape(seq_len, -1)
+    emb = torch.cat((rotary_pos_emb, rotary_pos_emb), dim=-1)
+    position_embeddings = (emb.cos(), emb.sin())
+
+    for layer_num, blk in enumerate(self.blocks):
+        if layer_num in self.fullatt_block_indexes:
+            cu_seqlens_now = cu_seqlens
+        else:
+            cu_seqlens_now = cu_window_seqlens
+
+        hidden_states = blk(
+            hidden_states,
+            cu_seqlens=cu_seqlens_now,
+            position_embeddings=position_embeddings,
+            **kwargs,
+        )
+
+    reverse_indices = torch.argsort(window_index)
+    merged_hidden_states = self.merger(hidden_states)
+    merged_hidden_states = merged_hidden_states[reverse_indices, :]
+
+    return BaseModelOutputWithPooling(
+        last_hidden_state=hidden_states,
+        pooler_output=merged_hidden_states,
+    )
