@@ -53,6 +53,7 @@ from types import CodeType, FunctionType
 from typing import Callable
 
 from .rewritten import Rewritten, Site
+from .versions import distribution_version, library_version
 
 #: The environment variable that moves the cache folder, or disables the cache (`DISABLED`).
 ENVIRONMENT = "VLM_INSTRUMENT_CACHE"
@@ -137,13 +138,6 @@ def _folder(create: bool) -> Path | None:
 # -- the key ----------------------------------------------------------------------------------------
 
 
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 @cache
 def _toolchain() -> tuple[tuple[str, str], ...]:
     """What every entry depends on in this process: Python, libcst, this library and its compiler's source."""
@@ -154,8 +148,8 @@ def _toolchain() -> tuple[tuple[str, str], ...]:
     return (
         ("format", str(FORMAT)),
         ("python", f"{sys.implementation.cache_tag} {importlib.util.MAGIC_NUMBER.hex()}"),
-        ("libcst", _version("libcst")),
-        ("vlm-instrument", _version("vlm-instrument")),
+        ("libcst", distribution_version("libcst") or "unknown"),
+        ("vlm-instrument", distribution_version("vlm-instrument") or "unknown"),
         ("compiler source", compiler.hexdigest()),
     )
 
@@ -179,10 +173,9 @@ def key(function: FunctionType, sites: tuple) -> tuple[tuple[str, str], ...]:
     Raises ``OSError`` when the function's file cannot be read (then it is not cached).
     """
     code = function.__code__
-    top = (function.__module__ or "").partition(".")[0]
     return (
         *_toolchain(),
-        ("library", f"{top} {getattr(sys.modules.get(top), '__version__', 'unknown')}"),
+        ("library", library_version(function.__module__ or "")),
         ("file", code.co_filename),
         ("file sha256", _file_hash(code.co_filename)),
         ("function", f"{code.co_qualname} line {code.co_firstlineno} freevars {code.co_freevars!r}"),

@@ -21,7 +21,6 @@ original defaults and names, and the peeled decorators rebuilt around it.
 from __future__ import annotations
 
 import ast
-import importlib.metadata
 import inspect
 import textwrap
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from .cache import Compiled as _Compiled
 from .decorators import Layer, UnknownDecorator, copy_function, peel, rebuild
 from .rewritten import SITE, Rewritten, RewriteError
 from .rule import Rule
-from .versions import for_installed
+from .versions import for_installed, library_version
 
 #: Name of the function the rewritten definition is compiled inside.
 SHELL = "__vlm_shell__"
@@ -72,15 +71,6 @@ class Instrumented:
         cells[SITE] = CellType(site)
         closure = tuple(cells[name] for name in self.code.co_freevars)
         return rebuild(self.layers, copy_function(self.innermost, self.code, closure))
-
-
-def library_version(module_name: str) -> str:
-    """The installed version of the distribution a module belongs to (``transformers 5.24.0``)."""
-    top = module_name.partition(".")[0]
-    try:
-        return f"{top} {importlib.metadata.version(top)}"
-    except importlib.metadata.PackageNotFoundError:
-        return f"{top} (version unknown)"
 
 
 def _where(rule: Rule, filename: str | None = None) -> str:

@@ -11,7 +11,8 @@ import difflib
 import sys
 from pathlib import Path
 
-from .compiler import Instrumented, library_version
+from .compiler import Instrumented
+from .versions import library_version
 from .rule import Rule
 
 
@@ -24,15 +25,26 @@ def relative_path(instrumented: Instrumented) -> str:
 
 
 def header(instrumented: Instrumented) -> str:
-    """Comment lines naming the rule, the target, its file and line, and its sites."""
+    """Comment lines naming the rule, the target, its file, first line and library version, the variant chosen,
+    and its sites with their file lines."""
+    return _header(instrumented, located=True)
+
+
+def _header(instrumented: Instrumented, located: bool) -> str:
+    """The rule's purpose, its target and file, the variant chosen and what differs there, and its sites, each
+    with nnsight's label where the variant serves it under another; ``located`` adds file lines and the version."""
     rule = instrumented.rule
-    sites = ", ".join(f"{s.name} (line {instrumented.first_line + s.line - 1})" for s in instrumented.rewritten.sites)
-    return (
-        f"# rule {rule.name}: {rule.purpose}\n"
-        f"# {rule.target}\n"
-        f"# {relative_path(instrumented)}:{instrumented.first_line} ({library_version(rule.module_name)})\n"
-        f"# sites: {sites}\n"
+    sites = ", ".join(
+        site.name
+        + (f" (numbered {site.numbered})" if site.numbered else "")
+        + (f" (line {instrumented.first_line + site.line - 1})" if located else "")
+        for site in instrumented.rewritten.sites
     )
+    where = relative_path(instrumented)
+    if located:
+        where += f":{instrumented.first_line} ({library_version(rule.module_name)})"
+    variant = f"# variant: transformers{rule.variant}: {rule.variant_note}\n" if rule.variant else ""
+    return f"# rule {rule.name}: {rule.purpose}\n# {rule.target}\n# {where}\n{variant}# sites: {sites}\n"
 
 
 def listing(instrumented: Instrumented) -> str:
@@ -72,24 +84,8 @@ def diff(instrumented: Instrumented, context: int = 3) -> str:
 
 
 def snapshot_header(instrumented: Instrumented) -> str:
-    """`header` without what varies between releases that leave the forward alone: no version, no file line.
-
-    Each site is named as served, with nnsight's label where the rule's
-    variant serves it under another (``attention_interface_1 (numbered
-    attention_interface_2)``), and the variant chosen, if any.
-    """
-    rule = instrumented.rule
-    sites = ", ".join(
-        site.name + (f" (numbered {site.numbered})" if site.numbered else "") for site in instrumented.rewritten.sites
-    )
-    variant = f"# variant: transformers{rule.variant}\n" if rule.variant else ""
-    return (
-        f"# rule {rule.name}: {rule.purpose}\n"
-        f"# {rule.target}\n"
-        f"# {relative_path(instrumented)}\n"
-        f"{variant}"
-        f"# sites: {sites}\n"
-    )
+    """`header` without what varies between releases that leave the forward alone: no version, no file line."""
+    return _header(instrumented, located=False)
 
 
 def snapshot(instrumented: Instrumented) -> str:

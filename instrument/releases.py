@@ -1,8 +1,9 @@
 """``python -m instrument.releases X.Y.Z [...]``: check the rules against other transformers releases.
 
 For each release: a throwaway virtualenv with that transformers (torch and
-torchvision pinned as the README pins them, never resolved by pip), the
-project installed there without dependencies, the snapshot check run against
+torchvision pinned as CI pins them, never resolved by pip), the project's
+other requirements and test extra as pyproject states them, the project
+installed there (editable, without dependencies), the snapshot check run against
 the nearest folder (`instrument.snapshot`), the release's folder written when
 it has none (or with ``--update``), optionally the test suite, and a table.
 
@@ -22,20 +23,29 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import venv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
 
 #: The checkout the command runs from.
 REPOSITORY = Path(__file__).resolve().parent.parent
 SNAPSHOTS = REPOSITORY / "snapshots"
 
-#: Pinned as in the README, so pip never resolves torch.
+#: Pinned as CI pins them (`.ci/run`), so pip never resolves torch.
 TORCH = ("torch==2.14.1", "torchvision==0.29.1")
-#: What the project and its tests need besides transformers and torch.
-REQUIREMENTS = ("nnsight==0.8.1", "libcst>=1.1", "pillow>=10", "packaging>=23", "num2words>=0.5", "accelerate", "pytest>=8")
+#: Installed by the command itself: torch pinned (`TORCH`), transformers at the release checked.
+OWN_PINS = {"torch", "torchvision", "transformers"}
+
+
+def requirements(pyproject: Path = REPOSITORY / "pyproject.toml") -> tuple[str, ...]:
+    """What the project and its tests need besides torch and transformers, as pyproject states it."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    return tuple(dict.fromkeys(r for r in wanted if Requirement(r).name not in OWN_PINS))
 
 
 @dataclass
@@ -48,7 +58,13 @@ class Outcome:
     moved: list[str] = field(default_factory=list)  #: rules whose sites moved
     folder: str = ""  #: "written", "kept" or "" (not written)
     tests: str = ""  #: pytest's last line, when run
+    tests_passed: bool = True  #: pytest exited 0 (or the tests were not run)
     error: str = ""  #: why the release could not be checked
+
+    @property
+    def failed(self) -> bool:
+        """The release could not be checked, a site moved, or its tests failed."""
+        return bool(self.error or self.moved) or not self.tests_passed
 
 
 def _run(command: list[str], log: Path, cwd: Path = REPOSITORY, timeout: float | None = None) -> subprocess.CompletedProcess:
@@ -76,18 +92,20 @@ def make_environment(release: str, where: Path, log: Path, share_torch: Path | N
         shared = site_packages(share_torch / "bin" / "python")
         (site_packages(python) / "zz_shared_environment.pth").write_text(f"{shared}\n")
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    if _run([*pip, *TORCH, f"transformers=={release}", *REQUIREMENTS], log).returncode:
+    if _run([*pip, *TORCH, f"transformers=={release}", *requirements()], log).returncode:
         raise RuntimeError(f"installing transformers {release} failed (see {log})")
-    if _run([*pip, "--no-deps", str(REPOSITORY)], log).returncode:
+    if _run([*pip, "--no-deps", "--editable", str(REPOSITORY)], log).returncode:
         raise RuntimeError(f"installing the project failed (see {log})")
     return python
 
 
-def check_release(python: Path, release: str, work: Path, log: Path, update: bool) -> Outcome:
-    """The snapshot check against the nearest folder, then the release's folder written when missing or asked."""
+def check_release(python: Path, release: str, work: Path, log: Path, update: bool, root: Path = SNAPSHOTS) -> Outcome:
+    """The snapshot check against the nearest folder under ``root``, then the release's folder written when
+    missing or asked."""
     outcome = Outcome(release)
     verdicts = work / "verdicts.json"
-    _run([str(python), "-m", "instrument.snapshot", "--quiet", "--json", str(verdicts)], log)
+    snapshot = [str(python), "-m", "instrument.snapshot", "--root", str(root)]
+    _run([*snapshot, "--quiet", "--json", str(verdicts)], log)
     if not verdicts.exists():
         outcome.error = f"the snapshot check did not run (see {log})"
         return outcome
@@ -95,23 +113,25 @@ def check_release(python: Path, release: str, work: Path, log: Path, update: boo
     outcome.reference = report["reference"]
     outcome.counts = {k: v for k, v in report["counts"].items() if v}
     outcome.moved = [row["rule"] for row in report["rules"] if row["verdict"] == "site moved"]
-    folder = SNAPSHOTS / f"transformers-{release}"
+    folder = root / f"transformers-{release}"
     if update or not folder.is_dir():
-        _run([str(python), "-m", "instrument.snapshot", "--update", "--quiet"], log)
-        outcome.folder = "written"
+        if _run([*snapshot, "--update", "--quiet"], log).returncode:  # the folder just written must check clean
+            outcome.error = f"writing {folder.name} failed (see {log})"
+        else:
+            outcome.folder = "written"
     else:
         outcome.folder = "kept"
     return outcome
 
 
-def run_tests(python: Path, log: Path, arguments: list[str], timeout: float) -> str:
-    """pytest's summary line on this environment, or why there is none."""
+def run_tests(python: Path, log: Path, arguments: list[str], timeout: float) -> tuple[str, bool]:
+    """pytest's summary line on this environment (or why there is none), and whether pytest exited 0."""
     try:
-        _run([str(python), "-m", "pytest", "-q", *arguments], log, timeout=timeout)
+        done = _run([str(python), "-m", "pytest", "-q", *arguments], log, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return f"timed out after {timeout:.0f} s"
+        return f"timed out after {timeout:.0f} s", False
     lines = [line for line in log.read_text().splitlines() if re.search(r"\b(passed|failed|error|skipped)\b", line)]
-    return lines[-1].strip("= ") if lines else "no summary (see the log)"
+    return (lines[-1].strip("= ") if lines else "no summary (see the log)"), done.returncode == 0
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -136,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--share-torch", type=Path, metavar="PREFIX", help="reuse torch (and the rest) from this environment")
     parser.add_argument("--venvs", type=Path, help="keep the virtualenvs here (reused on the next run)")
     args = parser.parse_args(argv)
-    for release in args.releases:
-        Version(release)  # a clear error before anything is made
+    for release in args.releases:  # refused before anything is made
+        try:
+            Version(release)
+        except InvalidVersion:
+            parser.error(f"{release!r} is not a release number; give transformers versions such as 5.0.0")
     scratch = Path(tempfile.mkdtemp(prefix="vlm-releases-"))
     where = args.venvs or scratch
     outcomes = []
@@ -155,16 +178,17 @@ def main(argv: list[str] | None = None) -> int:
             outcome = check_release(python, release, work, log, args.update)
             if args.tests and not outcome.error:
                 print(f"transformers {release}: running the tests", flush=True)
-                outcome.tests = run_tests(python, work / "tests.txt", args.pytest_args.split(), args.test_timeout)
+                outcome.tests, outcome.tests_passed = run_tests(
+                    python, work / "tests.txt", args.pytest_args.split(), args.test_timeout
+                )
             outcomes.append(outcome)
     finally:
         if args.venvs is None:
-            shutil.rmtree(scratch / "venvs", ignore_errors=True)
             for release in args.releases:
                 shutil.rmtree(scratch / f"transformers-{release}", ignore_errors=True)
     sys.stdout.write(table(outcomes))
     print(f"logs: {scratch}")
-    return 1 if any(o.error or o.moved for o in outcomes) else 0
+    return 1 if any(o.failed for o in outcomes) else 0
 
 
 if __name__ == "__main__":

@@ -81,6 +81,7 @@ class Rule:
     serve_as: Mapping[str, str] = field(default_factory=dict)  #: set by `at`: a label -> the label served
     unavailable: str | None = None  #: set by `at`: why this release cannot be served
     variant: str = ""  #: set by `at`: the versions of the variant chosen, empty for the rule's own form
+    variant_note: str = ""  #: set by `at`: what differs on the variant's releases (`Variant.note`)
 
     def at(self, version: Version | str) -> "Rule":
         """This rule as it reads on ``version`` of its library: the first matching variant applied, or itself."""
@@ -94,6 +95,7 @@ class Rule:
                     serve_as=dict(variant.serve_as),
                     unavailable=variant.unavailable,
                     variant=variant.versions,
+                    variant_note=variant.note,
                     variants=(),
                 )
         return replace(self, variants=()) if self.variants else self

@@ -15,7 +15,8 @@ release's (older or newer). It gives one `Verdict` per rule: ``unchanged``,
 diff), ``unavailable`` (the variant's reason), ``target absent`` or ``new``
 (no file in the reference). ``python -m
 instrument.snapshot`` prints the verdicts and the diffs (exit 1 when anything
-differs); ``--update`` writes the installed release's folder.
+differs or the reference holds a file no rule writes); ``--update`` writes the
+installed release's folder.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .compiler import DriftError, TargetMissing, compile_rule, library_version
+from .compiler import DriftError, TargetMissing, compile_rule
 from .listing import snapshot, snapshot_file_name
 from .rule import Rule
 from .targets import all_rules
-from .versions import for_installed
+from .versions import for_installed, library_version
 
 #: The repository's snapshot folder (the tools run from a checkout).
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
@@ -99,7 +100,7 @@ class Current:
     """One rule against the installed library: its file's name and text, or why there is none."""
 
     rule: str
-    file: str  #: the snapshot file's name (``.py``, or ``.drift`` when the sites moved)
+    file: str  #: the snapshot file's name (``.py``; ``.drift`` when the sites moved, ``.unavailable`` when the variant says why not)
     text: str | None  #: the file's text; None when the target is absent
     absent: str | None = None  #: why the target is absent
     kind: str = ""  #: MOVED or UNAVAILABLE when the rule is not built, else empty
@@ -200,13 +201,13 @@ def check(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> R
 def update(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> Path:
     """Rewrite the installed release's folder from the installed library; returns the folder."""
     rules = all_rules() if rules is None else rules
+    entries = [entry for entry in current(rules) if entry.text is not None]  # built before the folder is touched
     folder = root / folder_name(rules)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.iterdir():
         stale.unlink()
-    for entry in current(rules):
-        if entry.text is not None:
-            (folder / entry.file).write_text(entry.text)
+    for entry in entries:
+        (folder / entry.file).write_text(entry.text)
     return folder
 
 

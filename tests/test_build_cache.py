@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import sysconfig
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -147,14 +149,21 @@ def test_an_entry_is_stale_when_the_target_source_changes(folder, rewrites, tmp_
 def test_the_key_names_what_the_code_depends_on(folder):
     fresh_compile()
     module = sys.modules["vlm_cache_target"]
-    recorded = dict(cache.key(module.scaled, (("math.sqrt", ("math_sqrt_0",)),)))
+    key = cache.key(module.scaled, compiler.selection(RULE))
+    assert cache.entry_path(folder, key) in entries(folder)  # the key the compile stored its entry under
+    recorded = dict(key)
     source_file = Path(module.__file__)
     assert recorded["file"] == str(source_file)
     assert recorded["file sha256"] == hashlib.sha256(source_file.read_bytes()).hexdigest()
     assert recorded["function"].startswith("scaled line 4 ")
-    assert recorded["sites"] == repr((("math.sqrt", ("math_sqrt_0",)),))
+    served_elsewhere = replace(RULE, serve_as={"math_sqrt_0": "root_0"})
+    assert "math_sqrt_0" in recorded["sites"] and "root_0" not in recorded["sites"]
+    assert "root_0" in dict(cache.key(module.scaled, compiler.selection(served_elsewhere)))["sites"]
     assert recorded["python"].startswith(sys.implementation.cache_tag)
-    assert set(recorded) >= {"format", "libcst", "vlm-instrument", "compiler source", "library"}
+    assert recorded["vlm-instrument"] == importlib.metadata.version("vlm-instrument")
+    assert recorded["libcst"] == importlib.metadata.version("libcst")
+    assert recorded["library"] == "vlm_cache_target (version unknown)"  # the target belongs to no distribution
+    assert set(recorded) >= {"format", "compiler source"}
 
 
 # -- what is never trusted ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from instrument import DriftError, InstallError, Rule, compile_rule, install, installed
-from instrument.compiler import library_version
+from instrument.versions import library_version
 from synthetic import write_module
 
 SOURCE = '''

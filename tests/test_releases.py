@@ -8,7 +8,9 @@ modified copy of a forward installed for one test), never installed.
 from __future__ import annotations
 
 import inspect
+import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -76,6 +78,50 @@ def test_a_variant_serves_a_renumbered_call_under_the_rules_label(tmp_path):
     x = torch.arange(3.0)
     assert torch.equal(instrumented.build(site)(x), x * 2.0)
     assert [label for label, _ in served] == ["attention_interface_1"]
+
+
+#: A kernel call drilled into: the release decides which function it reaches (the drill key of a variant).
+DRILLED = '''
+import torch
+
+def kernel(x):
+    return torch.softmax(x, -1)
+
+def old_kernel(x):
+    return torch.nn.functional.softmax(x, -1)
+
+def forward(x):
+    attention_interface = kernel
+    return attention_interface(x)
+'''
+
+
+def test_a_variant_drills_into_the_function_its_release_calls(tmp_path):
+    write_module(tmp_path, "drilled", DRILLED)
+    new = Rule("test.kernel-new", "drilled:kernel", {"torch.softmax": ("torch_softmax_0",)})
+    old = Rule("test.kernel-old", "drilled:old_kernel", {"torch.nn.functional.softmax": ("torch_nn_functional_softmax_0",)})
+    rule = Rule(
+        "test.drilled", "drilled:forward", {"attention_interface": ("attention_interface_1",)},
+        drill={"attention_interface_1": new},
+        variants=(Variant("<5.1", drill={"attention_interface_1": old}, note="the kernel calls softmax functionally"),),
+    )
+    assert rule.at("5.0.0").drill == {"attention_interface_1": old} and rule.at("5.1.0").drill == {"attention_interface_1": new}
+    assert rule.at("5.0.0").variant_note == "the kernel calls softmax functionally" and rule.at("5.1.0").variant_note == ""
+    drilled = compile_rule(rule.at("5.0.0")).drills["attention_interface_1"]
+    assert drilled.rule.target == "drilled:old_kernel" and drilled.site_names == ("torch_nn_functional_softmax_0",)
+    assert compile_rule(rule.at("5.1.0")).drills["attention_interface_1"].site_names == ("torch_softmax_0",)
+
+
+def test_show_and_the_snapshot_name_the_variant_and_what_differs(tmp_path):
+    from instrument.listing import header, snapshot_header
+
+    write_module(tmp_path, "twice_assigned_shown", TWICE_ASSIGNED)
+    variant = Variant(OLD_NUMBERING.versions, OLD_NUMBERING.sites, OLD_NUMBERING.serve_as, note="assigned twice")
+    instrumented = compile_rule(the_rule("twice_assigned_shown:forward", (variant,)).at("5.0.0"))
+    for text in (header(instrumented), snapshot_header(instrumented)):
+        assert "# variant: transformers<5.1: assigned twice\n" in text
+        assert "# sites: attention_interface_1 (numbered attention_interface_2)" in text
+    assert "(line " in header(instrumented) and "(line " not in snapshot_header(instrumented)
 
 
 def test_a_variant_that_cannot_serve_a_release_refuses_with_its_reason():
@@ -168,16 +214,70 @@ def test_the_release_table_has_a_row_per_release():
     assert "installing transformers 9.9.9 failed" in rows[2] and rows[2].endswith("not run")
 
 
-def test_a_bad_release_name_is_refused_before_anything_is_made():
-    from packaging.version import InvalidVersion
+def test_a_bad_release_name_is_refused_before_anything_is_made(capsys, tmp_path, monkeypatch):
+    from instrument import releases
 
-    from instrument.releases import main
+    monkeypatch.setattr(releases.tempfile, "mkdtemp", lambda **_: pytest.fail("a folder was made"))
+    with pytest.raises(SystemExit) as refused:
+        releases.main(["5.0.0", "five-point-oh"])
+    assert refused.value.code == 2
+    assert "'five-point-oh' is not a release number; give transformers versions such as 5.0.0" in capsys.readouterr().err
 
-    with pytest.raises(InvalidVersion):
-        main(["five-point-oh"])
 
+def test_torch_is_pinned_as_ci_pins_it():
+    from instrument.releases import REPOSITORY, TORCH
 
-def test_torch_is_pinned_never_resolved():
-    from instrument.releases import TORCH
-
+    ci = (REPOSITORY / ".ci" / "run").read_text()
     assert all("==" in requirement for requirement in TORCH)
+    assert f"pip install --quiet {' '.join(TORCH)}\n" in ci
+
+
+def test_the_other_requirements_are_pyprojects_own():
+    from packaging.requirements import Requirement
+
+    from instrument.releases import REPOSITORY, requirements
+
+    wanted = requirements()
+    names = {Requirement(r).name for r in wanted}
+    assert {"nnsight", "libcst", "num2words", "accelerate", "matplotlib", "pytest"} <= names
+    assert not names & {"torch", "torchvision", "transformers"}  # pinned by the command itself
+    pyproject = (REPOSITORY / "pyproject.toml").read_text()
+    assert all(f'"{requirement}"' in pyproject for requirement in wanted)  # the ranges as written there, not copies
+    assert len(names) == len(wanted)
+
+
+def test_checking_a_release_compares_with_the_nearest_folder_and_writes_its_own(tmp_path):
+    """The command's check and write, run on the installed release with this interpreter, into a scratch root."""
+    import sys
+
+    from instrument import snapshot
+    from instrument.releases import check_release
+
+    installed = snapshot.DEFAULT_ROOT / f"transformers-{transformers.__version__}"
+    if not installed.is_dir():
+        pytest.skip(f"no snapshot folder for transformers {transformers.__version__}")
+    root = tmp_path / "snapshots"
+    shutil.copytree(installed, root / "transformers-0.0.1")  # the only, and so the nearest, folder
+    work = tmp_path / "work"
+    work.mkdir()
+    outcome = check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root)
+    assert outcome.error == "" and outcome.moved == [] and outcome.reference == "transformers-0.0.1"
+    assert set(outcome.counts) <= {"unchanged", "unavailable"} and sum(outcome.counts.values()) > 0
+    assert outcome.folder == "written"
+    written = root / f"transformers-{transformers.__version__}"
+    assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in installed.iterdir())
+    assert all((written / p.name).read_text() == p.read_text() for p in installed.iterdir())
+    assert not check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root).failed
+    assert check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root).folder == "kept"
+
+
+def test_a_failing_test_run_fails_the_release(tmp_path):
+    import sys
+
+    from instrument.releases import Outcome, run_tests
+
+    (tmp_path / "test_fails.py").write_text("def test_fails():\n    assert False\n\ndef test_passes():\n    pass\n")
+    summary, passed = run_tests(Path(sys.executable), tmp_path / "log.txt", [str(tmp_path), "-p", "no:cacheprovider"], 120)
+    assert summary.startswith("1 failed, 1 passed") and passed is False
+    assert Outcome("5.0.0", tests=summary, tests_passed=passed).failed
+    assert not Outcome("5.0.0", tests="2 passed").failed

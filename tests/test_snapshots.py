@@ -109,3 +109,26 @@ def test_update_writes_the_installed_release_folder(tmp_path):
     folder = snapshot.update(tmp_path)
     assert folder.name == INSTALLED
     assert snapshot.check(tmp_path).diffs == ()
+
+
+def test_a_failed_update_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    folder = snapshot.update(tmp_path)
+    before = {p.name: p.read_text() for p in folder.iterdir()}
+
+    def failing(rules):
+        raise RuntimeError("compiling failed")
+
+    monkeypatch.setattr(snapshot, "current", failing)
+    with pytest.raises(RuntimeError, match="compiling failed"):
+        snapshot.update(tmp_path)
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before
+
+
+def test_a_file_no_rule_writes_is_stale_and_fails_the_check(tmp_path, capsys):
+    folder = snapshot.update(tmp_path)
+    (folder / "modeling_gone.GoneModel.forward.py").write_text("def forward(self):\n    pass\n")
+    report = snapshot.check(tmp_path)
+    assert report.stale == ("modeling_gone.GoneModel.forward.py",)
+    assert report.diffs == ("stale file modeling_gone.GoneModel.forward.py\n",)
+    assert snapshot.main(["--root", str(tmp_path), "--quiet"]) == 1
+    assert "stale          modeling_gone.GoneModel.forward.py" in capsys.readouterr().out
