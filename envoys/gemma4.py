@@ -96,26 +96,10 @@ def pooled_cells(image_position_ids: torch.Tensor, kernel: int) -> torch.Tensor:
     return torch.where(present, order, -1)
 
 
-def image_grids(rows: torch.Tensor, image_position_ids: torch.Tensor) -> list[torch.Tensor]:
-    """A tower value's real rows put back on each image's patch grid: one ``[height, width, ...]`` per image.
-
-    ``rows`` is ``[images, patches, ...]`` over the padded patch axis (a stream
-    value, or a pattern's query axis); ``image_position_ids`` is the
-    processor's ``[images, patches, 2]``, each real patch's (x, y). The padded
-    rows are left out (a cell no real row covers is 0).
-    """
-    grids = []
-    for values, positions in zip(rows, image_position_ids):
-        cells = patch_cells(positions).to(values.device)
-        grid = values.new_zeros(*cells.shape, *values.shape[1:])
-        grid[cells >= 0] = values[cells[cells >= 0]]
-        grids.append(grid)
-    return grids
-
-
-def grid_from(cells: torch.Tensor, start: int, length: int) -> Grid:
-    """The `Grid` of an image whose ``length`` rows begin at ``start``, ``cells`` counting from its first (-1 kept)."""
-    return Grid(torch.where(cells >= 0, cells + start, cells), slice(start, start + length))
+def grid_from(cells: torch.Tensor, start: int, length: int, stream: int | None = None) -> Grid:
+    """The `Grid` of an image whose ``length`` rows begin at ``start``, ``cells`` counting from its first (-1 kept),
+    in a value of ``stream`` rows where known."""
+    return Grid(torch.where(cells >= 0, cells + start, cells), slice(start, start + length), stream)
 
 
 class Gemma4Grids:
@@ -135,7 +119,7 @@ class Gemma4Grids:
         """Image ``image``'s patch grid over the stream's rows (images by padded patches, flattened)."""
         positions = self._positions(inputs, image)
         rows = positions.shape[1]
-        return grid_from(patch_cells(positions[image]), image * rows, rows)
+        return grid_from(patch_cells(positions[image]), image * rows, rows, positions.shape[0] * rows)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         """Image ``image``'s pooled grid over the image tokens (the soft tokens, image after image)."""

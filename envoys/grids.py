@@ -11,13 +11,14 @@ Gathering rows into a grid (`gather`) and writing a grid's cells back
 value a grid's indices refer to, for the shapes a value may have.
 
 A layout reads only the `ImageInputs`: the processor's image tensors, the
-``input_ids``, the image-token mask and the model's config.
+``input_ids``, the image-token mask, the model's config and, where a prompt
+marks tiles with tokens, the processor's tokenizer.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
@@ -33,14 +34,6 @@ class GridError(ValueError):
     """A value or grid whose shape does not fit the image's layout; the message lists the shapes accepted."""
 
 
-class NotInvertible(Unavailable):
-    """A grid the layout cannot write back (it is approximate: its note says how)."""
-
-
-class ApproximateGrid(UserWarning):
-    """Said when a grid is read that the layout could not make exact (the grid's note)."""
-
-
 @dataclass(frozen=True)
 class Grid:
     """Where one image's rows sit in a value, cell by cell.
@@ -48,13 +41,14 @@ class Grid:
     ``rows``: long ``[grid_rows, grid_columns]``, for cell ``(r, c)`` the index
     of its row along the value's flattened row axis, -1 where no row covers the
     cell. ``span``: the rows (same axis) that belong to this image, CLS,
-    registers and padding included. ``note``: what the layout could not do
-    exactly, said to the user (a grid with a note cannot be written back).
+    registers and padding included. ``stream``: how many rows the whole value
+    has along that axis (every image's), where the layout knows it, so that a
+    value of another layout is refused rather than misread.
     """
 
     rows: torch.Tensor
     span: slice
-    note: str = ""
+    stream: int | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -70,6 +64,14 @@ class Grid:
 def raster(rows: int, columns: int, start: int = 0) -> torch.Tensor:
     """long ``[rows, columns]``: ``start, start + 1, ...`` in raster order (a block of rows laid out row by row)."""
     return torch.arange(start, start + rows * columns, dtype=torch.long).reshape(rows, columns)
+
+
+def packed_raster(sizes: torch.Tensor, image: int, stream: int | None = None) -> Grid:
+    """Image ``image``'s grid where each image's ``height x width`` rows lie in raster order, image after image
+    (``sizes``: long ``[images, 2]``), in a value of ``stream`` rows where known."""
+    start = int(sizes[:image].prod(dim=1).sum())
+    height, width = (int(side) for side in sizes[image])
+    return Grid(raster(height, width, start), slice(start, start + height * width), stream)
 
 
 def stitch(tiles: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
@@ -136,8 +138,8 @@ class TiledLayout:
         raise NotImplementedError
 
     def patch_side(self, config: Any) -> int:
-        """Patches along a tile's side."""
-        raise NotImplementedError
+        """Patches along a tile's side: the tower's image size over its patch size."""
+        return config.vision_config.image_size // config.vision_config.patch_size
 
     def rows_per_tile(self, config: Any) -> int:
         """Rows a tile holds in the tower's stream: its patches (and any CLS row after them)."""
@@ -155,7 +157,8 @@ class TiledLayout:
     def patch_grid(self, inputs: "ImageInputs", image: int) -> Grid:
         tiled, side, rows = self._image(inputs, image), self.patch_side(inputs.config), self.rows_per_tile(inputs.config)
         cells = tiled.placed(lambda tile, run: raster(side, side, tile * rows))
-        return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows))
+        tiles = sum(each.count for each in self.tiled_images(inputs))
+        return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows), tiles * rows)
 
     def token_grid(self, inputs: "ImageInputs", image: int) -> Grid:
         tiled, side = self._image(inputs, image), self.token_side(inputs.config)
@@ -225,6 +228,9 @@ class ImageInputs:
         if run.position == 0:
             return None
         token_id = int(self.input_ids[run.batch, run.position - 1])
+        if self.processor is None:
+            raise Unavailable("this model has no processor, and its tiles are placed by the tokens its processor's "
+                              "prompt puts before them; load it with its processor")
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
         return tokenizer.convert_ids_to_tokens(token_id)
 
@@ -265,6 +271,14 @@ class GridLayout(Protocol):
         ...
 
 
+def value_named(of: str, allowed: tuple[str, ...], what: str) -> str:
+    """``of``, the value a grid is over, if it is one of ``allowed`` (``what`` says of which kind); else `GridError`."""
+    if of not in allowed:
+        raise GridError(f"of={of!r} is not a {what} value; say which value the rows are of: "
+                        f"{' or '.join(repr(name) for name in allowed)}")
+    return of
+
+
 # -- which rows of a value a grid points at ---------------------------------------------------
 
 
@@ -290,17 +304,22 @@ def tower_rows(value: torch.Tensor, grid: Grid, stream_dims: int) -> Rows:
     the stream. Anything else: `GridError`, with the shapes accepted.
     """
     length = grid.span.stop - grid.span.start
+
+    def whole(rows: int) -> bool:
+        return rows == grid.stream if grid.stream is not None else rows >= grid.span.stop
+
     if value.dim() >= 1 and value.shape[0] == length:
         return Rows(value, (length,), grid.span.start)
-    if stream_dims > 1 and value.dim() >= 1 and value.shape[0] >= grid.span.stop:
+    if stream_dims > 1 and value.dim() >= 1 and whole(value.shape[0]):
         # the stream's rows already flat (a packed tower's value without its leading 1): read along the first axis
         return Rows(value, (value.shape[0],), 0)
-    if value.dim() >= stream_dims and math.prod(value.shape[:stream_dims]) >= grid.span.stop:
+    if value.dim() >= stream_dims and whole(math.prod(value.shape[:stream_dims])):
         return Rows(value, tuple(value.shape[:stream_dims]), 0)
     stream = "[images_or_tiles, patches, ...]" if stream_dims == 2 else "[all_patches, ...]"
+    rows = f"exactly {grid.stream}" if grid.stream is not None else f"at least {grid.span.stop}"
     raise GridError(
         f"a value of shape {tuple(value.shape)} is neither the tower's stream ({stream}, the first {stream_dims} "
-        f"axes holding at least {grid.span.stop} rows) nor this image's rows only ([{length}, ...], rows "
+        f"axes holding {rows} rows) nor this image's rows only ([{length}, ...], rows "
         f"{grid.span.start}..{grid.span.stop - 1} of the stream); pass one of those"
     )
 
@@ -345,11 +364,8 @@ class MaskedRows(Rows):
 def gather(rows: Rows, grid: Grid) -> torch.Tensor:
     """The grid of ``rows.value``: ``[grid_rows, grid_columns, ...]``, the value's trailing axes kept.
 
-    Uncovered cells (-1) are NaN on a floating-point value, 0 otherwise. A
-    grid with a note says it (an `ApproximateGrid` warning).
+    Uncovered cells (-1) are NaN on a floating-point value, 0 otherwise.
     """
-    if grid.note:
-        warnings.warn(f"this grid is approximate: {grid.note}", ApproximateGrid, stacklevel=3)
     covered = grid.covered.reshape(-1).to(rows.value.device)
     flat = grid.rows.reshape(-1).to(rows.value.device)
     trailing = tuple(rows.value.shape[len(rows.row_shape):])
@@ -365,12 +381,9 @@ def gather(rows: Rows, grid: Grid) -> torch.Tensor:
 def place(cells: torch.Tensor, rows: Rows, grid: Grid) -> torch.Tensor:
     """Write ``cells`` (``[grid_rows, grid_columns, ...]``) into ``rows.value`` in place, uncovered cells skipped.
 
-    Refused, with nothing written, where the grid is approximate (its note says
-    why) or ``cells`` has another shape than the grid gathered from the value.
-    Returns the value.
+    Refused, with nothing written, where ``cells`` has another shape than the
+    grid gathered from the value. Returns the value.
     """
-    if grid.note:
-        raise NotInvertible(f"this grid cannot be written back: {grid.note}")
     trailing = tuple(rows.value.shape[len(rows.row_shape):])
     expected = (*grid.shape, *trailing)
     if tuple(cells.shape) != expected:
@@ -406,3 +419,17 @@ def layout_and_inputs(root: Any) -> tuple[GridLayout, ImageInputs]:
     if inputs is None:
         raise Unavailable(f"the grids are unavailable: {NO_BATCH}")
     return family.grid_layout, inputs
+
+
+def image_grid(root: Any, kind: str, image: int, options: Mapping[str, Any]) -> tuple[GridLayout, ImageInputs, Grid]:
+    """The family's layout, the recorded batch, and image ``image``'s grid of ``kind`` ("patch_grid" or
+    "token_grid") with the layout's own ``options`` (``of=``); TypeError naming the options it takes otherwise."""
+    layout, inputs = layout_and_inputs(root)
+    method = getattr(layout, kind)
+    accepted = tuple(inspect.signature(method).parameters)[2:]  # after (inputs, image)
+    unknown = [name for name in options if name not in accepted]
+    if unknown:
+        takes = ", ".join(f"{name}=" for name in accepted) or "no options (its values are all in one row order)"
+        raise TypeError(f"{', '.join(f'{name}=' for name in unknown)}: {kind} on the {root.family.model_type} "
+                        f"family takes {takes}")
+    return layout, inputs, method(inputs, image, **options)

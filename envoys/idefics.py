@@ -122,8 +122,5 @@ class TiledGrids(TiledLayout):
     def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
         return tiled_images(inputs)
 
-    def patch_side(self, config: Any) -> int:
-        return config.vision_config.image_size // config.vision_config.patch_size
-
     def token_side(self, config: Any) -> int:
         return self.patch_side(config) // config.scale_factor

@@ -33,7 +33,7 @@ from transformers.models.pixtral.modeling_pixtral import (
     PixtralVisionModel,
 )
 
-from .grids import Grid, ImageInputs, check_image, raster
+from .grids import Grid, ImageInputs, check_image, packed_raster
 from .layouts import Patches
 from .standard import child
 from .text import interior_values, value
@@ -171,17 +171,12 @@ class PixtralGrids:
     def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
         """Image ``image``'s patch grid over the packed row: raster order, after the images before it."""
         patches = self._grids(inputs, image, 1)
-        start = int(patches[:image].prod(dim=1).sum())
-        height, width = (int(side) for side in patches[image])
-        return Grid(raster(height, width, start), slice(start, start + height * width))
+        return packed_raster(patches, image, stream=int(patches.prod(dim=1).sum()))
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         """Image ``image``'s merged grid over the image tokens: raster order, after the images before it."""
         merge = 1 if self.merge_of is None else self.merge_of(inputs.config)
-        tokens = self._grids(inputs, image, merge)
-        start = int(tokens[:image].prod(dim=1).sum())
-        height, width = (int(side) for side in tokens[image])
-        return Grid(raster(height, width, start), slice(start, start + height * width))
+        return packed_raster(self._grids(inputs, image, merge), image)
 
     @staticmethod
     def _grids(inputs: ImageInputs, image: int, merge: int) -> torch.Tensor:

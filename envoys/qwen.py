@@ -40,7 +40,7 @@ except ImportError:  # transformers 4.x: flash attention is asked for by name
 
 from rewrites.qwen_vit_windows import INDEX_SITE
 
-from .grids import Grid, GridError, ImageInputs, check_image, raster
+from .grids import Grid, GridError, ImageInputs, check_image, raster, value_named
 from .layouts import HeadOutputs, Keys, Layout, Patches, Queries, Values
 from .per_image import per_image_pattern
 from .pinning import PinnedEProperty
@@ -357,14 +357,6 @@ def window_positions(height: int, width: int, side: int) -> torch.Tensor:
     return torch.argsort(order).reshape(height, width)
 
 
-def value_named(of: str, allowed: tuple[str, ...], what: str) -> str:
-    """``of``, the value a grid is over, if it is one of ``allowed`` (``what`` says of which kind); else `GridError`."""
-    if of not in allowed:
-        raise GridError(f"of={of!r} is not a {what} value; say which value the rows are of: "
-                        f"{' or '.join(repr(name) for name in allowed)}")
-    return of
-
-
 class QwenGrids:
     """Where each image's rows are on the Qwen ViT (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5).
 
@@ -398,7 +390,8 @@ class QwenGrids:
         height, width = (int(size) for size in sizes[image, 1:])
         start = int(sizes[:image].prod(dim=1).sum())
         order = self._units(inputs, height // merge, width // merge) if windowed else None
-        return Grid(start + merge_block_rows(height, width, merge, order), slice(start, start + height * width))
+        stream = int(sizes.prod(dim=1).sum())
+        return Grid(start + merge_block_rows(height, width, merge, order), slice(start, start + height * width), stream)
 
     def token_grid(self, inputs: ImageInputs, image: int, of: str = "image_features") -> Grid:
         """Image ``image``'s merged grid over the image tokens: ``of`` "image_features" (the image tokens' rows, the

@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from .grids import Grid, ImageInputs, check_image, raster
+from .grids import Grid, ImageInputs, check_image, packed_raster, raster, value_named
 from .layouts import HeadOutputs, Keys, Patches, Queries, Values
 from .per_image import per_image_pattern
-from .qwen import value_named, variable_resolution
+from .qwen import variable_resolution
 from .standard import child, missing_site
 from .text import either, lacks, value
 from .values import Argument, EProperty, Field
@@ -222,14 +222,12 @@ class RadioGrids:
         prefix = inputs.config.vision_config.num_summary_tokens if of == "stream" else 0
         start = int(sizes[:image].prod(dim=1).sum()) + image * prefix
         height, width = (int(side) for side in sizes[image])
-        return Grid(raster(height, width, start + prefix), slice(start, start + prefix + height * width))
+        stream = int(sizes.prod(dim=1).sum()) + sizes.shape[0] * prefix
+        return Grid(raster(height, width, start + prefix), slice(start, start + prefix + height * width), stream)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         """Image ``image``'s merged grid over the image tokens: raster order, after the images before it."""
-        merged = self._sizes(inputs, image) // self.merge_of(inputs.config)
-        start = int(merged[:image].prod(dim=1).sum())
-        height, width = (int(side) for side in merged[image])
-        return Grid(raster(height, width, start), slice(start, start + height * width))
+        return packed_raster(self._sizes(inputs, image) // self.merge_of(inputs.config), image)
 
     @staticmethod
     def _sizes(inputs: ImageInputs, image: int) -> torch.Tensor:

@@ -125,8 +125,14 @@ class LogitLens:
     image: Image.Image = field(repr=False)
 
     def draw(self, path: str | Path, layers: Sequence[int] | None = None) -> Path:
-        """The chosen blocks (all by default) side by side: the top token in each cell, its probability as the heatmap."""
-        rows = [self.layers.index(layer) for layer in (self.layers if layers is None else layers)]
+        """The chosen blocks (all by default, else some of `layers`) side by side: the top token in each cell, its
+        probability as the heatmap."""
+        chosen = self.layers if layers is None else tuple(layers)
+        missing = [layer for layer in chosen if layer not in self.layers]
+        if missing:
+            raise ValueError(f"this lens holds blocks {list(self.layers)}, not {missing}; draw some of those, "
+                             "or compute the lens with layers= naming the blocks to draw")
+        rows = [self.layers.index(layer) for layer in chosen]
         return plots.side_by_side(
             [self.probabilities[row, ..., 0] for row in rows], self.image, path,
             titles=[f"layers[{self.layers[row]}] top token" for row in rows], labels=[self.tokens[row] for row in rows],
@@ -252,8 +258,15 @@ class Patching:
 
     @property
     def recovered(self) -> torch.Tensor:
-        """``[sites]``: how much of the clean difference each patch restores, ``(patched - corrupted) / (clean - corrupted)``."""
-        return (self.patched - self.corrupted) / (self.clean - self.corrupted)
+        """``[sites]``: how much of the clean difference each patch restores, ``(patched - corrupted) / (clean - corrupted)``.
+
+        ValueError where the two runs give the same difference (there is nothing to recover).
+        """
+        gap = self.clean - self.corrupted
+        if not bool(gap != 0):
+            raise ValueError(f"the clean and corrupted runs give the same logit difference ({float(self.clean)}), so "
+                             "no patch has anything to recover; choose target tokens or images the two runs tell apart")
+        return (self.patched - self.corrupted) / gap
 
     def draw(self, path: str | Path) -> Path:
         """The patched difference per site, against the clean and corrupted runs' (flat lines)."""
@@ -333,8 +346,9 @@ class KnockOut:
     """The logits at ``position`` with and without the text tokens' attention to the image tokens at ``layers``.
 
     ``clean`` and ``knocked``: ``[vocab]``. ``top``: for each run, the
-    probabilities of the tokens among either run's ``k`` most probable,
-    decoded (what `draw` shows).
+    probabilities of the tokens among either run's ``k`` most probable, by
+    the token decoded (with its id where two tokens decode alike: what `draw`
+    shows).
     """
 
     layers: tuple[int, ...]
@@ -388,5 +402,13 @@ def knock_out_image_attention(
     clean, knocked = clean.detach(), knocked.detach()
     runs = {"clean": clean.softmax(-1), "knocked out": knocked.softmax(-1)}
     ids = list(dict.fromkeys(int(i) for probabilities in runs.values() for i in probabilities.topk(k).indices))
-    top = {run: {model.tokenizer.decode([i]): float(probabilities[i]) for i in ids} for run, probabilities in runs.items()}
+    labels = token_labels(model.tokenizer, ids)
+    top = {run: {labels[i]: float(probabilities[i]) for i in ids} for run, probabilities in runs.items()}
     return KnockOut(chosen, where, clean, knocked, top)
+
+
+def token_labels(tokenizer: Any, ids: Sequence[int]) -> dict[int, str]:
+    """Each id's token decoded, with the id added where two of ``ids`` decode alike (byte tokens, "�")."""
+    decoded = {i: tokenizer.decode([i]) for i in ids}
+    texts = list(decoded.values())
+    return {i: text if texts.count(text) == 1 else f"{text} (id {i})" for i, text in decoded.items()}

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .grids import gather, layout_and_inputs, place, token_rows, tower_rows
+from .grids import gather, image_grid, place, token_rows, tower_rows
 from .layouts import ImageFeatures, ImageTokenMask, Patches
 from .standard import Standard, child, missing_site, rows_over
 from .text import interior_values, own_output, stream_values
@@ -240,13 +240,12 @@ class Vision(Standard):
         e.g. one head's attention from one patch over the image's keys);
         trailing axes are kept. CLS, register and padding rows are dropped,
         tiles placed where they came from, as the family's layout says; a
-        cell no row covers is NaN. Inside a trace (on the real values) or
+        cell no row covers is NaN (0 on an integer value). Inside a trace (on the real values) or
         after it, on the last batch that carried images. ``options`` are the
         family layout's own, where its rows depend on which value is passed
         (Qwen's and RADIO's ``of=``).
         """
-        layout, inputs = layout_and_inputs(self.root)
-        grid = layout.patch_grid(inputs, image, **options)
+        layout, _, grid = image_grid(self.root, "patch_grid", image, options)
         return gather(tower_rows(value, grid, layout.stream_dims), grid)
 
     def token_grid(self, value: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
@@ -257,19 +256,16 @@ class Vision(Standard):
         the batch (like ``image_features``), or this image's tokens only.
         ``options`` as `patch_grid`'s.
         """
-        layout, inputs = layout_and_inputs(self.root)
-        grid = layout.token_grid(inputs, image, **options)
+        _, inputs, grid = image_grid(self.root, "token_grid", image, options)
         return gather(token_rows(value, grid, inputs), grid)
 
     def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
         """Write ``grid`` (as `patch_grid` returns it) into the tower value ``into`` in place, image ``image``'s rows.
 
-        Uncovered cells are skipped; where the layout's grid is approximate
-        (it carries a note), nothing is written and `NotInvertible` says why.
-        Returns ``into``.
+        Uncovered cells are skipped; a grid of another shape is refused with
+        nothing written. Returns ``into``.
         """
-        layout, inputs = layout_and_inputs(self.root)
-        cells = layout.patch_grid(inputs, image, **options)
+        layout, _, cells = image_grid(self.root, "patch_grid", image, options)
         return place(grid, tower_rows(into, cells, layout.stream_dims), cells)
 
     def place_token_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
@@ -277,8 +273,7 @@ class Vision(Standard):
 
         Returns ``into``; refused, with nothing written, as `place_patch_grid` is.
         """
-        layout, inputs = layout_and_inputs(self.root)
-        cells = layout.token_grid(inputs, image, **options)
+        _, inputs, cells = image_grid(self.root, "token_grid", image, options)
         return place(grid, token_rows(into, cells, inputs), cells)
 
     def support(self, layer: int | None = None) -> dict[str, Any]:

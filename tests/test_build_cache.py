@@ -319,6 +319,18 @@ def test_by_default_the_cache_is_in_the_user_cache_folder(tmp_path, monkeypatch)
     assert cache.location() == tmp_path / "home" / ".cache" / "vlm-instrument"
 
 
+def test_on_macos_and_windows_the_cache_is_in_their_user_cache_folders(tmp_path, monkeypatch):
+    monkeypatch.delenv(cache.ENVIRONMENT, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert cache.default_folder() == tmp_path / "home" / "Library" / "Caches" / "vlm-instrument"
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "local"))
+    assert cache.default_folder() == tmp_path / "local" / "vlm-instrument" / "Cache"
+    monkeypatch.delenv("LOCALAPPDATA")
+    assert cache.default_folder() == tmp_path / "home" / "AppData" / "Local" / "vlm-instrument" / "Cache"
+
+
 def test_the_default_folder_is_never_inside_the_installed_packages(monkeypatch):
     monkeypatch.delenv(cache.ENVIRONMENT, raising=False)
     default = cache.location().resolve()

@@ -440,3 +440,23 @@ def test_generation_output_is_the_plain_models(model):
     with model.generate(prompt(model, ONE), images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
         ids = tracer.result.save()
     assert torch.equal(ids, expected)
+
+
+def test_grids_refuse_a_batch_with_pan_and_scan_crops(model):
+    """With pan-and-scan the processor adds each crop as a tower row of its own: no grid, and the reason."""
+    from envoys.grids import image_inputs_of
+
+    wide = [noise_image(96, 32, seed=3)]
+    cropped = model.processor(text=prompt(model, wide), images=wide, do_pan_and_scan=True,
+                              pan_and_scan_min_crop_size=8, return_tensors="pt")
+    assert cropped["pixel_values"].shape[0] == 4  # the image and its three crops
+    layout = model.family.grid_layout
+    inputs = image_inputs_of(cropped, cropped["input_ids"] == model.config.image_token_id, model.config, model.processor)
+    for kind in (layout.patch_grid, layout.token_grid):
+        with pytest.raises(Unavailable, match="unavailable on a Gemma 3 batch with pan-and-scan crops.*"
+                                              r"do_pan_and_scan=False"):
+            kind(inputs, 0)
+    plain = model.processor(text=prompt(model, wide), images=wide, return_tensors="pt")
+    inputs = image_inputs_of(plain, plain["input_ids"] == model.config.image_token_id, model.config, model.processor)
+    side = round(patches_per_image(model) ** 0.5)
+    assert layout.patch_grid(inputs, 0).shape == (side, side)

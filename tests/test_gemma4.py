@@ -18,7 +18,6 @@ from nnsight.intervention.interleaver import OutOfOrderError
 from transformers import AutoModelForImageTextToText, Gemma4ForConditionalGeneration
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.gemma4 import image_grids
 from envoys.tiny import build, chat_prompt, noise_image
 from instrument.show import main as show
 
@@ -229,11 +228,11 @@ def test_what_the_projector_receives_is_the_pooled_real_patches(model):
     torch.testing.assert_close(received, torch.cat(expected), rtol=1e-5, atol=1e-5)
 
 
-def test_image_grids_put_each_real_row_at_its_patch(model):
+def test_patch_grids_put_each_real_row_at_its_patch(model):
     inputs = processed(model, TWO)
     with model.trace(prompt(model, TWO), images=TWO):
         tower = model.vision.tower_output.save()
-    grids = image_grids(tower, inputs["image_position_ids"])
+    grids = [model.vision.patch_grid(tower, image=image) for image in range(2)]
     patch = model.processor.image_processor.patch_size
     for image, grid, positions in zip(range(2), grids, inputs["image_position_ids"]):
         real = int((positions >= 0).all(-1).sum())

@@ -23,7 +23,9 @@ colour of their own (`patch_coloured_image`):
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -32,7 +34,7 @@ from transformers.image_processing_utils import select_best_resolution
 from transformers.models.llama4.modeling_llama4 import pixel_shuffle
 
 from envoys import StandardizedTransformer
-from envoys.grids import ApproximateGrid, Grid, GridError, ImageInputs, NotInvertible, gather, place, tower_rows
+from envoys.grids import Grid, GridError, ImageInputs, gather, place, tower_rows
 from envoys.tiny import chat_prompt, patch_coloured_image
 from envoys.values import Unavailable
 from tower_body import tower_body
@@ -497,27 +499,19 @@ def test_a_family_without_a_layout_says_so(model, name, run, monkeypatch):
         model.vision.patch_grid(run["stream"], image=0)
 
 
-class Approximate:
-    """A layout whose grids carry a note, as a layout that cannot place an image exactly gives."""
-
-    def __init__(self, layout):
-        self.layout, self.stream_dims = layout, layout.stream_dims
-
-    def patch_grid(self, inputs, image):
-        return dataclasses.replace(self.layout.patch_grid(inputs, image), note="base tile only: for the test")
-
-    def token_grid(self, inputs, image):
-        return dataclasses.replace(self.layout.token_grid(inputs, image), note="base tile only: for the test")
+def test_a_value_with_more_rows_than_the_stream_is_refused(model, name, run):
+    stream = run["stream"]
+    longer = torch.cat([stream, stream[:1]])  # one tile too many: not this batch's stream
+    with pytest.raises(GridError, match=rf"holding exactly {stream.shape[0] * stream.shape[1]} rows"):
+        model.vision.patch_grid(longer, image=0)
 
 
-def test_an_approximate_grid_is_said_and_not_written_back(model, name, run, monkeypatch):
-    exact = model.vision.patch_grid(run["stream"], image=0)
-    monkeypatch.setattr(model, "family", dataclasses.replace(model.family, grid_layout=Approximate(model.family.grid_layout)))
-    with pytest.warns(ApproximateGrid, match="this grid is approximate: base tile only: for the test"):
-        assert torch.equal(model.vision.patch_grid(run["stream"], image=0), exact)
+def test_an_option_the_layout_does_not_take_is_refused_by_name(model, name, run):
+    with pytest.raises(TypeError, match=rf"of=: patch_grid on the {model.family.model_type} family takes no options"):
+        model.vision.patch_grid(run["stream"], image=0, of="patch_embeddings")
     copy = run["features"].clone()
-    with pytest.raises(NotInvertible, match="cannot be written back: base tile only: for the test"):
-        model.vision.place_token_grid(torch.zeros(1), into=copy, image=0)
+    with pytest.raises(TypeError, match=rf"of=: token_grid on the {model.family.model_type} family takes no options"):
+        model.vision.place_token_grid(torch.zeros(1), into=copy, image=0, of="projector_output")
     assert torch.equal(copy, run["features"])
 
 
@@ -546,14 +540,6 @@ def test_gather_fills_uncovered_cells_and_place_skips_them():
     assert torch.equal(gather(tower_rows(value[1], grid, stream_dims=2), grid)[1, 1], value[1, 2])
 
 
-def test_an_approximate_grid_is_not_written_back():
-    value = torch.zeros(4, 2)
-    grid = Grid(torch.tensor([[0, 1], [2, 3]]), slice(0, 4), note="base tile only: the tiles cannot be placed")
-    with pytest.raises(NotInvertible, match="cannot be written back: base tile only"):
-        place(torch.ones(2, 2, 2), tower_rows(value, grid, stream_dims=1), grid)
-    assert not value.any()
-
-
 def test_patch_coloured_image_gives_each_patch_its_own_colour():
     image = patch_coloured_image(3, 5, 4)
     assert image.size == (20, 12)
@@ -561,3 +547,47 @@ def test_patch_coloured_image_gives_each_patch_its_own_colour():
     blocks = pixels.reshape(3, 4, 5, 4, 3).permute(0, 2, 1, 3, 4).reshape(15, 16, 3)
     assert (blocks == blocks[:, :1]).all()  # one colour per patch
     assert torch.unique(blocks[:, 0], dim=0).shape[0] == 15  # all different
+
+
+# -- LLaVA's other select strategies: SigLIP under "default", CLIP under "full" ------------------------------------
+
+
+@pytest.fixture(scope="module", params=[("llava-siglip", "default"), ("llava-clip", "full")], ids=lambda p: "-".join(p))
+def strategy_model(request, tiny_checkpoint, tmp_path_factory):
+    """The tiny LLaVA checkpoint with the select strategy its builder does not use, in its config and processor."""
+    name, strategy = request.param
+    folder = tmp_path_factory.mktemp(f"{name}-{strategy}")
+    shutil.copytree(tiny_checkpoint(name), folder, dirs_exist_ok=True)
+    for file in ("config.json", "processor_config.json"):
+        config = json.loads((folder / file).read_text())
+        assert config["vision_feature_select_strategy"] != strategy
+        config["vision_feature_select_strategy"] = strategy
+        (folder / file).write_text(json.dumps(config))
+    model = StandardizedTransformer(folder, task="image-text-to-text", device="cpu", attn_implementation="eager")
+    return name, model
+
+
+def test_the_token_grid_follows_the_select_strategy(strategy_model):
+    """Under "default" the host drops each tile's first tower row (SigLIP's first patch, which then has no token);
+    under "full" it keeps it (CLIP's CLS, a token on no patch). Patch (r, c) is tower row cls + r * side + c, so its
+    token is row cls + r * side + c - dropped of the image's tokens."""
+    name, model = strategy_model
+    images = images_of(name)
+    layer = model.config.vision_feature_layer
+    with trace(model, name, images):
+        tower = model.vision.layers[layer].layer_output.save()
+        selected = model.projector.input.save()
+        features = model.vision.image_features.save()
+    cls = int(name == "llava-clip")
+    dropped = int(model.config.vision_feature_select_strategy == "default")
+    assert torch.equal(selected, tower[:, dropped:])  # transformers' own selection, on the real values
+    n, tokens = side(model), selected.shape[1]
+    for image in range(len(images)):
+        grid = model.vision.token_grid(features, image=image)
+        for r in range(n):
+            for c in range(n):
+                row = cls + r * n + c - dropped
+                if row < 0:
+                    assert grid[r, c].isnan().all()
+                else:
+                    assert torch.equal(grid[r, c], features[image * tokens + row])

@@ -454,6 +454,9 @@ def test_radio_patch_grid_drops_the_cls_and_register_rows(load):
         assert torch.equal(model.vision.patch_grid(tower, image=image), own[image].reshape(h, w, -1))
     with pytest.raises(GridError, match="'stream' or 'patch_embeddings'"):
         model.vision.patch_grid(tower, image=0, of="features")
+    # the patch embeddings read as the stream (of= forgotten) would be shifted by the prefix rows: refused
+    with pytest.raises(GridError, match=rf"holding exactly {tower.shape[1]} rows"):
+        model.vision.patch_grid(embeddings, image=0)
 
 
 def test_radio_token_grid_is_the_pixel_shuffle(load):

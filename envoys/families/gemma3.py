@@ -35,6 +35,7 @@ from transformers.models.siglip.modeling_siglip import (
 
 from ..grids import Grid, ImageInputs, check_image, raster
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
+from ..values import Unavailable
 from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
@@ -63,21 +64,39 @@ ENVOYS = {
     SiglipMLP: VisionMlp,
 }
 
+#: What Gemma 3's processor writes between an image and the pan-and-scan crops it adds for it.
+PAN_AND_SCAN = "here are some crops to help you see better"
+
+
+def without_crops(inputs: ImageInputs) -> ImageInputs:
+    """``inputs``, when no image of the batch has pan-and-scan crops; `Unavailable` saying why otherwise."""
+    tokenizer = getattr(inputs.processor, "tokenizer", inputs.processor)
+    if tokenizer is not None and any(PAN_AND_SCAN in tokenizer.decode(row) for row in inputs.input_ids.tolist()):
+        raise Unavailable(
+            "the grids are unavailable on a Gemma 3 batch with pan-and-scan crops: the processor adds each crop as a "
+            "tower row of its own, resized to the whole square, so its patches have no place on the image's grid; "
+            "run the images without pan-and-scan (do_pan_and_scan=False, the processor's default) to read grids"
+        )
+    return inputs
+
+
 class Gemma3Grids:
     """Gemma 3's grids: one tower row per image (SigLIP, no CLS), a square patch grid in raster order; on the image
     tokens, the projector's pooled cells (``mm_tokens_per_image``, a square grid in raster order), image after image.
-    With pan-and-scan, each crop the processor adds is an image of its own (a row of ``pixel_values``)."""
+    A batch with pan-and-scan crops has none (`without_crops`)."""
 
     stream_dims = 2
 
     def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        check_image(image, inputs["pixel_values"].shape[0])
+        check_image(image, without_crops(inputs)["pixel_values"].shape[0])
         vision = inputs.config.vision_config
         side = vision.image_size // vision.patch_size
-        return Grid(raster(side, side, image * side * side), slice(image * side * side, (image + 1) * side * side))
+        rows = side * side
+        stream = inputs["pixel_values"].shape[0] * rows
+        return Grid(raster(side, side, image * rows), slice(image * rows, (image + 1) * rows), stream)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        check_image(image, inputs["pixel_values"].shape[0])
+        check_image(image, without_crops(inputs)["pixel_values"].shape[0])
         tokens = inputs.config.mm_tokens_per_image
         side = math.isqrt(tokens)
         return Grid(raster(side, side, image * tokens), slice(image * tokens, (image + 1) * tokens))

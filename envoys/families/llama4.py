@@ -315,9 +315,6 @@ class Llama4Grids(TiledLayout):
     def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
         return tiled_images(inputs)
 
-    def patch_side(self, config: Any) -> int:
-        return config.vision_config.image_size // config.vision_config.patch_size
-
     def rows_per_tile(self, config: Any) -> int:
         return self.patch_side(config) ** 2 + 1  # the CLS last
 

@@ -92,7 +92,8 @@ class LlavaGrids:
             return PIXTRAL_GRIDS.patch_grid(inputs, image)
         tile = self._tiles(inputs, image)
         start = image * tile.rows
-        return Grid(tile.patches(start), slice(start, start + tile.rows))
+        stream = inputs["pixel_values"].shape[0] * tile.rows
+        return Grid(tile.patches(start), slice(start, start + tile.rows), stream)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         if inputs.config.vision_config.model_type == "pixtral":

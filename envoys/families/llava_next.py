@@ -187,7 +187,7 @@ class LlavaNextGrids:
         tiles, tile = self._tiles(inputs, image), TileRows.of(inputs.config)
         first = sum(tiles[:image])
         cells = self._placed(inputs, image, first, tile, tile.rows)
-        return Grid(cells, slice(first * tile.rows, (first + tiles[image]) * tile.rows))
+        return Grid(cells, slice(first * tile.rows, (first + tiles[image]) * tile.rows), sum(tiles) * tile.rows)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         check_image(image, inputs["image_sizes"].shape[0])

@@ -60,8 +60,12 @@ def _gemma3_tokenizer() -> TokenizersBackend:
         bos_token="<bos>",
         eos_token="<end_of_turn>",
         pad_token="<pad>",
-        words=(*WORDS, "model"),
+        words=(*WORDS, "model", *PAN_AND_SCAN_WORDS),
     )
+
+
+#: The words Gemma 3's processor writes around an image's pan-and-scan crops, which a real Gemma tokenizer knows.
+PAN_AND_SCAN_WORDS = ("Here", "original", "here", "some", "crops", "help", "better")
 
 
 def _randomise_zero_initialised(model: Gemma3ForConditionalGeneration) -> None:
