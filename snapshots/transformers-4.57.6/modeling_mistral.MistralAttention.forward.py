@@ -1,7 +1,7 @@
 # rule mistral.MistralAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.mistral.modeling_mistral:MistralAttention.forward
 # transformers/models/mistral/modeling_mistral.py
-# variant: transformers<5.1
+# variant: transformers<5.1: the kernel is assigned twice before the call, which nnsight numbers attention_interface_2
 # sites: attention_interface_1 (numbered attention_interface_2)
 
 @deprecate_kwarg("past_key_value", new_name="past_key_values", version="4.58")

@@ -1,7 +1,7 @@
 # rule qwen2.Qwen2Attention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.qwen2.modeling_qwen2:Qwen2Attention.forward
 # transformers/models/qwen2/modeling_qwen2.py
-# variant: transformers<5.1
+# variant: transformers<5.1: the kernel is assigned twice before the call, which nnsight numbers attention_interface_2
 # sites: attention_interface_1 (numbered attention_interface_2)
 
 @deprecate_kwarg("past_key_value", new_name="past_key_values", version="4.58")

@@ -1,7 +1,7 @@
 # rule clip.CLIPAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.clip.modeling_clip:CLIPAttention.forward
 # transformers/models/clip/modeling_clip.py
-# variant: transformers<5.1
+# variant: transformers<5.1: the kernel is assigned twice before the call, which nnsight numbers attention_interface_2
 # sites: attention_interface_1 (numbered attention_interface_2)
 
 def forward(

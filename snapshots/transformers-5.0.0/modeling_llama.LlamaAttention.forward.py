@@ -1,7 +1,7 @@
 # rule llama.LlamaAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.llama.modeling_llama:LlamaAttention.forward
 # transformers/models/llama/modeling_llama.py
-# variant: transformers<5.1
+# variant: transformers<5.1: the kernel is assigned twice before the call, which nnsight numbers attention_interface_2
 # sites: attention_interface_1 (numbered attention_interface_2)
 
 def forward(

@@ -1,7 +1,7 @@
 # rule qwen3_vl.vision-attention: the per-image attention kernel calls and what surrounds them
 # transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionAttention.forward
 # transformers/models/qwen3_vl/modeling_qwen3_vl.py
-# variant: transformers<5.1
+# variant: transformers<5.1: the kernel is assigned twice before the calls, which nnsight numbers attention_interface_2 and _3
 # sites: attention_interface_1 (numbered attention_interface_2), torch_split_0, attention_interface_2 (numbered attention_interface_3), torch_cat_0
 
 def forward(

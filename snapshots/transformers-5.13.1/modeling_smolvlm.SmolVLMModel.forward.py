@@ -1,7 +1,7 @@
 # rule smolvlm.image-scatter: image features scattered into the embeddings
 # transformers.models.smolvlm.modeling_smolvlm:SmolVLMModel.forward
 # transformers/models/smolvlm/modeling_smolvlm.py
-# variant: transformers<5.21
+# variant: transformers<5.21: the features are scattered by a helper, self.inputs_merger, keyword image_hidden_states
 # sites: self_inputs_merger_0
 
 @merge_with_config_defaults

@@ -1,7 +1,7 @@
 # rule qwen3_5.gated-deltanet: the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out
 # transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5GatedDeltaNet.forward
 # transformers/models/qwen3_5/modeling_qwen3_5.py
-# variant: transformers<5.15
+# variant: transformers<5.15: the kernels are called through the block's attributes (fla's when installed, else torch's)
 # sites: torch_chunk_gated_delta_rule_0 (numbered self_chunk_gated_delta_rule_0), torch_recurrent_gated_delta_rule_0 (numbered self_recurrent_gated_delta_rule_0)
 
 def forward(

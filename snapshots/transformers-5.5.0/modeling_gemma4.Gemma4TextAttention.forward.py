@@ -1,7 +1,7 @@
 # rule gemma4.Gemma4TextAttention: the attention kernel call: queries, keys, values in, head outputs out
 # transformers.models.gemma4.modeling_gemma4:Gemma4TextAttention.forward
 # transformers/models/gemma4/modeling_gemma4.py
-# variant: transformers<5.7
+# variant: transformers<5.7: the kernel is assigned twice before the call, which nnsight numbers attention_interface_2
 # sites: attention_interface_1 (numbered attention_interface_2)
 
 def forward(

@@ -1,7 +1,7 @@
 # rule qwen2_5_vl.vision-windows: the tower's permutation into attention windows: argument 1 is the window index
 # transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VisionTransformerPretrainedModel.forward
 # transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
-# variant: transformers<5.9
+# variant: transformers<5.9: the permutation into windows is an inline indexing; the index is item 0 of self.get_window_index(grid_thw)
 # sites: get_vision_window_index_0 (numbered self_get_window_index_0)
 
 @merge_with_config_defaults
