@@ -155,9 +155,11 @@ class TiledLayout:
         return images[image]
 
     def patch_grid(self, inputs: "ImageInputs", image: int) -> Grid:
-        tiled, side, rows = self._image(inputs, image), self.patch_side(inputs.config), self.rows_per_tile(inputs.config)
+        images = self.tiled_images(inputs)
+        check_image(image, len(images))
+        tiled, side, rows = images[image], self.patch_side(inputs.config), self.rows_per_tile(inputs.config)
         cells = tiled.placed(lambda tile, run: raster(side, side, tile * rows))
-        tiles = sum(each.count for each in self.tiled_images(inputs))
+        tiles = sum(each.count for each in images)
         return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows), tiles * rows)
 
     def token_grid(self, inputs: "ImageInputs", image: int) -> Grid:

@@ -240,10 +240,11 @@ class Vision(Standard):
         e.g. one head's attention from one patch over the image's keys);
         trailing axes are kept. CLS, register and padding rows are dropped,
         tiles placed where they came from, as the family's layout says; a
-        cell no row covers is NaN (0 on an integer value). Inside a trace (on the real values) or
-        after it, on the last batch that carried images. ``options`` are the
-        family layout's own, where its rows depend on which value is passed
-        (Qwen's and RADIO's ``of=``).
+        cell no row covers is NaN (0 on an integer value). Inside a trace (on
+        the real values) or after it, on the last batch that carried images.
+        ``options`` are the family layout's own, where its rows depend on
+        which value is passed (Qwen's and RADIO's ``of=``); an option the
+        layout does not take is a TypeError naming those it does.
         """
         layout, _, grid = image_grid(self.root, "patch_grid", image, options)
         return gather(tower_rows(value, grid, layout.stream_dims), grid)
