@@ -8,6 +8,7 @@ TARGET, lists every rule. Offline; needs no weights.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .compiler import DriftError, compile_rule
@@ -58,4 +59,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+        sys.stdout.flush()  # the last of the listing, inside the try
+    except BrokenPipeError:  # the reader stopped early (`| head`): end quietly, as the shell's own tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush finds no pipe
+        sys.exit(1)
+    sys.exit(status)

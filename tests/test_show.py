@@ -124,3 +124,14 @@ def test_a_dotted_path_names_the_same_forward(capsys):
                  "transformers.models.llava.modeling_llava.LlavaModel.forward",
                  "transformers.models.llava.modeling_llava:LlavaModel.forward"):
         assert run(capsys, path) == by_class
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """``python -m instrument.show | head``: the listing stops quietly when the pipe closes."""
+    shown = subprocess.Popen([sys.executable, "-m", "instrument.show", "qwen3_vl"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
+    assert shown.stdout.readline().startswith(b"# rule ")
+    shown.stdout.close()  # as head does after its lines
+    error = shown.stderr.read().decode()
+    assert shown.wait(timeout=120) in (0, 1)
+    assert "Traceback" not in error and "BrokenPipeError" not in error, error
