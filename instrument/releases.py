@@ -31,6 +31,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from .commands import run
+
 #: The checkout the command runs from.
 REPOSITORY = Path(__file__).resolve().parent.parent
 SNAPSHOTS = REPOSITORY / "snapshots"
@@ -192,4 +194,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -8,9 +8,9 @@ TARGET, lists every rule. Offline; needs no weights.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from .commands import run
 from .compiler import DriftError, compile_rule
 from .listing import diff, listing
 from .targets import all_rules, select
@@ -59,10 +59,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-        sys.stdout.flush()  # the last of the listing, inside the try
-    except BrokenPipeError:  # the reader stopped early (`| head`): end quietly, as the shell's own tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush finds no pipe
-        sys.exit(1)
-    sys.exit(status)
+    run(main)

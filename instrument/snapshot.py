@@ -31,6 +31,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from .commands import run
 from .compiler import DriftError, TargetMissing, compile_rule
 from .listing import snapshot, snapshot_file_name
 from .rule import Rule
@@ -255,4 +256,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

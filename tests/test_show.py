@@ -127,7 +127,8 @@ def test_a_dotted_path_names_the_same_forward(capsys):
 
 
 def test_a_reader_that_stops_early_gets_no_traceback():
-    """``python -m instrument.show | head``: the listing stops quietly when the pipe closes."""
+    """``python -m instrument.show | head``: the listing stops quietly when the pipe closes (`instrument.commands`,
+    which every command ends through; show's listing is long enough to still be writing when the pipe closes)."""
     shown = subprocess.Popen([sys.executable, "-m", "instrument.show", "qwen3_vl"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
     assert shown.stdout.readline().startswith(b"# rule ")
