@@ -267,8 +267,8 @@ def test_checking_a_release_compares_with_the_nearest_folder_and_writes_its_own(
     written = root / f"transformers-{transformers.__version__}"
     assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in installed.iterdir())
     assert all((written / p.name).read_text() == p.read_text() for p in installed.iterdir())
-    assert not check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root).failed
-    assert check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root).folder == "kept"
+    again = check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root)
+    assert not again.failed and again.folder == "kept" and again.reference == f"transformers-{transformers.__version__}"
 
 
 def test_a_failing_test_run_fails_the_release(tmp_path):
