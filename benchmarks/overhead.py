@@ -44,14 +44,16 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
 sys.path[:0] = [str(REPOSITORY), str(HERE)]
 
 import torch  # noqa: E402
+from medium import build_medium  # noqa: E402
+from memory import resident_mib  # noqa: E402
 from nnsight import TransformersModel  # noqa: E402
 from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
 
@@ -59,8 +61,6 @@ from envoys import StandardizedTransformer  # noqa: E402
 from envoys.tiny import chat_prompt, noise_image  # noqa: E402
 from instrument import installed  # noqa: E402
 from instrument.cache import ENVIRONMENT  # noqa: E402
-from medium import build_medium  # noqa: E402
-from memory import resident_mib  # noqa: E402
 
 #: Images per prompt for each medium checkpoint.
 IMAGES = {"llava": 1, "qwen3_vl": 2}
@@ -336,7 +336,7 @@ def measure(family: str, folder: Path, rounds: int, traces: int, steps: int) -> 
                              attn_implementation="eager")  # no .source opened: the empty trace
     standard_body, source_body, opened, kernels = reads(family, model, native)
     for envoy in opened:  # instrument before the first trace, as nnsight needs (drills open inside it)
-        envoy.source
+        _ = envoy.source
 
     def plain_forward() -> None:
         with torch.no_grad():

@@ -15,8 +15,8 @@ it, for the envoys it wraps later.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from functools import cache
-from typing import Iterator, Mapping
 
 import torch
 from nnsight import Envoy

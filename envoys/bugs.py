@@ -14,8 +14,8 @@ both disappear by themselves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 class TransformersBug(RuntimeError):

@@ -32,9 +32,10 @@ The names follow the softmax attention's (``attention_queries``, ...), with
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from nnsight.intervention.interleaver import Mediator
 

@@ -30,7 +30,7 @@ class TileRows:
     dropped: int
 
     @classmethod
-    def of(cls, config: Any) -> "TileRows":
+    def of(cls, config: Any) -> TileRows:
         """The tiles of a LLaVA-style ``config``: its vision config's sides and CLS, its select strategy."""
         vision = config.vision_config
         dropped = 1 if config.vision_feature_select_strategy == "default" else 0

@@ -41,9 +41,9 @@ import torch
 
 from .grids import Grid, ImageInputs, check_image
 from .layouts import Hidden, Layout, Patches
+from .sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, SandwichNorms, post_norm_output, sandwich_stream_values
 from .standard import Standard, child
 from .text import value
-from .sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, SandwichNorms, post_norm_output, sandwich_stream_values
 from .values import Argument, EProperty, Field, Unavailable
 from .vision import VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -90,8 +91,8 @@ class TiledImage:
     the batch's tiles, of the image's first tile (each run is one tile, in order).
     """
 
-    tiles: tuple[tuple[int, int, "TokenRun"], ...]
-    whole: "TokenRun"
+    tiles: tuple[tuple[int, int, TokenRun], ...]
+    whole: TokenRun
     first: int
 
     @property
@@ -133,7 +134,7 @@ class TiledLayout:
 
     stream_dims = 2
 
-    def tiled_images(self, inputs: "ImageInputs") -> list[TiledImage]:
+    def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
         """The batch's images, as their prompts lay out their tiles."""
         raise NotImplementedError
 
@@ -149,12 +150,12 @@ class TiledLayout:
         """Image tokens along a tile's side."""
         raise NotImplementedError
 
-    def _image(self, inputs: "ImageInputs", image: int) -> TiledImage:
+    def _image(self, inputs: ImageInputs, image: int) -> TiledImage:
         images = self.tiled_images(inputs)
         check_image(image, len(images))
         return images[image]
 
-    def patch_grid(self, inputs: "ImageInputs", image: int) -> Grid:
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
         images = self.tiled_images(inputs)
         check_image(image, len(images))
         tiled, side, rows = images[image], self.patch_side(inputs.config), self.rows_per_tile(inputs.config)
@@ -162,7 +163,7 @@ class TiledLayout:
         tiles = sum(each.count for each in images)
         return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows), tiles * rows)
 
-    def token_grid(self, inputs: "ImageInputs", image: int) -> Grid:
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         tiled, side = self._image(inputs, image), self.token_side(inputs.config)
         cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
         first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
@@ -207,7 +208,7 @@ class ImageInputs:
         """How many image tokens the batch holds (rows of ``out[mask]``)."""
         return int(self.image_token_mask.sum())
 
-    def token_runs(self) -> list["TokenRun"]:
+    def token_runs(self) -> list[TokenRun]:
         """The runs of consecutive image tokens, in the batch's order (row by row, left to right)."""
         runs: list[TokenRun] = []
         first = 0
@@ -225,7 +226,7 @@ class ImageInputs:
                 position = end
         return runs
 
-    def token_before(self, run: "TokenRun") -> str | None:
+    def token_before(self, run: TokenRun) -> str | None:
         """The token (as the tokenizer spells it) just before ``run`` in the prompt, None at a row's start."""
         if run.position == 0:
             return None

@@ -15,7 +15,8 @@ instead and where to read what it adds to the stream.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .layouts import Hidden
 from .standard import child

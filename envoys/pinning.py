@@ -27,8 +27,9 @@ rather than being served step 0's value again on every step of an open loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from nnsight.intervention.interleaver import Mediator
 

@@ -29,7 +29,8 @@ the norms after the sublayers under names that say so.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .layouts import Hidden
 from .standard import child

@@ -11,7 +11,8 @@ attention, inside the eager kernel at its softmax
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from nnsight.intervention.source import STATE
 
@@ -173,7 +174,7 @@ def drill_if_sourced(attention: Any) -> None:
     """
     state = attention._module.__dict__.get(STATE)
     if state is not None and state.sourced:
-        getattr(attention.source, site_label(attention, KERNEL_SITE)).source
+        _ = getattr(attention.source, site_label(attention, KERNEL_SITE)).source
 
 
 def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:

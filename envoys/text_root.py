@@ -22,8 +22,9 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Iterator, Sequence
 from functools import cache
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 

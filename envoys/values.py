@@ -32,9 +32,10 @@ computes nothing from (its envoy's ``gradient_reason(name)`` says why) is a
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from nnsight.intervention.eproperty import WriteBack, eproperty
@@ -152,7 +153,7 @@ class EProperty(eproperty):
         self.prepare = prepare
         self._inverse: Callable[[Any, Any, Any], Any] | None = None
 
-    def inverse(self, func: Callable[[Any, Any, Any], Any]) -> "EProperty":
+    def inverse(self, func: Callable[[Any, Any, Any], Any]) -> EProperty:
         """Register the map from a written (user-layout) value back to the served part's layout."""
         self._inverse = func
         return self
@@ -285,7 +286,7 @@ class Served(torch.Tensor):
         backward.fset(part, prop._inverse(obj, value, part) if prop._inverse is not None else value)
 
 
-def served(shown: torch.Tensor, part: torch.Tensor, obj: Any, prop: "EProperty", reason: str | None) -> Served:
+def served(shown: torch.Tensor, part: torch.Tensor, obj: Any, prop: EProperty, reason: str | None) -> Served:
     """``shown`` (the same data, still in the autograd graph) as a `Served` whose gradient is ``part``'s."""
     view = shown.as_subclass(Served)
     # The envoy weakly: a value saved past the model's life does not keep the model alive.

@@ -46,11 +46,11 @@ import re
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import CodeType, FunctionType
-from typing import Callable
 
 from .rewritten import Rewritten, Site
 from .versions import distribution_version, library_version

@@ -23,14 +23,14 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import CellType, CodeType, FunctionType
-from typing import Callable
 
 from . import cache as build_cache
 from .cache import Compiled as _Compiled
 from .decorators import Layer, UnknownDecorator, copy_function, peel, rebuild
-from .rewritten import SITE, Rewritten, RewriteError
+from .rewritten import SITE, RewriteError, Rewritten
 from .rule import Rule
 from .versions import for_installed, library_version
 
@@ -59,7 +59,7 @@ class Instrumented:
     filename: str  #: the file the original was defined in
     first_line: int  #: the file line of the source's first line
     code: CodeType  #: the rewritten code, under the original file name and lines
-    drills: dict[str, "Instrumented"]  #: site label -> the compiled rule of the function it calls
+    drills: dict[str, Instrumented]  #: site label -> the compiled rule of the function it calls
 
     @property
     def site_names(self) -> tuple[str, ...]:

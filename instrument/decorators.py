@@ -16,10 +16,10 @@ function it calls.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from types import CellType, CodeType, FunctionType
-from typing import Callable
 
 #: Decorator factories whose wrappers are peeled, and the closure cell holding the wrapped function.
 KNOWN: dict[str, str] = {

@@ -19,8 +19,9 @@ hook instead; `adopt` (called after wrapping) makes it run the rewritten one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import MethodType
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import torch
 from nnsight.intervention.source import STATE

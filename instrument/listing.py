@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from .compiler import Instrumented
-from .versions import library_version
 from .rule import Rule
+from .versions import library_version
 
 
 def relative_path(instrumented: Instrumented) -> str:

@@ -17,8 +17,8 @@ Pure: libcst in, names out. No torch, no nnsight.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import libcst as cst
 

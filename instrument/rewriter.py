@@ -20,7 +20,7 @@ Pure: libcst in, text out. No torch, no nnsight, no imports of the target.
 
 from __future__ import annotations
 
-from typing import Collection, Mapping
+from collections.abc import Collection, Mapping
 
 import libcst as cst
 from libcst import matchers as m

@@ -15,9 +15,10 @@ address (`Variant.serve_as`), so a value has one location on every release.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 from packaging.version import Version
 
@@ -41,7 +42,7 @@ class Variant:
     versions: str  #: PEP 440 specifiers on the target library's version
     sites: Mapping[str, tuple[str, ...]] | None = None  #: callee -> labels, as this release numbers them
     serve_as: Mapping[str, str] = field(default_factory=dict)  #: this release's label -> the label served
-    drill: Mapping[str, "Rule"] | None = None  #: served label -> rule for the function it calls
+    drill: Mapping[str, Rule] | None = None  #: served label -> rule for the function it calls
     unavailable: str | None = None  #: why the rule cannot be served on these releases
     note: str = ""  #: one line: what differs on these releases
 
@@ -76,14 +77,14 @@ class Rule:
     sites: Mapping[str, tuple[str, ...]]  #: dotted callee -> the labels of its call sites
     model_types: tuple[str, ...] = ()  #: the model_types whose models run this forward
     purpose: str = ""  #: one line: what the sites are for
-    drill: Mapping[str, "Rule"] = field(default_factory=dict)  #: site label -> rule for the function it calls
+    drill: Mapping[str, Rule] = field(default_factory=dict)  #: site label -> rule for the function it calls
     variants: tuple[Variant, ...] = ()  #: how older releases differ, first match wins
     serve_as: Mapping[str, str] = field(default_factory=dict)  #: set by `at`: a label -> the label served
     unavailable: str | None = None  #: set by `at`: why this release cannot be served
     variant: str = ""  #: set by `at`: the versions of the variant chosen, empty for the rule's own form
     variant_note: str = ""  #: set by `at`: what differs on the variant's releases (`Variant.note`)
 
-    def at(self, version: Version | str) -> "Rule":
+    def at(self, version: Version | str) -> Rule:
         """This rule as it reads on ``version`` of its library: the first matching variant applied, or itself."""
         version = Version(str(version))
         for variant in self.variants:

@@ -18,7 +18,8 @@ it); the helper holds the module weakly, so it keeps nothing alive.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from nnsight.intervention.source import STATE, run_op

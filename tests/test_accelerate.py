@@ -10,11 +10,10 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from nnsight.intervention.source import STATE
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
-from nnsight.intervention.source import STATE
-
 from instrument import installed
 from instrument.install import BODY
 

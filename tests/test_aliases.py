@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import skip_if_absent
 from nnsight import Envoy
 from transformers import AutoModelForCausalLM
 
 from envoys.aliases import bind_rename
 from envoys.families import families, family_for
 from envoys.tiny import NAMES, build
-
-from conftest import skip_if_absent
 
 TEXT_FAMILIES = sorted(family.model_type for family in families() if family.text_model_types)
 

@@ -7,10 +7,10 @@ import traceback
 import nnsight
 import pytest
 import torch
+from synthetic import write_module
 
 from instrument import DriftError, InstallError, Rule, compile_rule, install, installed
 from instrument.versions import library_version
-from synthetic import write_module
 
 SOURCE = '''
 import torch

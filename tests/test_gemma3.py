@@ -16,12 +16,12 @@ import re
 import nnsight
 import pytest
 import torch
+from tower_body import tower_body
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from instrument.show import main as show
-from tower_body import tower_body
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # two sizes: 32x32, and 64 wide by 48 high
@@ -428,7 +428,7 @@ def test_generation_reads_the_mask_per_step_and_the_tower_at_step_zero(model):
 
     with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
         later = nnsight.save([])
-        for step in tracer.iter[1:]:
+        for _ in tracer.iter[1:]:
             later.append(model.vision.tower_output.save())  # the tower does not run again
     assert later == []
 

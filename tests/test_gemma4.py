@@ -12,6 +12,7 @@ import re
 
 import nnsight
 import pytest
+
 pytest.importorskip("transformers.models.gemma4", reason="target absent: this transformers release has no gemma4")
 import torch
 from nnsight.intervention.interleaver import OutOfOrderError

@@ -1,4 +1,6 @@
-"""Gradients through every standard value of every family (in the first and the last block of each stack): ``.grad`` inside ``with logits.sum().backward():``
+"""Gradients through every standard value of every family (in the first and the last block of each stack).
+
+``.grad`` inside ``with logits.sum().backward():``
 equals the gradient of the same tensor read at its native location in plain nnsight, in the value's layout;
 a value the model computes nothing from says so (`Unavailable`) where plain nnsight would wait in vain.
 

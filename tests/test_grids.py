@@ -30,6 +30,7 @@ import shutil
 import pytest
 import torch
 import torch.nn.functional as F
+from tower_body import tower_body
 from transformers.image_processing_utils import select_best_resolution
 from transformers.models.llama4.modeling_llama4 import pixel_shuffle
 
@@ -37,7 +38,6 @@ from envoys import StandardizedTransformer
 from envoys.grids import Grid, GridError, ImageInputs, gather, place, tower_rows
 from envoys.tiny import chat_prompt, patch_coloured_image
 from envoys.values import Unavailable
-from tower_body import tower_body
 
 #: Per checkpoint, the images (rows, columns, patch side in pixels of each) the grids are tested on.
 IMAGES = {

@@ -28,6 +28,7 @@ from envoys.grids import GridError
 from envoys.tiny import chat_prompt
 from envoys.tiny.images import patch_colours
 
+
 def coloured_images(shapes: list[tuple[int, int]], patch: int) -> tuple[list[Image.Image], torch.Tensor]:
     """Images of ``rows x columns`` patches of ``patch`` pixels, every patch of the batch one colour of its own, and
     the palette (``[colours, 3]`` uint8); image ``i``'s patch (r, c) is colour ``first_i + r * columns + c``.
@@ -160,7 +161,7 @@ def test_qwen_grids_are_the_processors_geometry(qwen):
         embeddings = qwen.model.vision.patch_embeddings.save()
         features = qwen.model.vision.image_features.save()
     assert grid_thw.tolist() == [[1, *shape] for shape in qwen.shapes]
-    for image, (t, h, w) in enumerate(grid_thw.tolist()):
+    for image, (_t, h, w) in enumerate(grid_thw.tolist()):
         assert qwen.model.vision.patch_grid(embeddings, image=image, of="patch_embeddings").shape == (h, w, 32)
         assert qwen.model.vision.token_grid(features, image=image).shape[:2] == (h // merge, w // merge)
 

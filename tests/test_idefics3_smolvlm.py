@@ -16,9 +16,9 @@ import re
 
 import nnsight
 import pytest
-from transformers.models.smolvlm import modeling_smolvlm
 import torch
 from transformers import AutoModelForImageTextToText
+from transformers.models.smolvlm import modeling_smolvlm
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
@@ -393,7 +393,7 @@ def test_generation_reads_the_mask_per_step_and_the_tower_at_step_zero(model):
 
     with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
         later = nnsight.save([])
-        for step in tracer.iter[1:]:
+        for _ in tracer.iter[1:]:
             later.append(model.vision.tower_output.save())  # the tower does not run again
     assert later == []
 

@@ -160,9 +160,9 @@ def test_the_plain_forward_scatters_one_feature_per_patch_token(model, plain):
     shared = _images(2)
     for images in (ONE, TWO, shared[:1], shared):
         inputs = processed(model, images).to(torch.float32)
-        seen = {}
+        seen: dict = {}
         handle = plain.language_model.register_forward_pre_hook(
-            lambda m, a, kwargs: seen.update(embeds=kwargs["inputs_embeds"].detach().clone()), with_kwargs=True
+            lambda m, a, kwargs, seen=seen: seen.update(embeds=kwargs["inputs_embeds"].detach().clone()), with_kwargs=True
         )
         try:
             with pytest.raises(AttributeError), torch.no_grad():
@@ -318,7 +318,7 @@ def test_text_attention_is_chunked_on_rope_layers_and_causal_on_the_others(model
                                           attention.o_proj.input]))
         tracer.stop()
     heads = model.config.text_config.num_attention_heads
-    for index, (queries, keys, values, scores, probabilities, outputs, projected_in) in enumerate(interior):
+    for index, (_queries, _keys, values, scores, probabilities, outputs, projected_in) in enumerate(interior):
         length = probabilities.shape[-1]
         assert probabilities.shape == (1, heads, length, length) and length > chunk
         assert torch.equal(scores.softmax(-1), probabilities)

@@ -11,10 +11,10 @@ import nnsight
 import pytest
 import torch
 from nnsight.intervention.interleaver import OutOfOrderError
+from tower_body import tower_body
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
-from tower_body import tower_body
 
 CHECKPOINTS = ["llava-siglip", "llava-clip"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -250,7 +250,7 @@ def test_generation_runs_the_tower_once_on_step_zero(model):
 
     with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
         later = nnsight.save([])
-        for step in tracer.iter[1:]:
+        for _ in tracer.iter[1:]:
             later.append(model.vision.tower_output.save())  # the tower does not run again
     assert later == []
 

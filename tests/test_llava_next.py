@@ -13,6 +13,7 @@ import re
 import nnsight
 import pytest
 import torch
+from tower_body import tower_body
 from transformers import AutoModelForImageTextToText
 from transformers.image_processing_utils import select_best_resolution
 
@@ -20,7 +21,6 @@ import envoys.model
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from instrument.show import main as show
-from tower_body import tower_body
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # 32x32, and 48 wide by 64 high: 3 and 5 tiles
@@ -95,7 +95,7 @@ def packed(projected, image_sizes, grid_shapes, side, newline) -> list[torch.Ten
 
 def test_loads_with_its_stock_processor_and_names_reach_the_native_modules(model):
     assert type(model.processor).__name__ == "LlavaNextProcessor"
-    assert type(model.processor.image_processor).__name__ in ("LlavaNextImageProcessor", "LlavaNextImageProcessorFast")  # fast: some releases default to it
+    assert type(model.processor.image_processor).__name__ in ("LlavaNextImageProcessor", "LlavaNextImageProcessorFast")
     assert model.family.model_type == "llava_next"
     host = model._module.model
     assert model.vision._module is host.vision_tower and model.projector._module is host.multi_modal_projector
@@ -355,7 +355,7 @@ def test_generation_has_the_mask_per_step_and_the_tower_at_step_zero(model):
 
     with model.generate(text, images=TWO, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
         later = nnsight.save([])
-        for step in tracer.iter[1:]:
+        for _ in tracer.iter[1:]:
             later.append(model.vision.tower_output.save())  # the tower does not run again
     assert later == []
 

@@ -14,11 +14,11 @@ import re
 import nnsight
 import pytest
 import torch
+from pixtral_inputs import ONE, TWO, bounds, patch_counts, processed, prompt
 from transformers import AutoModelForImageTextToText, CLIPVisionConfig, LlavaConfig, PixtralVisionConfig
 
 from envoys import StandardizedTransformer, Unavailable
 from instrument.show import main as show
-from pixtral_inputs import ONE, TWO, bounds, patch_counts, processed, prompt
 
 #: The Pixtral tower's native names under the standard ones, as the specification gives them.
 PIXTRAL_NAMES = {
@@ -49,7 +49,7 @@ def test_loads_with_its_stock_processor_and_the_standard_names_reach_the_native_
     assert type(model._module).__name__ == "LlavaForConditionalGeneration"
     assert type(tower).__name__ == "PixtralVisionModel"
     assert type(model.processor).__name__ == "PixtralProcessor"
-    assert type(model.processor.image_processor).__name__ in ("PixtralImageProcessor", "PixtralImageProcessorFast")  # fast: some releases default to it
+    assert type(model.processor.image_processor).__name__ in ("PixtralImageProcessor", "PixtralImageProcessorFast")  # some releases default to fast
     assert model.family.model_type == "llava"
     assert model.vision._module is tower and model.projector._module is native.multi_modal_projector
     assert model.vision.patch_embed._module is tower.patch_conv

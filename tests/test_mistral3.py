@@ -15,11 +15,11 @@ import re
 import nnsight
 import pytest
 import torch
+from pixtral_inputs import ONE, TWO, bounds, image_sizes, patch_counts, patch_grids, processed, prompt
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from instrument.show import main as show
-from pixtral_inputs import ONE, TWO, bounds, image_sizes, patch_counts, patch_grids, processed, prompt
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_loads_with_its_stock_processor_and_the_standard_names_reach_the_native_
     native = model._module.model
     tower, block = native.vision_tower, native.vision_tower.transformer.layers[0]
     assert type(model.processor).__name__ == "PixtralProcessor"
-    assert type(model.processor.image_processor).__name__ in ("PixtralImageProcessor", "PixtralImageProcessorFast")  # fast: some releases default to it
+    assert type(model.processor.image_processor).__name__ in ("PixtralImageProcessor", "PixtralImageProcessorFast")  # some releases default to fast
     assert model.family.model_type == "mistral3"
     assert model.vision._module is tower and model.projector._module is native.multi_modal_projector
     assert model.vision.patch_embed._module is tower.patch_conv
@@ -254,7 +254,7 @@ def test_generation_runs_the_tower_once_on_step_zero(model):
 
     with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
         later = nnsight.save([])
-        for step in tracer.iter[1:]:
+        for _ in tracer.iter[1:]:
             later.append(model.vision.patch_embeddings.save())  # the tower does not run again
     assert later == []
 

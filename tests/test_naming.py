@@ -7,12 +7,12 @@ import itertools
 import textwrap
 
 import pytest
+from conftest import compiled_or_skip
 from nnsight.intervention.source import compile_source
+from synthetic import write_module
 
 from instrument import rewrite
-from conftest import compiled_or_skip
 from rewrites import RULES
-from synthetic import write_module
 
 TRICKY = '''
 import torch

@@ -12,6 +12,7 @@ import re
 
 import nnsight
 import pytest
+
 pytest.importorskip("transformers.models.nemotron_h_omni", reason="target absent: this transformers release has no nemotron_h_omni")
 import torch
 from transformers import AutoModelForImageTextToText
@@ -163,7 +164,7 @@ def test_the_scatter_equality_and_the_projector(model, images):
     # 2x2 block of patches (row-major) folded into one row of 4 * width, image after image.
     m = merge(model)
     folded = []
-    for (start, patches, end), (h, w) in zip(image_rows(model, images), grids(model, images)):
+    for (_start, patches, end), (h, w) in zip(image_rows(model, images), grids(model, images)):
         grid = tower[0, patches:end].reshape(h // m, m, w // m, m, -1)
         folded.append(grid.permute(0, 2, 1, 3, 4).reshape((h // m) * (w // m), -1))
     assert torch.equal(received, torch.cat(folded))
@@ -317,7 +318,7 @@ def test_writing_patch_embeddings_reaches_the_first_block(model):
     with model.trace(text, images=TWO):
         vision.patch_embeddings[:] = 0
         zeroed = vision.layers[0].layer_input.save()
-    for start, first_patch, end in image_rows(model, TWO):
+    for start, first_patch, _end in image_rows(model, TWO):
         assert torch.equal(zeroed[0, start:first_patch], clean[0, start:first_patch])  # prefix rows untouched
     patch_rows = torch.cat([torch.arange(p, e) for _, p, e in image_rows(model, TWO)])
     assert torch.allclose(zeroed[0, patch_rows], clean[0, patch_rows] - clean_patches[0], atol=1e-6)  # positions remain

@@ -10,9 +10,9 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from pixtral_inputs import ONE, TWO, patch_counts, patch_grids, processed, prompt
 
 from envoys import StandardizedTransformer
-from pixtral_inputs import ONE, TWO, patch_counts, patch_grids, processed, prompt
 
 
 @pytest.fixture(scope="module", params=["mistral3", "llava-pixtral"])

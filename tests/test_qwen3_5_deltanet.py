@@ -15,8 +15,10 @@ from pathlib import Path
 
 import nnsight
 import pytest
+
 pytest.importorskip("transformers.models.qwen3_5", reason="target absent: this transformers release has no qwen3_5")
 import torch
+from synthetic import write_module
 from transformers import AutoModelForImageTextToText
 from transformers.models.qwen3_5 import modeling_qwen3_5
 
@@ -27,7 +29,6 @@ from instrument.decorators import peel
 from instrument.show import main as show
 from instrument.versions import for_installed
 from rewrites import rule_named, rules_for
-from synthetic import write_module
 
 ONE = [noise_image(32, 32, seed=0)]
 KERNELS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
@@ -318,7 +319,7 @@ def test_generation_serves_the_chunk_call_then_the_recurrent_call(model, plain, 
     assert [step[0]["kernel"] for step in steps] == ["torch_chunk_gated_delta_rule"] + ["torch_recurrent_gated_delta_rule"] * 2
     with model.generate(text, images=ONE, max_new_tokens=3, do_sample=False) as tracer:
         read = nnsight.save([])
-        for step in tracer.iter[:3]:
+        for _step in tracer.iter[:3]:
             read.append([read_all(model.layers[i].linear_attn) for i in blocks])
     assert len(read) == 3
     for values, recorded in zip(read, steps):
@@ -337,7 +338,7 @@ def test_a_decode_step_read_after_other_values_of_its_step(model, plain, text, m
     layer = blocks[-1]
     with model.generate(text, images=ONE, max_new_tokens=3, do_sample=False) as tracer:
         read = nnsight.save([])
-        for step in tracer.iter[1:3]:
+        for _step in tracer.iter[1:3]:
             model.layers[0].layer_input.save()
             read.append(read_all(model.layers[layer].linear_attn))
     assert len(read) == 2
@@ -351,7 +352,7 @@ def test_a_decode_write_to_the_state_reaches_the_next_step(model, text):
     deltanet = model.layers[layer].linear_attn
     with model.generate(text, images=ONE, max_new_tokens=2, do_sample=False) as tracer:
         clean_heads = nnsight.save([])
-        for step in tracer.iter[:2]:
+        for _ in tracer.iter[:2]:
             clean_heads.append(deltanet.linear_attention_head_outputs.save())
     with model.generate(text, images=ONE, max_new_tokens=2, do_sample=False) as tracer:
         heads = nnsight.save([])
@@ -374,7 +375,7 @@ def test_without_a_cache_every_step_runs_the_chunk_call_and_there_is_no_state(mo
     deltanet = model.layers[blocks[0]].linear_attn
     with model.generate(text, images=ONE, max_new_tokens=2, do_sample=False, use_cache=False) as tracer:
         read = nnsight.save([])
-        for step in tracer.iter[:2]:
+        for _step in tracer.iter[:2]:
             read.append({name: getattr(deltanet, f"linear_attention_{name}") for name in VALUES[:-1]})
     for values, recorded in zip(read, steps):
         for name in VALUES[:-1]:

@@ -150,7 +150,7 @@ def test_generation_adds_the_features_on_the_prompt_pass_only(model):
 
     with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
         later = nnsight.save([])
-        for step in tracer.iter[1:]:
+        for _ in tracer.iter[1:]:
             later.append(model.layers[0].deepstack_output.save())  # pinned to the first call, on step 0
     assert later == []
 

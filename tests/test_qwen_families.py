@@ -366,9 +366,10 @@ def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
         assert model.processor is None
         assert model.vision.support() == {}
         assert not [row for row in model.support() if row.startswith("vision.")]
-        for read in (lambda: model.vision.image_features, lambda: model.vision.patch_embeddings,
-                     lambda: model.vision.layers[0].self_attn.attention_queries,
-                     lambda: model.vision.layers[0].self_attn.attention_probabilities):
+        vision = model.vision
+        for read in (lambda v=vision: v.image_features, lambda v=vision: v.patch_embeddings,
+                     lambda v=vision: v.layers[0].self_attn.attention_queries,
+                     lambda v=vision: v.layers[0].self_attn.attention_probabilities):
             with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
                 read()
         if name == "qwen3_vl":
@@ -402,7 +403,7 @@ def test_generation_reads_the_tower_at_step_zero_only(model):
 
     with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
         later = nnsight.save([])
-        for step in tracer.iter[1:]:
+        for _ in tracer.iter[1:]:
             later.append(model.vision.layers[0].self_attn.attention_keys.save())  # the tower does not run again:
             later.append(model.vision.layers[0].layer_output.save())  # left waiting, not served step 0's again
     assert later == []

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from nnsight.intervention.source import compile_source
 from packaging.version import Version
+from synthetic import write_module
 
-import transformers
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from instrument import DriftError, Rule, TargetMissing, Variant, compile_rule
 from instrument.decorators import peel
-from synthetic import write_module
 
 IMAGE = [noise_image(32, 32, seed=0)]
 

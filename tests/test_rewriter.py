@@ -5,9 +5,9 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from conftest import compiled_or_skip
 
 from instrument import RewriteError, rewrite
-from conftest import compiled_or_skip
 from rewrites import RULES
 
 

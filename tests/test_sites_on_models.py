@@ -87,7 +87,8 @@ def test_another_instance_keeps_the_class_forward_and_nothing_global_changes(fam
     # records outputs: that one is its own, not a rewrite)
     assert not any(installed(module) for module in plain.modules())
     rewritten = [m for m in model.modules() if installed(m)]
-    assert rewritten and all("forward" in m.__dict__ for m in rewritten) and all(type(m).forward is not m.__dict__["forward"].__func__ for m in rewritten)
+    assert rewritten and all("forward" in m.__dict__ for m in rewritten)
+    assert all(type(m).forward is not m.__dict__["forward"].__func__ for m in rewritten)
     ours = {m.__dict__["forward"].__func__ for m in rewritten}
     assert not any(getattr(m.__dict__["forward"], "__func__", None) in ours for m in plain.modules() if "forward" in m.__dict__)
 

@@ -7,13 +7,12 @@ import json
 
 import pytest
 import torch
+from conftest import absent, skip_if_absent
 from transformers import AutoModelForCausalLM
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.families import families, family_for
 from envoys.tiny import NAMES, build_text_checkpoint
-
-from conftest import absent, skip_if_absent
 
 TEXT = "What is in the picture ?"
 

@@ -20,9 +20,9 @@ try:  # 5.17 on; before, the tower's own get_window_index(grid_thw)
 except ImportError:
     get_vision_window_index = None
 
-from envoys.tiny import NAMES, build_checkpoint
-
 from conftest import absent
+
+from envoys.tiny import NAMES, build_checkpoint
 from envoys.tiny.images import chat_prompt, noise_image
 
 #: (model class, processor class, tokenizer class) each checkpoint loads as.
@@ -207,7 +207,9 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
     for name, parameter in inspect.signature(get_image_features).parameters.items():
         if parameter.default is inspect.Parameter.empty and name not in kwargs:
             # some releases require what the forward reads off the config (Llama 4's select strategy, before 5.18)
-            kwargs.update({name: getattr(c, name) for c in reversed(configs) if hasattr(c, name)})
+            found = [getattr(c, name) for c in configs if hasattr(c, name)]
+            if found:
+                kwargs[name] = found[0]
     with torch.no_grad():
         features = get_image_features(**kwargs)
         # an output with pooler_output on recent releases; a tensor, or a tuple or list of tensors, on older ones

@@ -18,8 +18,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 from nnsight import Envoy
@@ -27,7 +28,6 @@ from nnsight import Envoy
 from ..bugs import KnownBug
 from ..grids import GridLayout
 from ..text import Attention, Layer, Mlp, TextModel
-
 
 #: Where a causal LM (a checkpoint of a text model alone) holds its text model.
 CAUSAL_LM_BASE = "model"
@@ -53,7 +53,7 @@ class Family:
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
     grid_layout: GridLayout | None = None  #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid``
 
-    def for_text_model(self) -> "Family":
+    def for_text_model(self) -> Family:
         """This family for a checkpoint of its text model alone (a causal LM): its text names moved to the top.
 
         The wrapper's keys under the text model's path (``model.language_model.layers``)

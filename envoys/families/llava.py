@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers.models.clip.modeling_clip import CLIPAttention, CLIPEncoderLayer, CLIPMLP, CLIPVisionModel
+from transformers.models.clip.modeling_clip import CLIPMLP, CLIPAttention, CLIPEncoderLayer, CLIPVisionModel
 from transformers.models.llava.modeling_llava import LlavaModel
 from transformers.models.siglip.modeling_siglip import (
     SiglipAttention,

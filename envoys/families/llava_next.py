@@ -24,8 +24,7 @@ argument 1) are neither ``projector.output`` nor a reshape of it:
 from __future__ import annotations
 
 import torch
-
-from transformers.models.clip.modeling_clip import CLIPAttention, CLIPEncoderLayer, CLIPMLP, CLIPVisionModel
+from transformers.models.clip.modeling_clip import CLIPMLP, CLIPAttention, CLIPEncoderLayer, CLIPVisionModel
 from transformers.models.llava_next.modeling_llava_next import (
     LlavaNextModel,
     get_anyres_image_grid_shape,
@@ -33,9 +32,9 @@ from transformers.models.llava_next.modeling_llava_next import (
     unpad_image,
 )
 
+from ..feature_layers import with_feature_layer_gradients
 from ..fixed_tower import TileRows
 from ..grids import Grid, ImageInputs, check_image, raster, stitch
-
 from ..layouts import ImageFeatures, Layout
 from ..text import interior_values, stream_values, value
 from ..values import Field
@@ -51,13 +50,15 @@ from ..vision import (
     no_patch_embed,
     scattered_argument,
 )
-from ..feature_layers import with_feature_layer_gradients
 from . import Family
 from .llava import RENAME as LLAVA_RENAME
 
 
 class Tiles(Layout):
-    """[tiles, 1+patches, vision_hidden_size]: the tower's stream, one row per tile (each image's base tile, then its grid tiles in raster order; images one after another), the CLS token first."""
+    """[tiles, 1+patches, vision_hidden_size]: the tower's stream, one row per tile, the CLS token first.
+
+    Each image's base tile, then its grid tiles in raster order; images one after another.
+    """
 
 
 class TilePatches(Layout):

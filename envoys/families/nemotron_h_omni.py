@@ -37,8 +37,8 @@ from transformers.models.nemotron_h.modeling_nemotron_h import (
 from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer, RadioMLP, RadioModel, RadioSwiGLUFFN
 
 from ..hybrid import HybridLayer, other_mixer
-from ..standard import child
 from ..radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
+from ..standard import child
 from ..text import Attention, Mlp
 from ..values import Unavailable
 from ..vision import VisionMlp

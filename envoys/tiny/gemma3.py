@@ -22,7 +22,7 @@ from transformers import (
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
 from .sizes import text_sizes
-from .tokenizer import TokenizersBackend, WORDS, word_level_tokenizer
+from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
 
 IMAGE_SIZE = 32
 PATCH_SIZE = 4

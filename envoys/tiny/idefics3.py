@@ -36,7 +36,7 @@ from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionCo
 from transformers.models.smolvlm.configuration_smolvlm import SmolVLMVisionConfig
 
 from .sizes import text_sizes
-from .tokenizer import TokenizersBackend, WORDS, word_level_tokenizer
+from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
 
 TILE = 32
 PATCH = 8
