@@ -19,15 +19,14 @@ from typing import Any
 
 import torch
 
+from rewrites.deepstack import DEEPSTACK_SITE
+
 from .layouts import ImageFeatures
 from .pinning import PinnedEProperty
 from .standard import missing_site
 from .text import Layer
 from .values import Argument
 from .vision import no_images
-
-#: The text model's call that adds block k's DeepStack feature, once per tap, after block k.
-DEEPSTACK_SITE = "self__deepstack_process_0"
 
 
 def block_index(block: Any) -> int:

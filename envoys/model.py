@@ -42,12 +42,12 @@ from transformers import (
 )
 
 from instrument import adopt, install_all
-from rewrites import RULES
 
 from .aliases import bind_rename
 from .bugs import BrokenLoad
 from .families import Family, family_for
 from .grids import ImageInputs, image_inputs_of
+from .rules import rules_for_model
 from .standard import rows_over
 from .text_root import TextRoot
 from .tree import standard_tree
@@ -75,18 +75,12 @@ def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> str:
     return AutoConfig.from_pretrained(name_or_path, **hub).model_type
 
 
-def rules_for_model(model: torch.nn.Module) -> list:
-    """The rules whose target is the forward of some module class in ``model``."""
-    classes = {(type(m).__module__, type(m).__qualname__) for m in model.modules()}
-    return [rule for rule in RULES if (rule.module_name, rule.owner_name) in classes]
-
-
-def instrument(model: torch.nn.Module) -> dict[str, str]:
-    """Install every applicable rule on ``model``; the failures, as reasons keyed ``module:Class``."""
+def instrument(model: torch.nn.Module, family: Family) -> dict[str, str]:
+    """Install every rule ``model`` runs (`envoys.rules`); the failures, as reasons keyed ``module:Class``."""
     from instrument import DriftError, compile_rule  # loaded with the first model, not with `import envoys`
 
     usable, failures = [], {}
-    for rule in rules_for_model(model):
+    for rule in rules_for_model(model, family):
         try:
             compile_rule(rule)
         except DriftError as error:
@@ -221,7 +215,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         else:
             processor = None
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name_or_path, **hub)
-        failures = instrument(model)
+        failures = instrument(model, family)
         _real_device_first(model)
         # generate would otherwise run the tower before step 0's forward (transformers 5.24);
         # an instance attribute, so only this model answers differently.

@@ -38,7 +38,8 @@ except ImportError:  # transformers 4.x: flash attention is asked for by name
     def is_flash_attention_requested(config: Any) -> bool:
         return "flash" in (getattr(config, "_attn_implementation", None) or "")
 
-from rewrites.qwen_vit_windows import INDEX_SITE
+from rewrites.qwen_vit_attention import FLASH_SITE, JOIN_SITE, PER_IMAGE_SITE, SPLIT_SITE
+from rewrites.qwen_vit_windows import INDEX_SITE, WINDOW_SITE
 
 from .grids import Grid, GridError, ImageInputs, check_image, raster, value_named
 from .layouts import HeadOutputs, Keys, Layout, Patches, Queries, Values
@@ -57,16 +58,7 @@ PER_IMAGE = (
     "(self_attn.inputs[1]['cu_seqlens']), which per image is the processor's image_grid_thw"
 )
 
-#: The sites of the Qwen ViT attention's forward (rewrites/qwen_vit_attention.py).
-FLASH_SITE = "attention_interface_1"  # flash attention: one call over every image
-PER_IMAGE_SITE = "attention_interface_2"  # the kernel call per image (or window)
-SPLIT_SITE = "torch_split_0"  # queries (occurrence 0), keys (1), values (2), split at cu_seqlens
-SPLITS = 3  # the split's calls in one forward of the attention
-JOIN_SITE = "torch_cat_0"  # the per-image outputs joined back
-
-#: Qwen2.5-VL's permutation into windows, in the tower's forward (rewrites/qwen_vit_windows.py): argument 1 is the
-#: window index. Releases that permute inline (before transformers 5.17) serve the index's computation instead.
-WINDOW_SITE = "self_permute_input_for_window_attn_0"
+SPLITS = 3  # the split's calls (SPLIT_SITE) in one forward of the attention: queries, keys, values
 
 
 class WindowIndex(Layout):

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from rewrites.radio_attention import PER_IMAGE_SITE, PROJECTION_SITES
+
 from .grids import Grid, ImageInputs, check_image, packed_raster, raster, value_named
 from .layouts import HeadOutputs, Keys, Patches, Queries, Values
 from .per_image import per_image_pattern
@@ -48,9 +50,6 @@ PER_IMAGE = (
     "writing it changes nothing"
 )
 
-#: The sites of RADIO's attention forward (rewrites/radio_attention.py): queries, keys, values, each whole.
-PROJECTION_SITES = ("transpose_0", "transpose_1", "transpose_2")
-PER_IMAGE_SITE = "attention_interface_3"  # several images, not flash: one kernel call per image
 
 
 def projected(name: str, layout: type, what: str, site: str) -> EProperty:

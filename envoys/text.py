@@ -17,16 +17,11 @@ from typing import Any
 from nnsight.intervention.source import STATE
 
 from instrument import installed
+from rewrites.attention import KERNEL_SITE, SOFTMAX_SITE
 
 from .layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
 from .standard import Standard, child, missing_site, site_label
 from .values import Argument, EProperty, First, Selector
-
-#: The attention kernel's call in every attention forward on the shared interface.
-KERNEL_SITE = "attention_interface_1"
-#: The softmax call inside the eager kernel, nested under the kernel's site.
-SOFTMAX_SITE = "nn_functional_softmax_0"
-
 
 #: Maps a served part to what the user reads (a view, so in-place edits reach the model).
 View = Callable[[Any], Any]

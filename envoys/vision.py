@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from rewrites.image_scatter import Scatter
+
 from .grids import gather, image_grid, place, token_rows, tower_rows
 from .layouts import ImageFeatures, ImageTokenMask, Patches
 from .standard import Standard, child, missing_site, rows_over
@@ -78,30 +80,41 @@ def no_images(envoy: Any) -> str | None:
     return None
 
 
-class ImageScatter(Standard):
-    """The module whose forward scatters the image features into the token embeddings.
+def features_argument(scatter: Scatter) -> Argument:
+    """The argument of the scatter's call that is the image features, as its `Scatter` says."""
+    return Argument(*scatter.argument)
 
-    ``scatter_operation`` is the site of ``inputs_embeds.masked_scatter(mask,
-    features)`` in its forward and ``scatter_argument`` which argument is the
-    features. A wrapper that writes the features in elsewhere subclasses it
-    with its own operation and argument. Carries no values of its own.
+
+class ImageScatter(Standard):
+    """The module whose forward scatters the image features into the token embeddings (the scatter host).
+
+    ``scatter_operation`` is the site of the image's call in its forward
+    (``inputs_embeds_masked_scatter_0`` for ``inputs_embeds.masked_scatter(mask,
+    features)``) and ``scatter_argument`` which argument is the features, both
+    as the family's `Scatter` says (`rewrites.image_scatter`). Carries no
+    values of its own.
     """
 
-    scatter_operation = "inputs_embeds_masked_scatter_0"
-    scatter_argument = Argument(1, "source")
+    @property
+    def scatter_operation(self) -> str:
+        return self.root.family.scatter.site
+
+    @property
+    def scatter_argument(self) -> Argument:
+        return features_argument(self.root.family.scatter)
 
 
 def scatter_host(root: Any) -> tuple[Any, str, Argument] | None:
     """``(host envoy, operation, argument)`` of the image scatter, or None.
 
-    The root's child keyed `ImageScatter`, or the root itself when its family
-    names the operation in ``root_scatter`` (a wrapper that scatters in its
-    own forward).
+    The root itself when its family's `Scatter` says the root scatters in its
+    own forward (``root_scatter``), else the root's child that is an
+    `ImageScatter`.
     """
     family = getattr(root, "family", None)
     operation = getattr(family, "root_scatter", None)
     if operation is not None:
-        return root, operation, ImageScatter.scatter_argument
+        return root, operation, features_argument(family.scatter)
     for candidate in root._children:
         if isinstance(candidate, ImageScatter):
             return candidate, candidate.scatter_operation, candidate.scatter_argument
@@ -123,7 +136,7 @@ def no_patch_embed(vision: Any) -> str | None:
 
 
 def image_scatter(vision: Any) -> str:
-    """The location of the scatter's arguments: ``model.model.source.inputs_embeds_masked_scatter_0.input``."""
+    """The location of the scatter's arguments (``model.model.source.inputs_embeds_masked_scatter_0.input``)."""
     host, operation, _ = scatter_host(vision.root)
     return f"{host.path}.source.{operation}.input"
 

@@ -75,7 +75,6 @@ class Rule:
     name: str  #: short unique name, e.g. ``"llava-image-scatter"``
     target: str  #: ``"module:Qualified.name"`` of the function to rewrite
     sites: Mapping[str, tuple[str, ...]]  #: dotted callee -> the labels of its call sites
-    model_types: tuple[str, ...] = ()  #: the model_types whose models run this forward
     purpose: str = ""  #: one line: what the sites are for
     drill: Mapping[str, Rule] = field(default_factory=dict)  #: site label -> rule for the function it calls
     variants: tuple[Variant, ...] = ()  #: how older releases differ, first match wins
@@ -83,6 +82,9 @@ class Rule:
     unavailable: str | None = None  #: set by `at`: why this release cannot be served
     variant: str = ""  #: set by `at`: the versions of the variant chosen, empty for the rule's own form
     variant_note: str = ""  #: set by `at`: what differs on the variant's releases (`Variant.note`)
+    #: derived, never written in a rule: the model_types of the tiny checkpoints whose models run this forward
+    #: (`envoys.rules.catalog` sets it, for the commands that look rules up by model_type)
+    model_types: tuple[str, ...] = ()
 
     def at(self, version: Version | str) -> Rule:
         """This rule as it reads on ``version`` of its library: the first matching variant applied, or itself."""

@@ -1,7 +1,8 @@
 """Find rules by what a person types: a class name, a dotted path, a model_type, a rule name.
 
-The command-line tools look the rules up at run time (``rewrites.RULES``), so
-the compiler itself imports no rules.
+The command-line tools look the rules up at run time (``envoys.rules.catalog``:
+every rule of every tiny checkpoint, found from its model as at load), so the
+compiler itself imports no rules.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from .rule import Rule
 
 
 def all_rules() -> tuple[Rule, ...]:
-    """Every rule the project defines."""
-    return importlib.import_module("rewrites").RULES
+    """Every rule the project's checkpoints run (`envoys.rules.catalog`)."""
+    return importlib.import_module("envoys.rules").catalog()
 
 
 def select(query: str, rules: tuple[Rule, ...] | None = None) -> tuple[Rule, ...]:

@@ -1,34 +1,52 @@
 """The rules: which forwards are rewritten, and which calls in them become sites.
 
-Each module holds one concern's rules as data (`instrument.Rule`); this module
-gathers them. One rule per target forward.
+Two kinds, both data (`instrument.Rule`):
+
+- rules found from a model's classes: the kernel call of every attention
+  class on transformers' shared interface (`attention`), and the scatter in
+  a family's host forward (`image_scatter`: the family states only what
+  differs, in a `Scatter`);
+- rules of particular forwards, one per target, each module holding one
+  concern's (`LISTED`): the Qwen ViT's per-image attention, Qwen2.5-VL's
+  windows, RADIO's attention, Qwen3-VL's DeepStack, Llama 4's text block, the
+  gated DeltaNet.
+
+Each module defines its site labels once, as constants the envoys import.
+`rules_for_classes` gives the rules for the classes a model holds, but the
+scatter, which needs the family (`envoys.rules` adds it).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 from instrument import Rule
+from instrument.calls import defining_class
 
-from . import attention, deepstack, deltanet, image_scatter, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention
+from . import deepstack, deltanet, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention
+from .attention import attention_rules
 
-#: Every rule, by concern.
-RULES: tuple[Rule, ...] = (
-    *image_scatter.RULES,
+#: The rules of particular forwards, by concern.
+LISTED: tuple[Rule, ...] = (
     *qwen_vit_attention.RULES,
     *qwen_vit_windows.RULES,
     *radio_attention.RULES,
     *deepstack.RULES,
     *llama4_feed_forward.RULES,
     *deltanet.RULES,
-    *attention.RULES,
 )
 
 
-def rule_named(name: str) -> Rule:
-    """The rule called ``name``; KeyError listing the names otherwise."""
-    for rule in RULES:
-        if rule.name == name:
-            return rule
-    raise KeyError(f"no rule {name!r}; rules: {', '.join(r.name for r in RULES)}")
+def target_of(cls: type) -> str:
+    """The target a rule would name for ``cls``'s forward: ``module:Class.forward`` of the class defining it."""
+    owner = defining_class(cls) or cls
+    return f"{owner.__module__}:{owner.__qualname__}.forward"
 
 
-def rules_for(model_type: str) -> tuple[Rule, ...]:
-    """The rules of one model_type's forwards (empty for a model_type with none)."""
-    return tuple(rule for rule in RULES if model_type in rule.model_types)
+def rules_for_classes(classes: Iterable[type]) -> tuple[Rule, ...]:
+    """The rules for module classes a model holds: the listed rules whose target some class runs, then an attention
+    rule for every other class on the shared attention interface (each after the eager kernel it drills into)."""
+    classes = tuple(dict.fromkeys(classes))
+    targets = {target_of(cls) for cls in classes}
+    listed = tuple(rule for rule in LISTED if rule.target in targets)
+    return listed + attention_rules(classes, claimed=(rule.target for rule in listed))

@@ -8,12 +8,14 @@ the image positions, ``[image_tokens, hidden]``.
 
 from instrument import Rule
 
+#: The text model's call adding block k's DeepStack feature (occurrence k): argument 2 is the feature.
+DEEPSTACK_SITE = "self__deepstack_process_0"
+
 RULES = (
     Rule(
         "qwen3_vl.deepstack",
         "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextModel.forward",
-        {"self._deepstack_process": ("self__deepstack_process_0",)},
-        ("qwen3_vl",),
+        {"self._deepstack_process": (DEEPSTACK_SITE,)},
         "the DeepStack feature added after each of the first text blocks",
     ),
 )

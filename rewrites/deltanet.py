@@ -49,7 +49,7 @@ BEFORE_5_15 = Variant(
 
 def _deltanet(model_type: str, target: str) -> Rule:
     return Rule(
-        f"{model_type}.gated-deltanet", target, SITES, (model_type,),
+        f"{model_type}.gated-deltanet", target, SITES,
         "the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out",
         variants=(BEFORE_5_15,),
     )

@@ -1,111 +1,107 @@
-"""Where image features enter the text stream: the ``inputs_embeds.masked_scatter`` call.
+"""Where image features enter the text stream: the ``inputs_embeds.masked_scatter`` calls of a host's forward.
 
-Each host's forward scatters the projected image features into the token
-embeddings at the image tokens; the call's argument 1 is the features, what
-the text model receives there (``vision.image_features``). Qwen-VL hosts
-scatter video features with a second call (``_1``), exposed too and left
-unused. LLaVA-NeXT's features at the scatter are not its projector's
-output: the host unpads each image's tiles and adds ``image_newline`` rows
-first. Idefics 3 scatters inside a helper, ``self.inputs_merger(input_ids=...,
-inputs_embeds=..., image_hidden_states=...)``: the helper's call in the
-host's forward is the site, its keyword ``image_hidden_states`` the features.
-Gemma 4 has a third scatter, for audio (``_2``). SmolVLM scattered in a
-helper, as Idefics 3 does, before transformers 5.21 (`SMOLVLM_BEFORE_5_21`).
-Llama 4 and Nemotron-H Omni have no inner host: their roots scatter in their
-own forwards (Nemotron-H Omni's video, ``_1``, and audio, ``_2``, too).
+Found from the model: the host's forward (by default the wrapper's inner
+model's, ``LlavaModel.forward``) is searched for its calls of
+``inputs_embeds.masked_scatter``, and each becomes a site, labelled as nnsight
+labels them (``inputs_embeds_masked_scatter_0``, ``_1``, ...), so a host that
+also scatters videos (``_1``, the Qwen-VL hosts) and audio (``_2``, Gemma 4,
+Nemotron-H Omni) has all of them exposed. A family states in a `Scatter` only
+what differs from that: a host elsewhere (the root's own forward, Llama 4's and
+Nemotron-H Omni's), a helper that does the scattering (Idefics 3's
+``self.inputs_merger(input_ids=..., inputs_embeds=..., image_hidden_states=...)``:
+the helper's call in the host's forward is the site, its keyword
+``image_hidden_states`` the features), which call is the image's, what the
+features are where the default purpose says too little, and the releases
+whose forward differs (SmolVLM scattered through a helper before 5.21,
+`SMOLVLM_BEFORE_5_21`).
+
+The image's call's argument 1 (or the helper's keyword) is what the text
+model receives there (``vision.image_features``).
 """
 
-from instrument import Rule, Variant
+from __future__ import annotations
 
+from dataclasses import dataclass
+
+from instrument import Rule, Variant
+from instrument.calls import calls, defining_class, innermost, label_stem
+
+#: The call that scatters features into the token embeddings at a mask.
 SCATTER = "inputs_embeds.masked_scatter"
+#: The image's scatter where a host scatters images first (every host we serve): argument 1 is the features.
+IMAGE_SITE = f"{label_stem(SCATTER)}_0"
+#: Idefics 3's helper that scatters the image features, called from its host's forward.
+HELPER = "self.inputs_merger"
+HELPER_SITE = f"{label_stem(HELPER)}_0"
+
+#: The end of every scatter rule's name (``llava.image-scatter``).
+SCATTER_SUFFIX = ".image-scatter"
+#: What each call of a host's scatters carries, in the order the hosts we serve make them.
+MEDIA = ("image", "video", "audio")
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """How a family's host writes its image features into the text stream, where it differs from the default.
+
+    The default: the wrapper's inner model's forward calls
+    ``inputs_embeds.masked_scatter(mask, features)``, the image's call first,
+    its argument 1 the features.
+    """
+
+    in_root: bool = False  #: the root's own forward scatters (no inner host)
+    host: type | None = None  #: the class whose forward scatters, where it is neither the inner model nor the root
+    callee: str = SCATTER  #: the dotted callee of the call that writes the features in
+    image: int = 0  #: which of the callee's calls is the image's (nnsight's counter)
+    argument: tuple[int, str] = (1, "source")  #: the features: that call's positional index and keyword name
+    purpose: str = ""  #: what the features are at the scatter, where the default line says too little
+    variants: tuple[Variant, ...] = ()  #: releases whose forward writes the features in differently
+
+    @property
+    def site(self) -> str:
+        """The image's call's label: ``inputs_embeds_masked_scatter_0``."""
+        return f"{label_stem(self.callee)}_{self.image}"
+
+
+#: The helper Idefics 3's host calls to scatter the image features.
+INPUTS_MERGER = Scatter(
+    callee=HELPER, argument=(2, "image_hidden_states"), purpose="the helper that scatters the image features into the embeddings"
+)
 
 #: SmolVLM before 5.21: ``self.inputs_merger(input_ids=..., inputs_embeds=..., image_hidden_states=...)``.
 SMOLVLM_BEFORE_5_21 = Variant(
     "<5.21",
-    sites={"self.inputs_merger": ("self_inputs_merger_0",)},
+    sites={HELPER: (HELPER_SITE,)},
     note="the features are scattered by a helper, self.inputs_merger, keyword image_hidden_states",
 )
 
 
-def _host(model_type: str, target: str, labels: tuple[str, ...], purpose: str, callee: str = SCATTER, variants: tuple = ()) -> Rule:
-    return Rule(f"{model_type}.image-scatter", target, {callee: labels}, (model_type,), purpose, variants=variants)
+def default_purpose(count: int, in_root: bool) -> str:
+    """One line on what ``count`` scatter calls carry (images first, then videos, then audio)."""
+    if count <= 1:
+        carried = "the image features" if in_root else "image features"
+    else:
+        named = [f"{medium} (_{index})" for index, medium in enumerate(MEDIA[:count])]
+        carried = f"{', '.join(named[:-1])} and {named[-1]} features"
+    return f"the root scatters {carried} in its own forward" if in_root else f"{carried} scattered into the embeddings"
 
 
-IMAGE_ONLY = ("inputs_embeds_masked_scatter_0",)
-IMAGE_AND_VIDEO = ("inputs_embeds_masked_scatter_0", "inputs_embeds_masked_scatter_1")
-IMAGE_VIDEO_AND_AUDIO = (*IMAGE_AND_VIDEO, "inputs_embeds_masked_scatter_2")
+def scatter_rule(model_type: str, host: type, scatter: Scatter = Scatter()) -> Rule:
+    """The rule for ``host``'s forward: every call of ``scatter.callee`` in it, labelled as nnsight labels them.
 
-RULES = (
-    _host("llava", "transformers.models.llava.modeling_llava:LlavaModel.forward", IMAGE_ONLY, "image features scattered into the embeddings"),
-    _host(
-        "llava_next",
-        "transformers.models.llava_next.modeling_llava_next:LlavaNextModel.forward",
-        IMAGE_ONLY,
-        "image features scattered into the embeddings, after the host unpads the tiles and adds image_newline rows",
-    ),
-    _host(
-        "qwen2_vl",
-        "transformers.models.qwen2_vl.modeling_qwen2_vl:Qwen2VLModel.forward",
-        IMAGE_AND_VIDEO,
-        "image (_0) and video (_1) features scattered into the embeddings",
-    ),
-    _host(
-        "qwen2_5_vl",
-        "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLModel.forward",
-        IMAGE_AND_VIDEO,
-        "image (_0) and video (_1) features scattered into the embeddings",
-    ),
-    _host(
-        "qwen3_vl",
-        "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLModel.forward",
-        IMAGE_AND_VIDEO,
-        "image (_0) and video (_1) features scattered into the embeddings",
-    ),
-    _host(
-        "qwen3_5",
-        "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5Model.forward",
-        IMAGE_AND_VIDEO,
-        "image (_0) and video (_1) features scattered into the embeddings",
-    ),
-    _host(
-        "mistral3", "transformers.models.mistral3.modeling_mistral3:Mistral3Model.forward", IMAGE_ONLY, "image features scattered into the embeddings"
-    ),
-    _host(
-        "gemma3",
-        "transformers.models.gemma3.modeling_gemma3:Gemma3Model.forward",
-        IMAGE_ONLY,
-        "pooled image features, [images, tokens, hidden], scattered into the scaled embeddings",
-    ),
-    _host(
-        "idefics3",
-        "transformers.models.idefics3.modeling_idefics3:Idefics3Model.forward",
-        ("self_inputs_merger_0",),
-        "the helper that scatters the image features into the embeddings",
-        callee="self.inputs_merger",
-    ),
-    _host(
-        "smolvlm",
-        "transformers.models.smolvlm.modeling_smolvlm:SmolVLMModel.forward",
-        IMAGE_ONLY,
-        "image features scattered into the embeddings",
-        variants=(SMOLVLM_BEFORE_5_21,),
-    ),
-    _host(
-        "gemma4",
-        "transformers.models.gemma4.modeling_gemma4:Gemma4Model.forward",
-        IMAGE_VIDEO_AND_AUDIO,
-        "image (_0), video (_1) and audio (_2) features scattered into the embeddings",
-    ),
-    _host(
-        "llama4",
-        "transformers.models.llama4.modeling_llama4:Llama4ForConditionalGeneration.forward",
-        IMAGE_ONLY,
-        "the root scatters the image features in its own forward",
-    ),
-    _host(
-        "nemotron_h_omni",
-        "transformers.models.nemotron_h_omni.modeling_nemotron_h_omni:NemotronH_Omni_Reasoning_V3.forward",
-        IMAGE_VIDEO_AND_AUDIO,
-        "the root scatters image (_0), video (_1) and audio (_2) features in its own forward",
-    ),
-)
+    At least the image's call is expected, so a forward without it fails to
+    build with the compiler's `DriftError` (naming the rule, the class and what
+    was found), and the family's image values report that reason.
+    """
+    host = defining_class(host) or host
+    forward = innermost(host.__dict__.get("forward"))
+    found = calls(forward, scatter.callee) if forward is not None else 0
+    stem = label_stem(scatter.callee)
+    labels = tuple(f"{stem}_{index}" for index in range(max(found, scatter.image + 1)))
+    return Rule(
+        f"{model_type}{SCATTER_SUFFIX}",
+        f"{host.__module__}:{host.__qualname__}.forward",
+        {scatter.callee: labels},
+        purpose=scatter.purpose or default_purpose(len(labels), scatter.in_root),
+        variants=scatter.variants,
+    )

@@ -11,12 +11,14 @@ on either kind of layer.
 
 from instrument import Rule
 
+#: The block's view of its feed-forward's output in the stream's shape: its output is what the block adds.
+FEED_FORWARD_SITE = "hidden_states_view_0"
+
 RULES = (
     Rule(
         "llama4.text-block",
         "transformers.models.llama4.modeling_llama4:Llama4TextDecoderLayer.forward",
-        {"hidden_states.view": ("hidden_states_view_0",)},
-        ("llama4",),
+        {"hidden_states.view": (FEED_FORWARD_SITE,)},
         "the feed-forward's output (MoE or dense) viewed in the stream's shape, as the block adds it",
     ),
 )

@@ -19,24 +19,29 @@ two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 
 from instrument import Rule, Variant
 
+FLASH_SITE = "attention_interface_1"  #: flash attention: one call over every image
+PER_IMAGE_SITE = "attention_interface_2"  #: the kernel call per image (or window)
+SPLIT_SITE = "torch_split_0"  #: queries (occurrence 0), keys (1), values (2), split at cu_seqlens
+JOIN_SITE = "torch_cat_0"  #: the per-image outputs joined back
+
 SITES = {
-    "attention_interface": ("attention_interface_1", "attention_interface_2"),
-    "torch.split": ("torch_split_0",),
-    "torch.cat": ("torch_cat_0",),
+    "attention_interface": (FLASH_SITE, PER_IMAGE_SITE),
+    "torch.split": (SPLIT_SITE,),
+    "torch.cat": (JOIN_SITE,),
 }
 
 
 BEFORE_5_1 = Variant(
     "<5.1",
     sites={**SITES, "attention_interface": ("attention_interface_2", "attention_interface_3")},
-    serve_as={"attention_interface_2": "attention_interface_1", "attention_interface_3": "attention_interface_2"},
+    serve_as={"attention_interface_2": FLASH_SITE, "attention_interface_3": PER_IMAGE_SITE},
     note="the kernel is assigned twice before the calls, which nnsight numbers attention_interface_2 and _3",
 )
 
 
 def _attention(model_type: str, target: str) -> Rule:
     return Rule(
-        f"{model_type}.vision-attention", target, SITES, (model_type,),
+        f"{model_type}.vision-attention", target, SITES,
         "the per-image attention kernel calls and what surrounds them", variants=(BEFORE_5_1,),
     )
 

@@ -21,6 +21,9 @@ from 5.9 (`INLINE_FROM_5_9`, called before the patch embedding) and
 
 from instrument import Rule, Variant
 
+#: The tower's permutation of its stream into windows: argument 1 is the window index (occurrence 0; the two
+#: later calls permute the rotary cos and sin).
+WINDOW_SITE = "self_permute_input_for_window_attn_0"
 #: The call computing the window index, on releases that permute inline: its output's item 0 is the index.
 INDEX_SITE = "get_vision_window_index_0"
 
@@ -43,12 +46,8 @@ RULES = (
         "qwen2_5_vl.vision-windows",
         "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VisionTransformerPretrainedModel.forward",
         {
-            "self.permute_input_for_window_attn": (
-                "self_permute_input_for_window_attn_0",
-                "self_permute_input_for_window_attn_1",
-            ),
+            "self.permute_input_for_window_attn": (WINDOW_SITE, "self_permute_input_for_window_attn_1"),
         },
-        ("qwen2_5_vl",),
         "the tower's permutation into attention windows: argument 1 is the window index",
         variants=(INLINE_FROM_5_9, INLINE_BEFORE_5_9),
     ),

@@ -30,9 +30,14 @@ BEFORE_5_18 = Variant(
     note="RADIO's attention had another form, and no supported family used it",
 )
 
+#: Queries, keys and values, each whole, as the projections' transposes return them.
+PROJECTION_SITES = ("transpose_0", "transpose_1", "transpose_2")
+#: Several images, not flash: one kernel call per image.
+PER_IMAGE_SITE = "attention_interface_3"
+
 SITES = {
-    "transpose": ("transpose_0", "transpose_1", "transpose_2"),
-    "attention_interface": ("attention_interface_1", "attention_interface_2", "attention_interface_3"),
+    "transpose": PROJECTION_SITES,
+    "attention_interface": ("attention_interface_1", "attention_interface_2", PER_IMAGE_SITE),
 }
 
 RULES = (
@@ -40,7 +45,6 @@ RULES = (
         "radio.vision-attention",
         "transformers.models.radio.modeling_radio:RadioAttention.forward",
         SITES,
-        ("radio", "nemotron_h_omni"),
         "the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)",
         variants=(BEFORE_5_18,),
     ),

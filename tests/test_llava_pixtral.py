@@ -82,10 +82,10 @@ def test_the_pixtral_names_apply_only_to_a_checkpoint_with_a_pixtral_tower():
     assert {key: mistral3.RENAME[key] for key in PIXTRAL_NAMES} == PIXTRAL_NAMES  # one spelling for both families
     names = {cls.__name__: envoy.__name__ for cls, envoy in llava.ENVOYS.items()}
     assert {name: names[name] for name in ("PixtralVisionModel", "PixtralAttentionLayer", "PixtralAttention",
-                                           "PixtralMLP", "SiglipVisionModel", "CLIPVisionModel", "LlavaModel")} == {
+                                           "PixtralMLP", "SiglipVisionModel", "CLIPVisionModel")} == {
         "PixtralVisionModel": "PixtralVision", "PixtralAttentionLayer": "VisionLayer",
         "PixtralAttention": "PixtralVisionAttention", "PixtralMLP": "VisionMlp",
-        "SiglipVisionModel": "Vision", "CLIPVisionModel": "Vision", "LlavaModel": "ImageScatter",
+        "SiglipVisionModel": "Vision", "CLIPVisionModel": "Vision",
     }
 
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 import torch
+from swap_rules import without_rule
 
-import envoys.model
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from instrument import Rule
@@ -75,8 +75,7 @@ def test_a_rule_that_does_not_match_is_a_reason_not_a_crash(tiny_checkpoint, mon
         "transformers.models.llava.modeling_llava:LlavaModel.forward",
         {"inputs_embeds.masked_scatter": ("inputs_embeds_masked_scatter_7",)},
     )
-    rules = tuple(r for r in envoys.model.RULES if r.name != "llava.image-scatter") + (drifted,)
-    monkeypatch.setattr(envoys.model, "RULES", rules)
+    without_rule(monkeypatch, "llava.image-scatter", drifted)
     model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
     reason = model.vision.support()["image_features"]
     assert "rule 'llava.image-scatter'" in reason and "inputs_embeds_masked_scatter_7" in reason
@@ -104,8 +103,7 @@ def test_a_model_built_without_the_library_is_untouched(tiny_checkpoint):
 
 
 def test_an_attention_no_rule_covers_says_so(tiny_checkpoint, monkeypatch):
-    rules = tuple(r for r in envoys.model.RULES if r.name != "qwen2.Qwen2Attention")
-    monkeypatch.setattr(envoys.model, "RULES", rules)
+    without_rule(monkeypatch, "qwen2.Qwen2Attention")
     model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
     reasons = model.support()["self_attn.attention_queries"]
     assert set(reasons) == set(range(model.num_layers))

@@ -11,8 +11,8 @@ from conftest import compiled_or_skip
 from nnsight.intervention.source import compile_source
 from synthetic import write_module
 
+from envoys.rules import catalog
 from instrument import rewrite
-from rewrites import RULES
 
 TRICKY = '''
 import torch
@@ -65,7 +65,7 @@ def test_selected_sites_get_nnsight_labels_on_tricky_source(tricky):
     assert {site.callee for site in sites} == {"helper", "x.view"}
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
+@pytest.mark.parametrize("rule", catalog(), ids=lambda rule: rule.name)
 def test_rule_site_names_match_nnsight(rule):
     instrumented = compiled_or_skip(rule)
     reference = compile_source(instrumented.innermost)

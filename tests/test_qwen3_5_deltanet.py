@@ -18,17 +18,18 @@ import pytest
 
 pytest.importorskip("transformers.models.qwen3_5", reason="target absent: this transformers release has no qwen3_5")
 import torch
+from swap_rules import without_rule
 from synthetic import write_module
 from transformers import AutoModelForImageTextToText
 from transformers.models.qwen3_5 import modeling_qwen3_5
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.rules import rule_named, rules_for
 from envoys.tiny import chat_prompt, noise_image
 from instrument import Rule, compile_rule, install
 from instrument.decorators import peel
 from instrument.show import main as show
 from instrument.versions import for_installed
-from rewrites import rule_named, rules_for
 
 ONE = [noise_image(32, 32, seed=0)]
 KERNELS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
@@ -387,9 +388,8 @@ def test_without_a_cache_every_step_runs_the_chunk_call_and_there_is_no_state(mo
 
 
 def test_without_the_rule_the_values_say_why(tiny_checkpoint, monkeypatch):
-    import envoys.model
 
-    monkeypatch.setattr(envoys.model, "RULES", tuple(r for r in envoys.model.RULES if r.name != "qwen3_5.gated-deltanet"))
+    without_rule(monkeypatch, "qwen3_5.gated-deltanet")
     model = StandardizedTransformer(tiny_checkpoint("qwen3_5"), task="image-text-to-text")
     reason = model.layers[0].support()["linear_attn.linear_attention_queries"]
     assert reason.startswith("no rewrite rule exposes torch_chunk_gated_delta_rule_0 in Qwen3_5GatedDeltaNet.forward")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
@@ -156,7 +157,6 @@ def test_generation_adds_the_features_on_the_prompt_pass_only(model):
 
 
 def test_a_drifted_deepstack_rule_is_a_reason_not_a_crash(tiny_checkpoint, monkeypatch):
-    import envoys.model
     from instrument import Rule
 
     drifted = Rule(
@@ -164,8 +164,7 @@ def test_a_drifted_deepstack_rule_is_a_reason_not_a_crash(tiny_checkpoint, monke
         "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextModel.forward",
         {"self._deepstack_process": ("self__deepstack_process_3",)},
     )
-    rules = tuple(r for r in envoys.model.RULES if r.name != "qwen3_vl.deepstack") + (drifted,)
-    monkeypatch.setattr(envoys.model, "RULES", rules)
+    without_rule(monkeypatch, "qwen3_vl.deepstack", drifted)
     model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text")
     reasons = model.support()["deepstack_output"]
     assert set(reasons) == set(range(model.num_layers))

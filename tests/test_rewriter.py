@@ -7,17 +7,17 @@ import textwrap
 import pytest
 from conftest import compiled_or_skip
 
+from envoys.rules import catalog
 from instrument import RewriteError, rewrite
-from rewrites import RULES
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
+@pytest.mark.parametrize("rule", catalog(), ids=lambda rule: rule.name)
 def test_no_op_rewrite_round_trips_every_target(rule):
     source = compiled_or_skip(rule).original_source
     assert rewrite(source, set()).source == source
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
+@pytest.mark.parametrize("rule", catalog(), ids=lambda rule: rule.name)
 def test_rewrite_keeps_every_line_but_the_sites(rule):
     instrumented = compiled_or_skip(rule)
     before = instrumented.original_source.splitlines()

@@ -12,11 +12,11 @@ import pytest
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
+from envoys.rules import rule_named, rules_for
 from envoys.tiny import chat_prompt, noise_image
 from instrument import compile_rule, install, install_all
 from instrument.install import installed
 from instrument.versions import for_installed
-from rewrites import rule_named, rules_for
 
 IMAGES = {1: [noise_image(32, 32, seed=0)], 2: [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]}
 

@@ -8,8 +8,8 @@ import pytest
 import transformers
 from packaging.version import Version
 
+from envoys.rules import rule_named
 from instrument import Rule, Variant, snapshot
-from rewrites import RULES
 
 INSTALLED = f"transformers-{transformers.__version__}"
 LLAVA = "modeling_llava.LlavaModel.forward.py"
@@ -76,7 +76,7 @@ def test_with_no_folder_at_all_the_command_says_how_to_write_one(tmp_path, capsy
 
 
 def test_a_moved_site_and_an_absent_target_have_their_verdicts(tmp_path):
-    llava = next(r for r in RULES if r.name == "llava.image-scatter")
+    llava = rule_named("llava.image-scatter")
     moved = Rule(llava.name, llava.target, {"inputs_embeds.masked_scatter": ("inputs_embeds_masked_scatter_7",)}, purpose=llava.purpose)
     absent = Rule("gone.rule", "transformers.models.no_such_model.modeling_no_such_model:Gone.forward", {"f": ("f_0",)})
     snapshot.update(tmp_path, (llava,))
@@ -95,7 +95,7 @@ def test_a_moved_site_and_an_absent_target_have_their_verdicts(tmp_path):
 
 
 def test_a_variant_that_cannot_serve_the_release_is_judged_unavailable(tmp_path):
-    llava = next(r for r in RULES if r.name == "llava.image-scatter")
+    llava = rule_named("llava.image-scatter")
     refused = Variant(f"=={transformers.__version__}", unavailable="this release scatters inline; read X instead")
     rule = Rule(llava.name, llava.target, llava.sites, purpose=llava.purpose, variants=(refused,))
     folder = snapshot.update(tmp_path, (rule,))

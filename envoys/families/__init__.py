@@ -3,14 +3,18 @@
 A family module defines ``FAMILY``; every module of this package that does is
 a supported model_type (nothing else to register). A family says only what is
 particular to it: the native names of its modules
-under the standard ones (``RENAME``), the envoy classes of its tower and its
-scatter host (``ENVOYS``), where its text blocks are (``TEXT_LAYERS``), and,
-for a wrapper that scatters in its own forward, ``ROOT_SCATTER``; where the
+under the standard ones (``RENAME``), the envoy classes of its tower
+(``ENVOYS``), where its text blocks are (``TEXT_LAYERS``), and how its host
+scatters the image features where that differs from the wrapper's inner
+model calling ``inputs_embeds.masked_scatter`` (a `Scatter`: a wrapper that
+scatters in its own forward, a helper); where the
 root's own output cannot be had, which module's output carries the logits
 (``logits_at``) and the transformers bug that breaks the root (``forward_bug``); and where
 each image's rows are in its values (``grid_layout``, `envoys.grids`). The text
 model's envoys (`Layer`, `Attention`, `Mlp`) are found from the blocks
-themselves, whatever text model the checkpoint pairs the tower with.
+themselves, whatever text model the checkpoint pairs the tower with, and so
+are the rules to install (`envoys.rules`): the scatter in the host's forward
+and the attention kernel of every attention class the model holds.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from typing import Any
 import torch
 from nnsight import Envoy
 
+from rewrites.image_scatter import Scatter
+
 from ..bugs import KnownBug
 from ..grids import GridLayout
 from ..text import Attention, Layer, Mlp, TextModel
+from ..vision import ImageScatter
 
 #: Where a causal LM (a checkpoint of a text model alone) holds its text model.
 CAUSAL_LM_BASE = "model"
@@ -41,9 +48,9 @@ class Family:
     #: native path -> standard name (nnsight's ``rename=``); a module class as a key names a block's child by what
     #: it is, for a hybrid that holds different sublayers under one native name
     rename: Mapping[str | type, str]
-    envoys: Mapping[type, type]  #: module type -> envoy class, for the tower and the scatter host
+    envoys: Mapping[type, type]  #: module type -> envoy class, for the tower (and a scatter host of its own kind)
     text_layers: str  #: the text blocks' path from the root
-    root_scatter: str | None = None  #: the scatter's site in the root's own forward, if it scatters there
+    scatter: Scatter = Scatter()  #: how the host writes the image features in, where it differs from the default
     extra_rename: Callable[[Any], Mapping[str | type, str]] = field(default=lambda config: {})  #: per-checkpoint names
     logits_at: str = ""  #: the module whose output's ``logits`` are the logits, from the root ("" the root itself)
     forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
@@ -52,6 +59,11 @@ class Family:
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
     grid_layout: GridLayout | None = None  #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid``
+
+    @property
+    def root_scatter(self) -> str | None:
+        """The image scatter's site in the root's own forward, where the root scatters (the spec's ROOT_SCATTER)."""
+        return self.scatter.site if self.scatter.in_root and not self.text_only else None
 
     def for_text_model(self) -> Family:
         """This family for a checkpoint of its text model alone (a causal LM): its text names moved to the top.
@@ -64,21 +76,27 @@ class Family:
         moved = {f"{CAUSAL_LM_BASE}.{key[len(prefix):]}": name for key, name in self.rename.items()
                  if isinstance(key, str) and key.startswith(prefix)}
         return replace(self, rename={**self.rename, **moved}, text_layers=f"{CAUSAL_LM_BASE}.layers",
-                       root_scatter=None, logits_at="", forward_bug=None, text_only=True)
+                       logits_at="", forward_bug=None, text_only=True)
 
     def rename_for(self, config: Any) -> dict[str | type, str]:
         """The ``rename=`` for one checkpoint of this family."""
         return {**self.rename, **self.extra_rename(config)}
 
     def envoys_for(self, model: torch.nn.Module) -> dict[type, type]:
-        """The ``envoys=`` for one loaded model: the text model's, found from its blocks, then the family's.
+        """The ``envoys=`` for one loaded model: the text model's, found from its blocks, and the scatter host's
+        (`ImageScatter`, unless the family keys an envoy of its own to the host class), then the family's.
 
         Every other module gets nnsight's plain `Envoy`, by the ``torch.nn.Module`` key that every module's
         class lookup ends on: the map is by class only, and without that key nnsight would spell each
         module's path under every ``rename`` alias to look for path keys there are none of.
         """
+        from ..rules import scatter_host_class  # the rules import the families
+
         blocks = model.get_submodule(self.text_layers)
         found: dict[type, type] = {type(model.get_submodule(self.text_layers.rpartition(".")[0])): TextModel}
+        host = scatter_host_class(model, self)
+        if host is not None and host is not type(model):
+            found[host] = ImageScatter
         for block in blocks:
             found[type(block)] = Layer
             for name, envoy in (("self_attn", Attention), ("mlp", Mlp)):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention, Gemma3DecoderLayer, Gemma3MLP, Gemma3Model
+from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention, Gemma3DecoderLayer, Gemma3MLP
 from transformers.models.siglip.modeling_siglip import (
     SiglipAttention,
     SiglipEncoderLayer,
@@ -33,10 +33,12 @@ from transformers.models.siglip.modeling_siglip import (
     SiglipVisionModel,
 )
 
+from rewrites.image_scatter import Scatter
+
 from ..grids import Grid, ImageInputs, check_image, raster
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..values import Unavailable
-from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
+from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
 
@@ -54,7 +56,6 @@ class GemmaAttention(SandwichAttention):
 
 
 ENVOYS = {
-    Gemma3Model: ImageScatter,
     Gemma3DecoderLayer: SandwichLayer,
     Gemma3Attention: GemmaAttention,
     Gemma3MLP: SandwichMlp,
@@ -102,5 +103,7 @@ class Gemma3Grids:
         return Grid(raster(side, side, image * tokens), slice(image * tokens, (image + 1) * tokens))
 
 
-FAMILY = Family("gemma3", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma3_text",),
+SCATTER = Scatter(purpose="pooled image features, [images, tokens, hidden], scattered into the scaled embeddings")
+
+FAMILY = Family("gemma3", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER, text_model_types=("gemma3_text",),
                 grid_layout=Gemma3Grids())

@@ -29,7 +29,6 @@ let each image's tokens attend to each other both ways.
 from __future__ import annotations
 
 from transformers.models.gemma4.modeling_gemma4 import (
-    Gemma4Model,
     Gemma4TextAttention,
     Gemma4TextDecoderLayer,
     Gemma4TextMLP,
@@ -42,7 +41,6 @@ from transformers.models.gemma4.modeling_gemma4 import (
 from ..gemma4 import GEMMA4_GRIDS, Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
 from ..gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
 from ..sandwich import SandwichAttention, SandwichMlp
-from ..vision import ImageScatter
 from . import Family
 
 RENAME = {
@@ -56,7 +54,6 @@ RENAME = {
 }
 
 ENVOYS = {
-    Gemma4Model: ImageScatter,
     Gemma4TextDecoderLayer: Gemma4TextLayer,
     Gemma4TextAttention: SandwichAttention,
     Gemma4TextMLP: SandwichMlp,

@@ -54,6 +54,9 @@ from transformers.models.llama4.modeling_llama4 import (
     Llama4VisionModel,
 )
 
+from rewrites.image_scatter import Scatter
+from rewrites.llama4_feed_forward import FEED_FORWARD_SITE
+
 from ..bugs import KnownBug
 from ..grids import GridError, ImageInputs, TiledImage, TiledLayout
 from ..layouts import Hidden, Patches
@@ -62,9 +65,6 @@ from ..text import Layer, Mlp, either, lacks, value
 from ..values import Argument
 from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
 from . import Family
-
-#: The block's site whose output is what the feed-forward adds (rewrites/llama4_feed_forward.py).
-FEED_FORWARD_SITE = "hidden_states_view_0"
 
 #: The field the root's forward reads off the language model's output in transformers 5.24.0.
 MISSING_FIELD = "image_outputs"
@@ -327,7 +327,7 @@ FAMILY = Family(
     RENAME,
     ENVOYS,
     "language_model.model.layers",
-    root_scatter="inputs_embeds_masked_scatter_0",
+    scatter=Scatter(in_root=True),
     logits_at="language_model",
     forward_bug=IMAGE_OUTPUTS_BUG,
     load_bug=rotary_table_on_meta,

@@ -38,14 +38,13 @@ from ..feature_layers import with_feature_layer_gradients
 from ..fixed_tower import TileRows
 from ..grids import Grid, ImageInputs, check_image
 from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
-from ..vision import ImageScatter, Vision, VisionAttention, VisionLayer, VisionMlp
+from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
 
 RENAME = {**WRAPPER_RENAME, **tower_rooted(ENCODER_TOWER_RENAME), **ENCODER_BLOCK_RENAME}
 
 ENVOYS = {
-    LlavaModel: ImageScatter,
     SiglipVisionModel: Vision,
     CLIPVisionModel: Vision,
     SiglipEncoderLayer: VisionLayer,

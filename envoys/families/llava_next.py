@@ -32,6 +32,8 @@ from transformers.models.llava_next.modeling_llava_next import (
     unpad_image,
 )
 
+from rewrites.image_scatter import Scatter
+
 from ..feature_layers import with_feature_layer_gradients
 from ..fixed_tower import TileRows
 from ..grids import Grid, ImageInputs, check_image, raster, stitch
@@ -39,7 +41,6 @@ from ..layouts import ImageFeatures, Layout
 from ..text import interior_values, stream_values, value
 from ..values import Field
 from ..vision import (
-    ImageScatter,
     Vision,
     VisionAttention,
     VisionLayer,
@@ -140,7 +141,6 @@ class TileAttention(VisionAttention):
 RENAME = dict(LLAVA_RENAME)
 
 ENVOYS = {
-    LlavaNextModel: ImageScatter,
     CLIPVisionModel: LlavaNextVision,
     CLIPEncoderLayer: TileLayer,
     CLIPAttention: TileAttention,
@@ -204,4 +204,6 @@ class LlavaNextGrids:
         return Grid(cells, slice(grid_start - tile.tokens, start))
 
 
-FAMILY = Family("llava_next", RENAME, ENVOYS, "model.language_model.layers", grid_layout=LlavaNextGrids())
+SCATTER = Scatter(purpose="image features scattered into the embeddings, after the host unpads the tiles and adds image_newline rows")
+
+FAMILY = Family("llava_next", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER, grid_layout=LlavaNextGrids())

@@ -18,16 +18,13 @@ spatial_merge_size))`` image tokens, in raster order over the merged grid.
 
 from __future__ import annotations
 
-from transformers.models.mistral3.modeling_mistral3 import Mistral3Model
-
 from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
-from ..vision import ImageScatter
 from . import Family
 from .encoder_names import WRAPPER_RENAME
 
 RENAME = {**WRAPPER_RENAME, **PIXTRAL_RENAME}
 
-ENVOYS = {Mistral3Model: ImageScatter, **PIXTRAL_ENVOYS}
+ENVOYS = dict(PIXTRAL_ENVOYS)
 
 #: The projector merges each spatial_merge_size x spatial_merge_size square of patches into one image token.
 GRIDS = PixtralGrids(merge_of=lambda config: config.spatial_merge_size)

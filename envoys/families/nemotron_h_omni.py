@@ -36,6 +36,8 @@ from transformers.models.nemotron_h.modeling_nemotron_h import (
 )
 from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer, RadioMLP, RadioModel, RadioSwiGLUFFN
 
+from rewrites.image_scatter import Scatter
+
 from ..hybrid import HybridLayer, other_mixer
 from ..radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
 from ..standard import child
@@ -44,8 +46,8 @@ from ..values import Unavailable
 from ..vision import VisionMlp
 from . import Family
 
-#: The root's own scatter of the image features (rewrites/image_scatter.py).
-ROOT_SCATTER = "inputs_embeds_masked_scatter_0"
+#: The root scatters the image features in its own forward.
+ROOT_SCATTER = Scatter(in_root=True)
 
 RENAME = {
     "language_model.model.embeddings": "embed_tokens",
@@ -130,5 +132,5 @@ GRIDS = RadioGrids(merge_of=lambda config: round(1 / config.downsample_ratio))
 
 FAMILY = Family(
     "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
-    root_scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",), grid_layout=GRIDS,
+    scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",), grid_layout=GRIDS,
 )

@@ -18,20 +18,18 @@ from __future__ import annotations
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
     Qwen2_5_VisionTransformerPretrainedModel,
     Qwen2_5_VLMLP,
-    Qwen2_5_VLModel,
     Qwen2_5_VLVisionAttention,
     Qwen2_5_VLVisionBlock,
 )
 
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import ImageScatter, VisionLayer, VisionMlp
+from ..vision import VisionLayer, VisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
 RENAME = dict(QWEN_VIT_RENAME)
 
 ENVOYS = {
-    Qwen2_5_VLModel: ImageScatter,
     Qwen2_5_VisionTransformerPretrainedModel: QwenVision,
     Qwen2_5_VLVisionBlock: VisionLayer,
     Qwen2_5_VLVisionAttention: QwenVisionAttention,

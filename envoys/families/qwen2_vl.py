@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from transformers.models.qwen2_vl.modeling_qwen2_vl import (
     Qwen2VisionTransformerPretrainedModel,
-    Qwen2VLModel,
     Qwen2VLVisionBlock,
 )
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionAttention as Qwen2VLVisionAttention
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionMlp as Qwen2VLVisionMlp
 
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import ImageScatter, VisionLayer, VisionMlp
+from ..vision import VisionLayer, VisionMlp
 from . import Family
 
 #: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by the four families.
@@ -40,7 +39,6 @@ QWEN_VIT_RENAME = {
 RENAME = {**QWEN_VIT_RENAME, "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}
 
 ENVOYS = {
-    Qwen2VLModel: ImageScatter,
     Qwen2VisionTransformerPretrainedModel: QwenVision,
     Qwen2VLVisionBlock: VisionLayer,
     Qwen2VLVisionAttention: QwenVisionAttention,

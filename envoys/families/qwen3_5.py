@@ -18,7 +18,6 @@ from __future__ import annotations
 from transformers.models.qwen3_5.modeling_qwen3_5 import (
     Qwen3_5DecoderLayer,
     Qwen3_5GatedDeltaNet,
-    Qwen3_5Model,
     Qwen3_5VisionAttention,
     Qwen3_5VisionBlock,
     Qwen3_5VisionMLP,
@@ -27,14 +26,13 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
 
 from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import ImageScatter, VisionLayer, VisionMlp
+from ..vision import VisionLayer, VisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
 RENAME = dict(QWEN3_VL_RENAME)
 
 ENVOYS = {
-    Qwen3_5Model: ImageScatter,
     Qwen3_5DecoderLayer: DeltaNetHybridLayer,
     Qwen3_5GatedDeltaNet: GatedDeltaNet,
     Qwen3_5VisionModel: QwenVision,

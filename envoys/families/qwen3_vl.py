@@ -12,7 +12,6 @@ k's output at the image positions after text block k (`DeepstackLayer`'s
 from __future__ import annotations
 
 from transformers.models.qwen3_vl.modeling_qwen3_vl import (
-    Qwen3VLModel,
     Qwen3VLTextDecoderLayer,
     Qwen3VLVisionAttention,
     Qwen3VLVisionBlock,
@@ -22,14 +21,13 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
 
 from ..deepstack import DeepstackLayer
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import ImageScatter, VisionLayer, VisionMlp
+from ..vision import VisionLayer, VisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
 RENAME = {**QWEN_VIT_RENAME, "linear_fc2": "down_proj"}
 
 ENVOYS = {
-    Qwen3VLModel: ImageScatter,
     Qwen3VLTextDecoderLayer: DeepstackLayer,
     Qwen3VLVisionModel: QwenVision,
     Qwen3VLVisionBlock: VisionLayer,

@@ -21,32 +21,30 @@ from transformers.models.smolvlm.modeling_smolvlm import (
 )
 
 from instrument import installed
+from rewrites.image_scatter import INPUTS_MERGER, SMOLVLM_BEFORE_5_21, Scatter
 
 from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
 from ..values import Argument
-from ..vision import ImageScatter, VisionAttention, VisionLayer, VisionMlp
+from ..vision import ImageScatter, VisionAttention, VisionLayer, VisionMlp, features_argument
 from . import Family
 
 RENAME = dict(TILED_RENAME)
 
-#: The helper's call before transformers 5.21 (rewrites/image_scatter.py), and its features argument.
-HELPER_SITE = "self_inputs_merger_0"
-HELPER_ARGUMENT = Argument(2, "image_hidden_states")
-
 
 class SmolVLMScatter(ImageScatter):
-    """``SmolVLMModel``: the scatter call where the installed release has it, else the helper's (before 5.21)."""
+    """``SmolVLMModel``: its own scatter call where the installed release has it, else (before 5.21) the helper's,
+    as Idefics 3's (`INPUTS_MERGER`)."""
 
     def _through_helper(self) -> bool:
-        return any(HELPER_SITE in rule.site_names for rule in installed(self._module).values())
+        return any(INPUTS_MERGER.site in rule.site_names for rule in installed(self._module).values())
 
     @property
     def scatter_operation(self) -> str:
-        return HELPER_SITE if self._through_helper() else ImageScatter.scatter_operation
+        return INPUTS_MERGER.site if self._through_helper() else super().scatter_operation
 
     @property
     def scatter_argument(self) -> Argument:
-        return HELPER_ARGUMENT if self._through_helper() else ImageScatter.scatter_argument
+        return features_argument(INPUTS_MERGER) if self._through_helper() else super().scatter_argument
 
 
 ENVOYS = {
@@ -57,4 +55,5 @@ ENVOYS = {
     SmolVLMVisionMLP: VisionMlp,
 }
 
-FAMILY = Family("smolvlm", RENAME, ENVOYS, TEXT_LAYERS, grid_layout=TiledGrids())
+FAMILY = Family("smolvlm", RENAME, ENVOYS, TEXT_LAYERS, scatter=Scatter(variants=(SMOLVLM_BEFORE_5_21,)),
+                grid_layout=TiledGrids())

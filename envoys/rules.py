@@ -1,0 +1,89 @@
+"""The rules a loaded model runs, found from its module classes and its family; and the catalogue of them all.
+
+`rules_for_model` is what `StandardizedTransformer` installs: the rules for
+the classes the model holds (`rewrites.rules_for_classes`: the listed
+forwards it runs, and the attention kernel of every class on the shared
+interface) and the scatter of its family's host (`rewrites.image_scatter`),
+the host being the wrapper's inner model unless the family's `Scatter` says
+otherwise.
+
+`catalog` is every rule of every tiny checkpoint (`envoys.tiny`), once each,
+with the model_types whose checkpoints run it: what ``python -m
+instrument.show`` lists, what the snapshots store and what the naming tests
+check, found the same way as at load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+import torch
+
+from instrument import Rule
+from rewrites import LISTED, rules_for_classes
+from rewrites.image_scatter import SCATTER_SUFFIX, scatter_rule
+
+from .families import Family, family_for
+
+
+def scatter_host_class(model: torch.nn.Module, family: Family) -> type | None:
+    """The class whose forward scatters the image features, or None on a text-only family.
+
+    The family's `Scatter` names it where it is not the default (the root in
+    ``in_root``, another class in ``host``); by default it is the wrapper's
+    inner model (``model.base_model``, ``LlavaModel`` in a
+    ``LlavaForConditionalGeneration``). None too where the model has no inner
+    model and the family names no host.
+    """
+    if family.text_only:
+        return None
+    if family.scatter.in_root:
+        return type(model)
+    if family.scatter.host is not None:
+        return family.scatter.host
+    inner = getattr(model, "base_model", model)
+    return type(inner) if inner is not model else None
+
+
+def rules_for_model(model: torch.nn.Module, family: Family) -> tuple[Rule, ...]:
+    """Every rule ``model`` runs: its host's scatter first, then the rules for the classes it holds."""
+    host = scatter_host_class(model, family)
+    scatter = (scatter_rule(family.model_type, host, family.scatter),) if host is not None else ()
+    return scatter + rules_for_classes(type(module) for module in model.modules())
+
+
+@lru_cache(maxsize=1)
+def catalog() -> tuple[Rule, ...]:
+    """Every rule of every tiny checkpoint the installed transformers can build, once each: the scatters, then the
+    listed forwards, then the attention rules, each with ``model_types``, the families whose checkpoints run it."""
+    from . import tiny  # builds every checkpoint's model: only for the commands and the tests that list rules
+
+    found: dict[str, Rule] = {}
+    users: dict[str, dict[str, None]] = {}
+    for name in tiny.NAMES:
+        model, _ = tiny.build(name)
+        family = family_for(model.config.model_type)
+        for rule in rules_for_model(model, family):
+            found.setdefault(rule.name, rule)
+            users.setdefault(rule.name, {})[family.model_type] = None
+    listed = {rule.name for rule in LISTED}
+
+    def concern(rule: Rule) -> int:
+        return 0 if rule.name.endswith(SCATTER_SUFFIX) else 1 if rule.name in listed else 2
+
+    ordered = sorted(found.values(), key=concern)
+    return tuple(replace(rule, model_types=tuple(users[rule.name])) for rule in ordered)
+
+
+def rule_named(name: str) -> Rule:
+    """The catalogue's rule called ``name``; KeyError listing the names otherwise."""
+    for rule in catalog():
+        if rule.name == name:
+            return rule
+    raise KeyError(f"no rule {name!r}; rules: {', '.join(rule.name for rule in catalog())}")
+
+
+def rules_for(model_type: str) -> tuple[Rule, ...]:
+    """The catalogue's rules that ``model_type``'s tiny checkpoints run (empty for a model_type with none)."""
+    return tuple(rule for rule in catalog() if model_type in rule.model_types)

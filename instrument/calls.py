@@ -1,0 +1,106 @@
+"""What a function's source calls and binds, read on Python's own syntax tree, so rules can be found from a model.
+
+The rules that are found rather than listed (`rewrites.attention`,
+`rewrites.image_scatter`) ask two questions of a forward: how many times does
+it call a dotted callee (``inputs_embeds.masked_scatter``), and which global
+function does it bind a local name to by default (``attention_interface:
+Callable = eager_attention_forward``). Both are answered here with `ast`, not
+libcst, because they are asked at every build, cached or not, and libcst is
+imported only when a rule has to be rewritten. The callee is spelled as
+`instrument.naming` spells it (attribute chain, subscripts skipped), so a
+count here is the number of sites the rewriter will find; the compiler checks
+that again when it rewrites (`DriftError` otherwise).
+
+Answers are kept per code object for the life of the process. Pure: no torch,
+no nnsight.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from functools import cache
+from types import CodeType, FunctionType
+
+from .decorators import UnknownDecorator, peel
+
+
+def defining_class(cls: type, attribute: str = "forward") -> type | None:
+    """The class that defines the ``attribute`` instances of ``cls`` use (``cls`` itself or a base), or None."""
+    return next((base for base in cls.__mro__ if attribute in base.__dict__), None)
+
+
+def innermost(function: object) -> FunctionType | None:
+    """The undecorated function under ``function`` (`decorators.peel`), or None when it is not one we can read."""
+    try:
+        return peel(function)[0]
+    except UnknownDecorator:
+        return None
+
+
+@cache
+def _tree(code: CodeType) -> ast.FunctionDef | None:
+    """The definition ``code`` was compiled from, or None when its source cannot be read."""
+    try:
+        lines, _ = inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return None
+    definition = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    return definition if isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef) else None
+
+
+def _dotted(expression: ast.expr) -> str | None:
+    """``self.a[0].b`` -> ``"self.a.b"`` (subscripts skipped, as nnsight names calls); None unless rooted in a name."""
+    parts: list[str] = []
+    while True:
+        if isinstance(expression, ast.Attribute):
+            parts.append(expression.attr)
+            expression = expression.value
+        elif isinstance(expression, ast.Subscript):
+            expression = expression.value
+        elif isinstance(expression, ast.Name):
+            parts.append(expression.id)
+            return ".".join(reversed(parts))
+        else:
+            return None
+
+
+def calls(function: FunctionType, callee: str) -> int:
+    """How many calls of the dotted ``callee`` ``function``'s source makes (0 when it cannot be read)."""
+    tree = _tree(function.__code__)
+    if tree is None:
+        return 0
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call) and _dotted(node.func) == callee)
+
+
+def bound_default(function: FunctionType, name: str) -> FunctionType | None:
+    """The global function ``function``'s first binding of its local ``name`` defaults to, or None.
+
+    That is the function the binding names (``name: T = f``), or the one
+    global function passed to the call it binds (``name = lookup(key, f)``,
+    as transformers' ``ALL_ATTENTION_FUNCTIONS.get_interface(implementation,
+    eager_attention_forward)``); None when the binding names none, or several.
+    """
+    tree = _tree(function.__code__)
+    if tree is None:
+        return None
+    for node in sorted(ast.walk(tree), key=lambda node: (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))):
+        if isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        else:
+            continue
+        if not any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            continue
+        named = [value] if isinstance(value, ast.Name) else [*value.args, *(k.value for k in value.keywords)] if isinstance(value, ast.Call) else []
+        found = [function.__globals__.get(n.id) for n in named if isinstance(n, ast.Name)]
+        functions = [f for f in found if isinstance(f, FunctionType)]
+        return functions[0] if len(functions) == 1 else None
+    return None
+
+
+def label_stem(callee: str) -> str:
+    """The name part of nnsight's label for a call of ``callee``: ``inputs_embeds.masked_scatter`` -> ``inputs_embeds_masked_scatter``."""
+    return callee.replace(".", "_")

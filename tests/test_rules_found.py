@@ -1,0 +1,285 @@
+"""Rules found from the model: the attention kernel of every class on the shared interface, the host's scatters.
+
+Synthetic modules (written to files, so their forwards have source) stand in
+for a transformers modeling module where the point is what the finder does
+with a forward it has not seen; the tiny checkpoints check that what it finds
+on real models is every attention class and every scatter they hold.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+from synthetic import write_module
+
+import envoys
+from envoys.families import family_for
+from envoys.rules import catalog, rules_for_model, scatter_host_class
+from envoys.tiny import NAMES, build
+from envoys.vision import ImageScatter
+from instrument import DriftError, compile_rule, install_all
+from instrument.calls import bound_default, calls
+from instrument.install import INSTALLED
+from rewrites import LISTED, rules_for_classes
+from rewrites.attention import INTERFACE, KERNEL_SITE, SOFTMAX_SITE, attention_rules
+from rewrites.image_scatter import IMAGE_SITE, Scatter, scatter_rule
+
+ATTENTION = '''
+import torch
+from torch import nn
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, **kwargs):
+    weights = nn.functional.softmax(query @ key.transpose(-1, -2), dim=-1)
+    return weights @ value, weights
+
+
+def other_kernel(module, query, key, value, attention_mask, **kwargs):
+    return value, None
+
+
+class Lookup:
+    def get_interface(self, implementation, default):
+        return default
+
+
+FUNCTIONS = Lookup()
+
+
+class Attention(nn.Module):
+    def forward(self, hidden_states):
+        attention_interface = FUNCTIONS.get_interface("eager", eager_attention_forward)
+        output, weights = attention_interface(self, hidden_states, hidden_states, hidden_states, None)
+        return output
+
+
+class PlainDefault(nn.Module):
+    def forward(self, hidden_states):
+        attention_interface: object = eager_attention_forward
+        output, weights = attention_interface(self, hidden_states, hidden_states, hidden_states, None)
+        return output
+
+
+class Inherits(Attention):
+    pass
+
+
+class CalledTwice(nn.Module):
+    def forward(self, hidden_states):
+        attention_interface = FUNCTIONS.get_interface("eager", eager_attention_forward)
+        first, _ = attention_interface(self, hidden_states, hidden_states, hidden_states, None)
+        second, _ = attention_interface(self, first, first, first, None)
+        return second
+
+
+class TwoDefaults(nn.Module):
+    def forward(self, hidden_states):
+        attention_interface = pick(eager_attention_forward, other_kernel)
+        output, _ = attention_interface(self, hidden_states, hidden_states, hidden_states, None)
+        return output
+
+
+def pick(first, second):
+    return first
+
+
+class NotAttention(nn.Module):
+    def forward(self, hidden_states):
+        return hidden_states * 2
+'''
+
+HOSTS = '''
+import torch
+from torch import nn
+
+
+class Host(nn.Module):
+    def forward(self, inputs_embeds, mask, images, videos=None):
+        inputs_embeds = inputs_embeds.masked_scatter(mask, images)
+        if videos is not None:
+            inputs_embeds = inputs_embeds.masked_scatter(mask, videos)
+        return inputs_embeds
+
+
+class NoScatter(nn.Module):
+    def forward(self, inputs_embeds, mask, images):
+        return torch.where(mask, images, inputs_embeds)
+
+
+class Merger(nn.Module):
+    def forward(self, inputs_embeds, mask, images):
+        return self.inputs_merger(inputs_embeds=inputs_embeds, mask=mask, image_hidden_states=images)
+
+    def inputs_merger(self, inputs_embeds, mask, image_hidden_states):
+        return inputs_embeds.masked_scatter(mask, image_hidden_states)
+'''
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory: pytest.TempPathFactory):
+    return write_module(tmp_path_factory.mktemp("found"), "modeling_found", ATTENTION)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory):
+    return write_module(tmp_path_factory.mktemp("hosts"), "modeling_hosts", HOSTS)
+
+
+# -- the attention rule ------------------------------------------------------------------------------------
+
+
+def test_a_class_on_the_shared_interface_gets_a_kernel_rule_drilling_into_its_eager_kernel(attention):
+    eager, rule = attention_rules([attention.Attention])
+    assert rule.name == "found.Attention" and rule.target == "modeling_found:Attention.forward"
+    assert rule.sites == {INTERFACE: (KERNEL_SITE,)}
+    assert eager.target == "modeling_found:eager_attention_forward" and rule.drill == {KERNEL_SITE: eager}
+    compiled = compile_rule(rule)
+    assert compiled.site_names == (KERNEL_SITE,) and compiled.drills[KERNEL_SITE].site_names == (SOFTMAX_SITE,)
+
+
+def test_the_default_kernel_is_read_from_a_plain_binding_or_the_lookup_it_is_passed_to(attention):
+    assert bound_default(attention.Attention.forward, INTERFACE) is attention.eager_attention_forward
+    assert bound_default(attention.PlainDefault.forward, INTERFACE) is attention.eager_attention_forward
+    assert bound_default(attention.TwoDefaults.forward, INTERFACE) is None  # two candidates: none is guessed
+    assert bound_default(attention.NotAttention.forward, INTERFACE) is None
+
+
+def test_an_inherited_forward_gets_one_rule_on_the_class_that_defines_it(attention):
+    rules = attention_rules([attention.Inherits, attention.Attention])
+    assert [rule.name for rule in rules] == ["found.eager-attention", "found.Attention"]
+
+
+def test_classes_off_the_interface_and_forwards_another_rule_claims_get_none(attention):
+    assert attention_rules([attention.NotAttention]) == ()
+    assert attention_rules([attention.Attention], claimed=["modeling_found:Attention.forward"]) == ()
+
+
+def test_a_kernel_without_a_default_is_served_without_the_softmax_drill(attention):
+    (rule,) = attention_rules([attention.TwoDefaults])
+    assert rule.drill == {} and compile_rule(rule).site_names == (KERNEL_SITE,)
+
+
+def test_a_forward_that_calls_the_kernel_twice_is_reported_by_name_not_guessed(attention):
+    _, rule = attention_rules([attention.CalledTwice])
+    with pytest.raises(DriftError, match=r"rule 'found\.CalledTwice': CalledTwice\.forward .*expected call sites "
+                                         r"\['attention_interface_1'\] of `attention_interface`, found "
+                                         r"\['attention_interface_1', 'attention_interface_2'\]"):
+        compile_rule(rule)
+
+
+def test_the_listed_rules_claim_their_forwards_from_the_attention_finder():
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLAttention, VisionAttention
+
+    names = [rule.name for rule in rules_for_classes([VisionAttention, Qwen2VLAttention])]
+    assert names == ["qwen2_vl.vision-attention", "qwen2_vl.eager-attention", "qwen2_vl.Qwen2VLAttention"]
+
+
+# -- the scatter rule --------------------------------------------------------------------------------------
+
+
+def test_every_scatter_call_of_the_host_is_a_site_labelled_as_nnsight_labels_it(hosts):
+    rule = scatter_rule("hosts", hosts.Host)
+    assert rule.name == "hosts.image-scatter" and rule.target == "modeling_hosts:Host.forward"
+    assert rule.sites == {"inputs_embeds.masked_scatter": (IMAGE_SITE, "inputs_embeds_masked_scatter_1")}
+    assert rule.purpose == "image (_0) and video (_1) features scattered into the embeddings"
+    assert compile_rule(rule).site_names == (IMAGE_SITE, "inputs_embeds_masked_scatter_1")
+
+
+def test_a_host_without_the_scatter_fails_to_build_saying_what_it_found(hosts):
+    rule = scatter_rule("hosts", hosts.NoScatter)
+    with pytest.raises(DriftError, match=r"rule 'hosts\.image-scatter': NoScatter\.forward .*expected call sites "
+                                         r"\['inputs_embeds_masked_scatter_0'\] of `inputs_embeds\.masked_scatter`, found none"):
+        compile_rule(rule)
+
+
+def test_a_family_states_only_what_differs_a_helper_or_the_images_call(hosts):
+    merger = scatter_rule("hosts", hosts.Merger, Scatter(callee="self.inputs_merger", argument=(2, "image_hidden_states")))
+    assert merger.sites == {"self.inputs_merger": ("self_inputs_merger_0",)}
+    assert Scatter(image=1).site == "inputs_embeds_masked_scatter_1"
+    assert scatter_rule("hosts", hosts.Host, Scatter(image=1)).sites["inputs_embeds.masked_scatter"][-1] == (
+        "inputs_embeds_masked_scatter_1")
+
+
+def test_a_scatter_counted_on_the_tree_is_one_the_rewriter_finds(hosts):
+    assert calls(hosts.Host.forward, "inputs_embeds.masked_scatter") == 2
+    assert calls(hosts.Merger.forward, "inputs_embeds.masked_scatter") == 0  # the helper's own forward is not read
+    assert calls(hosts.Merger.forward, "self.inputs_merger") == 1
+
+
+# -- on the tiny checkpoints -------------------------------------------------------------------------------
+
+
+def _rewritten(source: str) -> set[str]:
+    """The callees a forward's source calls, dotted (a check independent of the finder's own reader)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            found.add(ast.unparse(node.func))
+    return found
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_attention_class_a_checkpoint_holds_is_found(name):
+    import inspect
+
+    model, _ = build(name)
+    rules = rules_for_model(model, family_for(model.config.model_type))
+    targets = {rule.target for rule in rules}
+    listed = {rule.target for rule in LISTED}
+    for module in model.modules():
+        owner = next(base for base in type(module).__mro__ if "forward" in base.__dict__)
+        target = f"{owner.__module__}:{owner.__qualname__}.forward"
+        if INTERFACE + "(" in inspect.getsource(owner.forward).replace(" ", "") and target not in listed:
+            assert target in targets, f"{name}: {owner.__qualname__} calls the attention interface and has no rule"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_host_found_holds_the_scatter_and_gets_the_scatter_envoy(name):
+    import inspect
+
+    model, _ = build(name)
+    family = family_for(model.config.model_type)
+    host = scatter_host_class(model, family)
+    assert family.scatter.callee in _rewritten(textwrap.dedent(inspect.getsource(host.forward)))
+    if not family.scatter.in_root:
+        assert family.envoys_for(model)[host] is not None and issubclass(family.envoys_for(model)[host], ImageScatter)
+        assert host is type(model.base_model) or host is family.scatter.host
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_rule_a_checkpoint_runs_is_installed_and_in_the_catalogue(name):
+    model, _ = build(name)
+    rules = rules_for_model(model, family_for(model.config.model_type))
+    catalogued = {rule.name: rule for rule in catalog()}
+    assert {rule.name for rule in rules} <= set(catalogued)
+    assert all(model.config.model_type in catalogued[rule.name].model_types for rule in rules)
+    installed = install_all(model, [rule for rule in rules if rule.owner_name is not None])
+    assert all(paths for paths in installed.values()), {name: paths for name, paths in installed.items() if not paths}
+
+
+def test_the_catalogue_names_each_rule_once_with_the_families_that_run_it():
+    names = [rule.name for rule in catalog()]
+    assert len(names) == len(set(names)) and all(rule.model_types for rule in catalog())
+
+
+def test_site_labels_are_written_once_in_the_rules_and_imported_by_the_envoys():
+    """No string constant in envoys/ (docstrings and messages aside) is a label some rule defines."""
+    labels = {label for rule in catalog() for labels in rule.sites.values() for label in labels}
+    labels |= {label for rule in catalog() for inner in rule.drill.values() for ls in inner.sites.values() for label in ls}
+    restated = []
+    for path in Path(envoys.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in labels:
+                restated.append(f"{path.name}:{node.lineno} {node.value!r}")
+    assert restated == []
+
+
+def test_finding_the_rules_changes_nothing_on_the_model():
+    model, _ = build("llava-siglip")
+    before = {name: sorted(vars(module)) for name, module in model.named_modules()}
+    rules_for_model(model, family_for("llava"))
+    assert {name: sorted(vars(module)) for name, module in model.named_modules()} == before
+    assert not any("forward" in vars(module) or INSTALLED in vars(module) for module in model.modules())
