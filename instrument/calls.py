@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 from functools import cache
 from types import CodeType, FunctionType
@@ -41,12 +42,20 @@ def innermost(function: object) -> FunctionType | None:
 
 @cache
 def _tree(code: CodeType) -> ast.FunctionDef | None:
-    """The definition ``code`` was compiled from, or None when its source cannot be read."""
-    try:
-        lines, _ = inspect.getsourcelines(code)
-    except (OSError, TypeError):
+    """The definition ``code`` was compiled from, or None when its source cannot be read.
+
+    Read from the file's lines at the code's first line (``linecache``, as
+    `inspect.getsourcelines` does, without its search of every loaded module
+    for the file's owner, which costs tens of milliseconds on a first call).
+    """
+    lines = linecache.getlines(code.co_filename)
+    if len(lines) < code.co_firstlineno:
         return None
-    definition = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    try:
+        block = inspect.getblock(lines[code.co_firstlineno - 1 :])
+        definition = ast.parse(textwrap.dedent("".join(block))).body[0]
+    except (SyntaxError, IndexError):
+        return None
     return definition if isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef) else None
 
 
