@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from instrument import Rule, Variant, snapshot
 from instrument.store import MANIFEST, OLDER, Store, Stored, StoreError
+from instrument.targets import all_rules
 from rewrites import RULES
 
 INSTALLED = f"transformers-{transformers.__version__}"
@@ -86,6 +87,27 @@ def test_every_recorded_release_resolves_each_forward_to_one_stored_text():
             newest[stem] = stored
     for (stem, stored), release in first.items():  # the newest text in the head file, the others under their first release
         assert paths[stem][stored] == (stored.name if newest[stem] == stored else f"{OLDER}/{release}/{stored.name}")
+
+
+def test_every_recorded_release_is_checkable(monkeypatch):
+    """The check run as if each recorded release were installed: it compares with that release's entries."""
+    root = snapshot.DEFAULT_ROOT
+    store = Store.load(root)
+    paths = store.paths()
+    now = snapshot.current(all_rules())  # what check() enumerates
+    monkeypatch.setattr(snapshot, "current", lambda rules: now)
+    for release in store.releases:
+        monkeypatch.setattr(snapshot, "release_name", lambda rules, release=release: release)
+        report = snapshot.check(root)
+        recorded = store.entries(release)
+        assert report.reference == release and len(report.verdicts) == len(now) and report.unreferenced == ()
+        for entry, verdict in zip(now, report.verdicts):
+            stored = recorded.get(entry.stem)
+            same = stored is not None and stored == Stored(entry.file, entry.text or "")
+            assert (verdict.diff == "") == (same or (stored is None and entry.text is None)), (release, entry.rule)
+            assert verdict.stored == (paths[entry.stem][stored] if stored is not None else "")
+            if verdict.diff:
+                assert verdict.diff.startswith(f"--- {verdict.stored or entry.file}\n")
 
 
 def test_a_snapshot_names_no_release_and_no_file_line(tmp_path):
