@@ -149,10 +149,10 @@ class Row:
         return [noise_image(*FIRST_IMAGE, seed=0), noise_image(*self.second_image, seed=1)]
 
 
-#: The Qwen ViT's attention calls its kernel once per image: the spec's reason (PER_IMAGE).
-QWEN_PER_IMAGE = r"one interface call per image.*cu_seqlens"
-#: RADIO's attention calls its kernel once per image too.
-RADIO_PER_IMAGE = r"one kernel call per image.*cu_seqlens"
+#: The Qwen ViT's attention calls its kernel once per image, at attention_interface_2: the spec's reason (PER_IMAGE).
+QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: RADIO's attention calls its kernel once per image too, at attention_interface_3 when several images are packed.
+RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 #: SigLIP and CLIP towers: width 32, 2 heads of 16, MLP 64 wide.

@@ -195,18 +195,28 @@ def test_the_pattern_or_why_it_is_unavailable(model, row):
 
 def test_what_the_projector_reads_and_gives(model, row):
     images, reads, hidden = row.images, row.projector_reads, model.hidden_size
+    last_block = row.sizes.num_layers - 1
+    earlier = reads is not None and reads.value == "layer_output" and reads.block not in (-1, last_block)
     with model.trace(prompt(model, images), images=images) as tracer:
         if reads is not None and reads.value == "layer_output":
             source = model.vision.layers[reads.block].layer_output.save()
-        elif reads is not None:
+        if earlier:  # a block before the last: the last one still runs, unread by the host
+            last = model.vision.layers[-1].layer_output.save()
+        if reads is not None and reads.value == "tower_output":
             source = model.vision.tower_output.save()
         received = model.projector.input.save()
         projected = model.projector.output.save()
         features = model.vision.image_features.save()
         tracer.stop()
+
+    def as_read(value):
+        taken = value[:, reads.drop_first:]
+        return taken[0] if reads.unbatched else taken
+
     if reads is not None:
-        expected = source[:, reads.drop_first:]
-        assert torch.equal(received, expected[0] if reads.unbatched else expected)
+        assert torch.equal(received, as_read(source))
+    if earlier:
+        assert not torch.equal(received, as_read(last))
     assert projected.shape == (*row.projected.shape(2), hidden)
     flattened = projected.reshape(-1, hidden) if projected.numel() == features.numel() else None
     assert (flattened is not None and torch.equal(flattened, features)) == row.features_are_projected
@@ -215,10 +225,11 @@ def test_what_the_projector_reads_and_gives(model, row):
 # -- the text model --------------------------------------------------------------------------------------------------
 
 
-def test_the_text_stream_passes_from_block_to_block_with_what_deepstack_adds(model, row):
+@COUNTS
+def test_the_text_stream_passes_from_block_to_block_with_what_deepstack_adds(model, row, count):
     """``layers[k+1].input == layers[k].layer_output``, but after each DeepStack tap k, where
     ``layers[k+1].input[mask] == layers[k].layer_output[mask] + layers[k].deepstack_output``."""
-    images = row.images
+    images = row.images[:count]
     with model.trace(prompt(model, images), images=images) as tracer:
         mask = model.vision.image_token_mask.save()
         outputs, added, following = nnsight.save([]), nnsight.save([]), nnsight.save([])
@@ -254,6 +265,8 @@ def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, ro
     with model.trace(text, images=images) as tracer:
         again = model.logits.save()
         tracer.stop()
+    vocab = model.config.get_text_config().vocab_size
+    assert clean.shape == (*processed(model, images)["input_ids"].shape, vocab)
     assert torch.equal(first[mask], torch.zeros_like(first[mask]))
     assert torch.equal(first[~mask], clean_first[~mask])  # the text rows untouched
     assert not torch.equal(ablated, clean)
@@ -335,10 +348,11 @@ def test_a_text_only_load_has_no_vision_values(row, tiny_checkpoint, name):
 # -- generation and the plain model ------------------------------------------------------------------------------------
 
 
-def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, row, plain):
+@COUNTS
+def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, row, plain, count):
     if bug_present(model):
         pytest.skip(f"generate cannot run on this release: {model.family.forward_bug.reason()}")
-    images = row.images[:1]
+    images = row.images[:count]
     text, inputs = prompt(model, images), processed(model, images)
     options = {"max_new_tokens": STEPS, "min_new_tokens": STEPS, "do_sample": False}
     with model.generate(text, images=images, **options) as tracer:
@@ -354,8 +368,8 @@ def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, r
     assert [tuple(mask.shape) for mask in masks] == [tuple(ids.shape)] + [(1, 1)] * (STEPS - 1)
     assert torch.equal(masks[0], ids == model.config.image_token_id)
     assert not any(mask.any() for mask in masks[1:])
-    assert stream[0].shape == (*row.stream.shape(1), row.sizes.vision_hidden_size)
-    assert features[0].shape == (row.image_tokens[0], model.hidden_size)
+    assert stream[0].shape == (*row.stream.shape(count), row.sizes.vision_hidden_size)
+    assert features[0].shape == (sum(row.image_tokens[:count]), model.hidden_size)
 
     # The tower and the scatter do not run again: on the first decode step the mask is served, and a read of the
     # tower's first value, or of image_features, is left waiting, served neither there nor on any later step.
