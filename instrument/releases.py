@@ -4,8 +4,9 @@ For each release: a throwaway virtualenv with that transformers (torch and
 torchvision pinned as CI pins them, never resolved by pip), the project's
 other requirements and test extra as pyproject states them, the project
 installed there (editable, without dependencies), the snapshot check run against
-the nearest folder (`instrument.snapshot`), the release's folder written when
-it has none (or with ``--update``), optionally the test suite, and a table.
+the nearest release the store records (`instrument.snapshot`), the release
+recorded in the store when it is not yet (or with ``--update``: written by
+the same code, `instrument.store`), optionally the test suite, and a table.
 
 ``--share-torch PREFIX`` reuses torch and everything else not installed in
 the release's virtualenv from an existing environment (a ``.pth`` file
@@ -32,6 +33,7 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from .commands import run
+from .store import Store
 
 #: The checkout the command runs from.
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -55,10 +57,10 @@ class Outcome:
     """What one release gave."""
 
     release: str
-    reference: str = ""  #: the folder the check compared with, before any was written
+    reference: str = ""  #: the recorded release the check compared with, before the release was recorded
     counts: dict[str, int] = field(default_factory=dict)  #: verdict -> rules
     moved: list[str] = field(default_factory=list)  #: rules whose sites moved
-    folder: str = ""  #: "written", "kept" or "" (not written)
+    stored: str = ""  #: "written" (recorded in the store), "kept" (recorded already) or "" (not written)
     tests: str = ""  #: pytest's last line, when run
     tests_passed: bool = True  #: pytest exited 0 (or the tests were not run)
     error: str = ""  #: why the release could not be checked
@@ -102,8 +104,8 @@ def make_environment(release: str, where: Path, log: Path, share_torch: Path | N
 
 
 def check_release(python: Path, release: str, work: Path, log: Path, update: bool, root: Path = SNAPSHOTS) -> Outcome:
-    """The snapshot check against the nearest folder under ``root``, then the release's folder written when
-    missing or asked."""
+    """The snapshot check against the nearest release the store at ``root`` records, then the release recorded
+    there when it is not yet, or when asked."""
     outcome = Outcome(release)
     verdicts = work / "verdicts.json"
     snapshot = [str(python), "-m", "instrument.snapshot", "--root", str(root)]
@@ -115,14 +117,14 @@ def check_release(python: Path, release: str, work: Path, log: Path, update: boo
     outcome.reference = report["reference"]
     outcome.counts = {k: v for k, v in report["counts"].items() if v}
     outcome.moved = [row["rule"] for row in report["rules"] if row["verdict"] == "site moved"]
-    folder = root / f"transformers-{release}"
-    if update or not folder.is_dir():
-        if _run([*snapshot, "--update", "--quiet"], log).returncode:  # the folder just written must check clean
-            outcome.error = f"writing {folder.name} failed (see {log})"
+    name = report["installed"]
+    if update or name not in Store.load(root).releases:
+        if _run([*snapshot, "--update", "--quiet"], log).returncode:  # the release just recorded must check clean
+            outcome.error = f"recording {name} in {root} failed (see {log})"
         else:
-            outcome.folder = "written"
+            outcome.stored = "written"
     else:
-        outcome.folder = "kept"
+        outcome.stored = "kept"
     return outcome
 
 
@@ -137,13 +139,13 @@ def run_tests(python: Path, log: Path, arguments: list[str], timeout: float) -> 
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """One row per release: the reference, the verdict counts, the folder, the tests."""
-    rows = [("release", "compared with", "verdicts", "folder", "tests")]
+    """One row per release: the reference, the verdict counts, whether the store was written, the tests."""
+    rows = [("release", "compared with", "verdicts", "stored", "tests")]
     for o in outcomes:
         verdicts = o.error or ", ".join(f"{n} {v}" for v, n in o.counts.items())
         if o.moved:
             verdicts += f" ({', '.join(o.moved)})"
-        rows.append((o.release, o.reference, verdicts, o.folder, o.tests or "not run"))
+        rows.append((o.release, o.reference, verdicts, o.stored, o.tests or "not run"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows) + "\n"
 
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", action="store_true", help="also run the test suite on each release")
     parser.add_argument("--pytest-args", default="tests", help="what to pass to pytest (default: tests)")
     parser.add_argument("--test-timeout", type=float, default=3600, help="seconds the suite may take per release")
-    parser.add_argument("--update", action="store_true", help="rewrite a release's folder that exists")
+    parser.add_argument("--update", action="store_true", help="record a release again that the store records already")
     parser.add_argument("--share-torch", type=Path, metavar="PREFIX", help="reuse torch (and the rest) from this environment")
     parser.add_argument("--venvs", type=Path, help="keep the virtualenvs here (reused on the next run)")
     args = parser.parse_args(argv)

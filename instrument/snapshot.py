@@ -1,22 +1,27 @@
-"""Snapshots: every rewritten forward as text, one folder per library release, and what changed.
+"""Snapshots: every rewritten forward as text, checked against what each library release gave, and what changed.
 
-``snapshots/<library>-<version>/`` holds one file per rule: the rewritten
+Each rule's *entry* for a release is one file's name and text: the rewritten
 forward (``<module>.<Class>.<method>.py``, `listing.snapshot`), or, where the
 release does not have the rule's sites, why (``....drift``), or the reason the
 rule's variant gives for not serving the release (``....unavailable``); a rule
-whose target the release lacks has no file. The text names no release and no file
-line, so two releases whose forwards read the same have the same files; the
-version is in the folder's name only.
+whose target the release lacks has none. The text names no release and no file
+line, so releases whose forwards read the same have the same entries. The
+entries are kept in ``snapshots/`` once per distinct text (`instrument.store`:
+a head file per forward with the newest text, the earlier ones under
+``older/<first release with it>/``, and ``manifest.toml`` saying what every
+release recorded resolves to).
 
 `check` rebuilds every rule against the installed library and compares it
-with the installed release's folder, or, when there is none, with the nearest
-release's (older or newer). It gives one `Verdict` per rule: ``unchanged``,
-``changed`` (with the unified diff), ``site moved`` (the drift error, and the
-diff), ``unavailable`` (the variant's reason), ``target absent`` or ``new``
-(no file in the reference). ``python -m
+with the installed release's entries, or, when it is not recorded, with the
+nearest recorded release's (older or newer). It gives one `Verdict` per rule:
+``unchanged``, ``changed`` (with the unified diff), ``site moved`` (the drift
+error, and the diff), ``unavailable`` (the variant's reason), ``target
+absent`` or ``new`` (no entry in the reference). ``python -m
 instrument.snapshot`` prints the verdicts and the diffs (exit 1 when anything
-differs or the reference holds a file no rule writes); ``--update`` writes the
-installed release's folder.
+differs, the reference has an entry no rule writes, or the store holds a file
+no release resolves to); ``--update`` records the installed release in the
+store: its entries into the manifest, a changed forward's head file rewritten,
+texts no release resolves to any more removed.
 """
 
 from __future__ import annotations
@@ -29,16 +34,15 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
 from .commands import run
 from .compiler import DriftError, TargetMissing, compile_rule
 from .listing import snapshot, snapshot_file_name
 from .rule import Rule
+from .store import MANIFEST, Store, Stored, StoreError, Written
 from .targets import all_rules
 from .versions import for_installed, library_version
 
-#: The repository's snapshot folder (the tools run from a checkout).
+#: The repository's snapshot store (the tools run from a checkout).
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
 
 UNCHANGED, CHANGED, MOVED, ABSENT, NEW = "unchanged", "changed", "site moved", "target absent", "new"
@@ -48,44 +52,10 @@ UNAVAILABLE = "unavailable"
 SUFFIXES = {MOVED: ".drift", UNAVAILABLE: ".unavailable"}
 
 
-def folder_name(rules: tuple[Rule, ...]) -> str:
-    """``transformers-5.24.0``: the library the rules target, at its installed version."""
+def release_name(rules: tuple[Rule, ...]) -> str:
+    """``transformers-5.24.0``: the library the rules target, at its installed version (as the store names it)."""
     library, version = library_version(rules[0].module_name).split(" ", 1)
     return f"{library}-{version}"
-
-
-def _version(folder: Path) -> Version | None:
-    try:
-        return Version(folder.name.rpartition("-")[2])
-    except InvalidVersion:
-        return None
-
-
-def _nearer(installed: Version, a: Version, b: Version) -> Version:
-    """Of two releases, the one nearer ``installed``: the one in its major series, else the nearer minor, micro."""
-    def key(v: Version) -> tuple[int, ...]:
-        parts = [abs(x - y) for x, y in zip((*v.release, 0, 0)[:3], (*installed.release, 0, 0)[:3])]
-        return (parts[0], parts[1], parts[2], v > installed)  # the older wins a tie
-
-    return min(a, b, key=key)
-
-
-def reference_folder(root: Path, name: str) -> Path | None:
-    """The folder for ``name``'s release, else the nearer of the releases just before and just after it, else None."""
-    if (root / name).is_dir():
-        return root / name
-    library, _, version = name.rpartition("-")
-    installed = Version(version)
-    folders = {
-        v: folder
-        for folder in root.glob(f"{library}-*")
-        if folder.is_dir() and (v := _version(folder)) is not None
-    }
-    older = max((v for v in folders if v < installed), default=None)
-    newer = min((v for v in folders if v > installed), default=None)
-    if older is None or newer is None:
-        return folders[older or newer] if (older or newer) is not None else None
-    return folders[_nearer(installed, older, newer)]
 
 
 def _portable(message: str, rule: Rule) -> str:
@@ -98,17 +68,21 @@ def _portable(message: str, rule: Rule) -> str:
 
 @dataclass(frozen=True)
 class Current:
-    """One rule against the installed library: its file's name and text, or why there is none."""
+    """One rule against the installed library: its entry's file name and text, or why there is none."""
 
     rule: str
-    file: str  #: the snapshot file's name (``.py``; ``.drift`` when the sites moved, ``.unavailable`` when the variant says why not)
-    text: str | None  #: the file's text; None when the target is absent
+    file: str  #: the entry's file name (``.py``; ``.drift`` when the sites moved, ``.unavailable`` when the variant says why not)
+    text: str | None  #: the entry's text; None when the target is absent
     absent: str | None = None  #: why the target is absent
     kind: str = ""  #: MOVED or UNAVAILABLE when the rule is not built, else empty
 
+    @property
+    def stem(self) -> str:
+        return self.file.rpartition(".")[0]
+
 
 def current(rules: tuple[Rule, ...]) -> list[Current]:
-    """Each rule's snapshot as the installed library gives it."""
+    """Each rule's entry as the installed library gives it."""
     found = []
     for rule in rules:
         name = snapshot_file_name(rule)
@@ -131,9 +105,10 @@ class Verdict:
 
     rule: str
     verdict: str  #: unchanged, changed, site moved, unavailable, target absent or new
-    file: str  #: the file compared (the installed form's name)
+    file: str  #: the entry compared (the installed form's file name)
     detail: str = ""  #: the drift error (site moved) or why the target is absent
     diff: str = ""  #: the unified diff against the reference, empty when the same
+    stored: str = ""  #: the stored file the reference resolves the forward to, relative to the store; empty when none
 
 
 @dataclass(frozen=True)
@@ -141,14 +116,20 @@ class Report:
     """What `check` compared, and how it differed."""
 
     installed: str  #: ``transformers-5.24.0``
-    reference: Path | None  #: the folder compared against
+    reference: str | None  #: the recorded release compared against (``transformers-5.24.0``), None when none is
     verdicts: tuple[Verdict, ...]  #: one per rule, in rule order
-    stale: tuple[str, ...] = ()  #: reference files no rule writes
+    stale: tuple[str, ...] = ()  #: the reference's entries (file names) no rule writes
+    unreferenced: tuple[str, ...] = ()  #: files in the store no release resolves to
 
     @property
     def diffs(self) -> tuple[str, ...]:
-        """One unified diff per differing file, empty when everything matches."""
-        return tuple(v.diff for v in self.verdicts if v.diff) + tuple(f"stale file {name}\n" for name in self.stale)
+        """One unified diff per differing entry, and a line per stale entry or unreferenced file; empty when
+        everything matches."""
+        return (
+            tuple(v.diff for v in self.verdicts if v.diff)
+            + tuple(f"stale file {name}\n" for name in self.stale)
+            + tuple(f"unreferenced file {path}: no release resolves to it (--update removes it)\n" for path in self.unreferenced)
+        )
 
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys((UNCHANGED, CHANGED, MOVED, UNAVAILABLE, ABSENT, NEW), 0)
@@ -157,59 +138,54 @@ class Report:
         return counts
 
 
-def _diff(stored: str, now: str, reference: Path, stored_name: str, name: str) -> str:
+def _diff(stored: str, now: str, stored_path: str, name: str) -> str:
     return "".join(
         difflib.unified_diff(
-            stored.splitlines(keepends=True),
-            now.splitlines(keepends=True),
-            fromfile=f"{reference.name}/{stored_name}",
-            tofile=f"installed/{name}",
+            stored.splitlines(keepends=True), now.splitlines(keepends=True), fromfile=stored_path, tofile=f"installed/{name}"
         )
     )
 
 
-def _judge(entry: Current, reference: Path) -> Verdict:
-    stem = entry.file.rpartition(".")[0]
-    stored_name = next((f"{stem}{s}" for s in (".py", *SUFFIXES.values()) if (reference / f"{stem}{s}").is_file()), None)
-    stored = (reference / stored_name).read_text() if stored_name else None
+def _judge(entry: Current, stored: Stored | None, path: str) -> Verdict:
+    """``entry`` against what the reference resolves its forward to (``stored``, kept at ``path``)."""
+    before = stored.text if stored is not None else None
     if entry.text is None:
-        diff = _diff(stored, "", reference, stored_name, entry.file) if stored is not None else ""
-        return Verdict(entry.rule, ABSENT, entry.file, entry.absent or "", diff)
-    if stored == entry.text:  # a drift or refusal recorded for the reference keeps its verdict, with no diff
-        return Verdict(entry.rule, entry.kind or UNCHANGED, entry.file, entry.text.strip() if entry.kind else "")
-    diff = _diff(stored or "", entry.text, reference, stored_name or entry.file, entry.file)
+        diff = _diff(before, "", path, entry.file) if before is not None else ""
+        return Verdict(entry.rule, ABSENT, entry.file, entry.absent or "", diff, path)
+    if before == entry.text and stored.name == entry.file:  # a drift or refusal recorded for the reference: no diff
+        return Verdict(entry.rule, entry.kind or UNCHANGED, entry.file, entry.text.strip() if entry.kind else "", stored=path)
+    diff = _diff(before or "", entry.text, path or entry.file, entry.file)
     if entry.kind:
-        return Verdict(entry.rule, entry.kind, entry.file, entry.text.strip(), diff)
-    return Verdict(entry.rule, CHANGED if stored is not None else NEW, entry.file, "", diff)
+        return Verdict(entry.rule, entry.kind, entry.file, entry.text.strip(), diff, path)
+    return Verdict(entry.rule, CHANGED if before is not None else NEW, entry.file, "", diff, path)
 
 
 def check(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> Report:
-    """Compare every rule's rewritten forward with the reference snapshot folder (see the module docstring)."""
+    """Compare every rule's entry with the reference release's in the store (see the module docstring)."""
     rules = all_rules() if rules is None else rules
-    name = folder_name(rules)
-    reference = reference_folder(root, name)
+    name = release_name(rules)
+    store = Store.load(root)
+    reference = store.nearest(name)
     if reference is None:
         return Report(name, None, ())
     entries = current(rules)
-    verdicts = tuple(_judge(entry, reference) for entry in entries)
-    written = {entry.file.rpartition(".")[0] for entry in entries}
-    stale = tuple(
-        sorted(p.name for p in reference.iterdir() if p.is_file() and p.name.rpartition(".")[0] not in written)
-    )
-    return Report(name, reference, verdicts, stale)
-
-
-def update(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> Path:
-    """Rewrite the installed release's folder from the installed library; returns the folder."""
-    rules = all_rules() if rules is None else rules
-    entries = [entry for entry in current(rules) if entry.text is not None]  # built before the folder is touched
-    folder = root / folder_name(rules)
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.iterdir():
-        stale.unlink()
+    recorded = store.entries(reference)
+    paths = store.paths()
+    verdicts = []
     for entry in entries:
-        (folder / entry.file).write_text(entry.text)
-    return folder
+        stored = recorded.get(entry.stem)
+        verdicts.append(_judge(entry, stored, paths[entry.stem][stored] if stored is not None else ""))
+    written = {entry.stem for entry in entries}
+    stale = tuple(sorted(stored.name for stem, stored in recorded.items() if stem not in written))
+    return Report(name, reference, tuple(verdicts), stale, store.unreferenced(root))
+
+
+def update(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> Written:
+    """Record the installed release in the store from the installed library; returns the files changed."""
+    rules = all_rules() if rules is None else rules
+    entries = [entry for entry in current(rules) if entry.text is not None]  # built before the store is touched
+    store = Store.load(root).put(release_name(rules), {entry.stem: Stored(entry.file, entry.text) for entry in entries})
+    return store.write(root)
 
 
 def table(report: Report) -> str:
@@ -217,35 +193,46 @@ def table(report: Report) -> str:
     width = max((len(v.rule) for v in report.verdicts), default=0)
     lines = [f"{v.verdict:<13}  {v.rule:<{width}}  {v.detail.splitlines()[0] if v.detail else ''}".rstrip() for v in report.verdicts]
     lines += [f"{'stale':<13}  {name}" for name in report.stale]
+    lines += [f"{'unreferenced':<13}  {path}" for path in report.unreferenced]
     return "\n".join(lines) + "\n"
 
 
 def summary(report: Report) -> str:
     """``transformers-5.0.0 against transformers-5.10.4: 20 unchanged, 8 changed, ...``."""
     counts = ", ".join(f"{n} {verdict}" for verdict, n in report.counts().items() if n)
-    return f"{report.installed} against {report.reference.name if report.reference else 'nothing'}: {counts or 'no rules'}"
+    return f"{report.installed} against {report.reference or 'nothing'}: {counts or 'no rules'}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m instrument.snapshot", description=__doc__.splitlines()[0])
-    parser.add_argument("--update", action="store_true", help="write the installed release's folder")
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the snapshots folder")
+    parser.add_argument("--update", action="store_true", help="record the installed release in the store")
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the snapshot store (a folder)")
     parser.add_argument("--quiet", action="store_true", help="print the verdicts without the diffs")
     parser.add_argument("--json", type=Path, help="also write the verdicts (no diffs) to this file")
     args = parser.parse_args(argv)
-    if args.update:
-        print(f"wrote {update(args.root)}")
-    report = check(args.root)
+    try:
+        if args.update:
+            written = update(args.root)
+            for path in written.written:
+                print(f"wrote {args.root / path}")
+            for path in written.removed:
+                print(f"removed {args.root / path} (no release resolves to it)")
+            if not written.written and not written.removed:
+                print(f"{args.root} already records the installed release as it is")
+        report = check(args.root)
+    except StoreError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if report.reference is None:
         print(
-            f"no snapshot folder under {args.root} to compare {report.installed} with; "
-            "write one with `python -m instrument.snapshot --update`",
+            f"no release recorded in {args.root / MANIFEST} to compare {report.installed} with; "
+            "record the installed one with `python -m instrument.snapshot --update`",
             file=sys.stderr,
         )
         return 2
     if args.json is not None:
         rows = [{k: v for k, v in asdict(verdict).items() if k != "diff"} for verdict in report.verdicts]
-        payload = {"installed": report.installed, "reference": report.reference.name, "counts": report.counts(), "rules": rows}
+        payload = {"installed": report.installed, "reference": report.reference, "counts": report.counts(), "rules": rows}
         args.json.write_text(json.dumps(payload, indent=1) + "\n")
     sys.stdout.write(table(report))
     if not args.quiet:

@@ -8,7 +8,6 @@ modified copy of a forward installed for one test), never installed.
 from __future__ import annotations
 
 import inspect
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -209,7 +208,7 @@ def test_the_release_table_has_a_row_per_release():
         Outcome("5.0.0", "transformers-5.10.4", {"unchanged": 40, "unavailable": 1}, [], "written", "700 passed"),
         Outcome("9.9.9", error="installing transformers 9.9.9 failed (see log)"),
     ]).splitlines()
-    assert rows[0].split() == ["release", "compared", "with", "verdicts", "folder", "tests"]
+    assert rows[0].split() == ["release", "compared", "with", "verdicts", "stored", "tests"]
     assert rows[1].split("  ")[0] == "5.0.0" and "40 unchanged, 1 unavailable" in rows[1] and rows[1].endswith("700 passed")
     assert "installing transformers 9.9.9 failed" in rows[2] and rows[2].endswith("not run")
 
@@ -246,29 +245,34 @@ def test_the_other_requirements_are_pyprojects_own():
     assert len(names) == len(wanted)
 
 
-def test_checking_a_release_compares_with_the_nearest_folder_and_writes_its_own(tmp_path):
-    """The command's check and write, run on the installed release with this interpreter, into a scratch root."""
+def test_checking_a_release_compares_with_the_nearest_recorded_and_records_it(tmp_path):
+    """The command's check and write, run on the installed release with this interpreter, into a scratch store."""
     import sys
 
     from instrument import snapshot
     from instrument.releases import check_release
+    from instrument.store import MANIFEST, Store
 
-    installed = snapshot.DEFAULT_ROOT / f"transformers-{transformers.__version__}"
-    if not installed.is_dir():
-        pytest.skip(f"no snapshot folder for transformers {transformers.__version__}")
+    installed = f"transformers-{transformers.__version__}"
+    recorded = Store.load(snapshot.DEFAULT_ROOT)
+    if installed not in recorded.releases:
+        pytest.skip(f"the snapshot store does not record transformers {transformers.__version__}")
+    entries = recorded.entries(installed)
     root = tmp_path / "snapshots"
-    shutil.copytree(installed, root / "transformers-0.0.1")  # the only, and so the nearest, folder
+    Store({"transformers-0.0.1": entries}).write(root)  # the only, and so the nearest, release
+    before = {p.name: p.read_text() for p in root.iterdir()}
     work = tmp_path / "work"
     work.mkdir()
     outcome = check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root)
     assert outcome.error == "" and outcome.moved == [] and outcome.reference == "transformers-0.0.1"
     assert set(outcome.counts) <= {"unchanged", "unavailable", "target absent"} and outcome.counts["unchanged"] > 0
-    assert outcome.folder == "written"
-    written = root / f"transformers-{transformers.__version__}"
-    assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in installed.iterdir())
-    assert all((written / p.name).read_text() == p.read_text() for p in installed.iterdir())
+    assert outcome.stored == "written"
+    store = Store.load(root)
+    assert store.releases == ("transformers-0.0.1", installed) and store.entries(installed) == entries
+    after = {p.name: p.read_text() for p in root.iterdir()}
+    assert {name for name in after if after[name] != before.get(name)} == {MANIFEST}  # the same texts: a manifest line
     again = check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root)
-    assert not again.failed and again.folder == "kept" and again.reference == f"transformers-{transformers.__version__}"
+    assert not again.failed and again.stored == "kept" and again.reference == installed
 
 
 def test_a_failing_test_run_fails_the_release(tmp_path):

@@ -1,0 +1,329 @@
+"""What the vision contract suite (tests/test_vision_contracts.py) expects of each tiny checkpoint: one row per builder.
+
+Every number here is read off the builder's documented configuration in
+``envoys/tiny/`` (its module and builder docstrings and the config it writes:
+image and patch sizes, tiles, merges, CLS and register tokens, block counts),
+never off the code under test. Each row's comment says where its numbers come
+from. The suite runs every contract on every builder in ``envoys.tiny.NAMES``;
+a builder is covered by all of them once it has a row here, and a builder
+without one fails, asking for it.
+
+Images: the first is 32x32 noise; the second (``second_image``, width x height)
+is of another size, 64 wide and 48 high unless the row says otherwise (a tiled
+family takes one whose tiling differs from the first's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from envoys.tiny import noise_image
+
+#: The first image of every invoke: 32x32 noise.
+FIRST_IMAGE = (32, 32)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each image's rows are in a value of the tower (or the projector's output).
+
+    ``per_image[i]`` is image i's ``(rows, positions)``: how many rows of the
+    value it has (its tiles; 1 for a whole image) and how many positions each
+    of those rows holds. ``kind`` says how the images are put together:
+
+    - ``"batched"``: rows stacked on a leading axis, ``[sum of rows, positions, ...]``
+      (every row as long as the others);
+    - ``"packed"``: one row holding every image's positions, image after image,
+      ``[1, sum of rows * positions, ...]``;
+    - ``"flat"``: no row axis, ``[sum of rows * positions, ...]``.
+    """
+
+    kind: str
+    per_image: tuple[tuple[int, int], ...]
+
+    def shape(self, images: int) -> tuple[int, ...]:
+        """The value's leading axes for the first ``images`` images (the width or the heads follow)."""
+        chosen = self.per_image[:images]
+        if self.kind == "batched":
+            (positions,) = {positions for _, positions in chosen}
+            return (sum(rows for rows, _ in chosen), positions)
+        total = sum(rows * positions for rows, positions in chosen)
+        return (1, total) if self.kind == "packed" else (total,)
+
+    def spans(self, images: int) -> list[tuple[int, int]]:
+        """Each image's ``[start, end)`` on the position axis of a packed value."""
+        spans, start = [], 0
+        for rows, positions in self.per_image[:images]:
+            spans.append((start, start + rows * positions))
+            start += rows * positions
+        return spans
+
+    def without(self, prefix: int) -> Layout:
+        """The same layout with ``prefix`` fewer positions per row (its CLS or register tokens left out)."""
+        return replace(self, per_image=tuple((rows, positions - prefix) for rows, positions in self.per_image))
+
+
+def batched(*per_image: tuple[int, int]) -> Layout:
+    return Layout("batched", per_image)
+
+
+def packed(*positions: int) -> Layout:
+    return Layout("packed", tuple((1, count) for count in positions))
+
+
+def flat(*per_image: tuple[int, int]) -> Layout:
+    return Layout("flat", per_image)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What ``projector.input`` is: a tower value as the host takes it.
+
+    ``value`` is ``"tower_output"`` or ``"layer_output"`` (of block ``block``);
+    ``drop_first`` rows are dropped from the front of its position axis (a CLS
+    token); ``unbatched`` takes a packed row without its leading 1.
+    """
+
+    value: str
+    block: int = -1
+    drop_first: int = 0
+    unbatched: bool = False
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The tower's sizes as ``model.vision`` should give them. ``image_size`` is an int, or, on a tower that takes any
+    resolution, the name of the processor output that says each image's size (its Unavailable reason names it)."""
+
+    num_layers: int
+    vision_hidden_size: int
+    num_heads: int
+    head_dim: int
+    intermediate_size: int
+    patch_size: int
+    image_size: int | str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One checkpoint's expected numbers, for the first image alone and for both images."""
+
+    #: image tokens each image gets (the first, the second)
+    image_tokens: tuple[int, int]
+    #: the tower's sizes
+    sizes: Sizes
+    #: the layout of the tower's stream: every block's layer_input and layer_output, and tower_output
+    stream: Layout
+    #: the layout of projector.output
+    projected: Layout
+    #: what projector.input is, or None where the host transforms a tower value first (its family's test says how)
+    projector_reads: Reads | None
+    #: (width, height) of the second image
+    second_image: tuple[int, int] = (64, 48)
+    #: positions per stream row (per image on a packed tower) before its patches: CLS and register tokens, which
+    #: patch_embeddings lacks
+    prefix: int = 0
+    #: the tower has a final norm over the patches (vision.norm), so tower_output is not the last block's output
+    final_norm: bool = False
+    #: None where attention_probabilities is served; else a regex of the reason it is Unavailable
+    pattern_unavailable: str | None = None
+    #: each image's row is padded to a fixed length, and the pattern is zero on the padded keys
+    padded: bool = False
+    #: image_features is projector.output, flattened over its leading axes
+    features_are_projected: bool = True
+    #: text blocks after which DeepStack adds a tapped feature (Qwen3-VL)
+    deepstack_taps: int = 0
+    #: rows of vision.support() unavailable on this tower besides the pattern: row -> regex of the reason
+    vision_unavailable: Mapping[str, str] = field(default_factory=dict)
+    #: rows of model.support() unavailable on some text blocks: a row, or every row under a prefix ending in ".",
+    #: -> the blocks that lack it
+    text_gaps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: the family names a transformers bug that breaks its root's forward on some releases (envoys.bugs)
+    forward_bug: bool = False
+
+    @property
+    def images(self) -> list[Any]:
+        """The two noise images, the first 32x32, the second ``second_image``."""
+        return [noise_image(*FIRST_IMAGE, seed=0), noise_image(*self.second_image, seed=1)]
+
+
+#: The Qwen ViT's attention calls its kernel once per image, at attention_interface_2: the spec's reason (PER_IMAGE).
+QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: RADIO's attention calls its kernel once per image too, at attention_interface_3 when several images are packed.
+RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
+#: A Qwen tower that attends per image has no window order.
+NO_WINDOWS = {"window_index": "attends per image, not in windows"}
+#: SigLIP and CLIP towers: width 32, 2 heads of 16, MLP 64 wide.
+SIGLIP = {"vision_hidden_size": 32, "num_heads": 2, "head_dim": 16, "intermediate_size": 64}
+
+ROWS: dict[str, Row] = {
+    # envoys/tiny/llava.py: 32x32 images (any input resized) of 8x8 patches, 16 patches and 16 image tokens each;
+    # SigLIP, no CLS, 2 blocks, post_layernorm; the projector reads the last block before it, every patch.
+    "llava-siglip": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+    ),
+    # envoys/tiny/llava.py: CLIP, CLS first (1 + 16 positions), 3 blocks, no norm over the patches; the projector reads
+    # block -2 without its CLS token: 16 image tokens an image.
+    "llava-clip": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+    ),
+    # envoys/tiny/llava_next.py: CLIP on 32x32 tiles (1 + 16 positions), 3 blocks; a 32x32 image is 3 tiles and 36
+    # image tokens, a 64 wide, 48 high one 5 tiles and 70; the projector reads block -2 without CLS, per tile, and the
+    # host unpads the grid and adds newline rows, so image_features is not the projector's output.
+    "llava_next": Row(
+        image_tokens=(36, 70),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((3, 17), (5, 17)),
+        projected=batched((3, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+        features_are_projected=False,
+    ),
+    # envoys/tiny/llava_pixtral.py: Pixtral, packed, 8 px patches and no merge: 32x32 is 16 patches and tokens,
+    # 48 high x 64 wide 48; no final norm; LLaVA's projector reads the last block, every patch.
+    "llava-pixtral": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_sizes", **SIGLIP),
+        stream=packed(16, 48),
+        projected=packed(16, 48),
+        projector_reads=Reads("layer_output", block=-1),
+    ),
+    # envoys/tiny/mistral3.py: Pixtral, packed, 4 px patches, 2x2 merge: 32x32 is 64 patches and 16 tokens, 48 high x
+    # 64 wide 192 patches and 48 tokens; the projector (its merger inside) takes the last block's packed row.
+    "mistral3": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+    ),
+    # envoys/tiny/gemma3.py: SigLIP on 32x32 (any input resized), 4 px patches, 64 patches, post_layernorm; the
+    # projector pools tower_output 2x2 to 16 tokens an image.
+    "gemma3": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (1, 64)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+    ),
+    # envoys/tiny/gemma4.py: every image's row padded to 280 patches (70 soft tokens x 2**2); 32x32 has 256 real
+    # patches and 64 tokens, 48 high x 64 wide 252 and 63; the encoder has no final norm; the projector reads the
+    # pooler's real cells.
+    "gemma4": Row(
+        image_tokens=(64, 63),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_position_ids", **SIGLIP),
+        stream=batched((1, 280), (1, 280)),
+        projected=flat((1, 64), (1, 63)),
+        projector_reads=None,
+        padded=True,
+    ),
+    # envoys/tiny/idefics3.py: 32 px tiles of 8 px patches (16 a tile), 4 tokens a tile; 32x32 is 2x2 tiles + the
+    # global one (20 tokens), 64 wide x 32 high 1x2 + 1 (12); post_layernorm; the connector reads tower_output.
+    "idefics3": Row(
+        image_tokens=(20, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((5, 16), (3, 16)),
+        projected=batched((5, 4), (3, 4)),
+        projector_reads=Reads("tower_output"),
+        second_image=(64, 32),
+        final_norm=True,
+    ),
+    # envoys/tiny/idefics3.py: SmolVLM has Idefics 3's sizes.
+    "smolvlm": Row(
+        image_tokens=(20, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((5, 16), (3, 16)),
+        projected=batched((5, 4), (3, 4)),
+        projector_reads=Reads("tower_output"),
+        second_image=(64, 32),
+        final_norm=True,
+    ),
+    # envoys/tiny/llama4.py: 32 px tiles of 8 px patches plus the CLS last (17 rows), 4 tokens a tile; 32x32 is 1
+    # tile, 64 wide x 32 high 1x2 tiles + the global one; layernorm_post; the adapter inside the tower transforms
+    # tower_output before the projector; MLP 128 wide (32 / 0.5**2).
+    "llama4": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=128, patch_size=8,
+                    image_size=32),
+        stream=batched((1, 17), (3, 17)),
+        projected=flat((1, 4), (3, 4)),
+        projector_reads=None,
+        second_image=(64, 32),
+        prefix=1,
+        final_norm=True,
+        forward_bug=True,
+    ),
+    # envoys/tiny/nemotron_h_omni.py: RADIO, packed, 8 px patches, 2 cls + 3 register rows before each image's
+    # patches; 32x32 is a 4x4 grid (16 patches, 4 tokens), 64 wide x 48 high 6x8 (48, 12); no final norm; the
+    # projector reads the patch rows pixel-shuffled. Text blocks: Mamba2, MoE, attention, MoE.
+    "nemotron_h_omni": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_hw", **SIGLIP),
+        stream=packed(5 + 16, 5 + 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        prefix=5,
+        pattern_unavailable=RADIO_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
+    ),
+    # envoys/tiny/qwen.py: the Qwen ViT, packed, 2x2 merge; patch 8: 32x32 is 16 patches and 4 tokens, 48x64 is 48
+    # and 12; no final norm, the merger (the projector) reads the last block's stream; MLP 32 * mlp_ratio 4 wide.
+    "qwen2_vl": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=128, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+    ),
+    # envoys/tiny/qwen.py: patch 4: 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; the blocks and the merger
+    # run in window order, restored after the merger, so image_features is not the merger's output as it is.
+    "qwen2_5_vl": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        features_are_projected=False,
+    ),
+    # envoys/tiny/qwen.py: 3 blocks, patch 8; DeepStack taps after text blocks 0 and 1 of 4.
+    "qwen3_vl": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=2,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (2, 3)},
+    ),
+    # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
+    # full attention.
+    "qwen3_5": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+    ),
+}
