@@ -1,6 +1,6 @@
 """Which tower values a LLaVA-style wrapper computes nothing from, so they have no gradient.
 
-LLaVA and LLaVA-NeXT feed the projector the tower's ``hidden_states[k]`` for
+LLaVA, LLaVA-NeXT and VipLlava feed the projector the tower's ``hidden_states[k]`` for
 ``k`` in ``config.vision_feature_layer`` (an int or a list; ``hidden_states[i]``
 is block ``i``'s input, ``hidden_states[-1]`` the last block's output), never
 ``last_hidden_state``. Blocks past the deepest selected state still run, but
@@ -56,8 +56,8 @@ class FeatureLayerGradients:
                 f"depend on is computed from it")
 
 
-def with_feature_layer_gradients(envoys: dict[type, type], host: type) -> dict[type, type]:
-    """A family's ``ENVOYS`` with every tower envoy (all but the ``host``'s) given `FeatureLayerGradients`."""
+def with_feature_layer_gradients(envoys: dict[type, type]) -> dict[type, type]:
+    """A family's tower ``ENVOYS``, each envoy given `FeatureLayerGradients`."""
     made: dict[type, type] = {}
 
     def mixed(envoy: type) -> type:
@@ -66,4 +66,4 @@ def with_feature_layer_gradients(envoys: dict[type, type], host: type) -> dict[t
                                                                                "__doc__": envoy.__doc__})
         return made[envoy]
 
-    return {module: envoy if module is host else mixed(envoy) for module, envoy in envoys.items()}
+    return {module: mixed(envoy) for module, envoy in envoys.items()}

@@ -31,9 +31,10 @@ class TileRows:
 
     @classmethod
     def of(cls, config: Any) -> TileRows:
-        """The tiles of a LLaVA-style ``config``: its vision config's sides and CLS, its select strategy."""
+        """The tiles of a LLaVA-style ``config``: its vision config's sides and CLS, its select strategy (a wrapper
+        that names none, VipLlava, drops the first row as "default" does)."""
         vision = config.vision_config
-        dropped = 1 if config.vision_feature_select_strategy == "default" else 0
+        dropped = 1 if getattr(config, "vision_feature_select_strategy", "default") == "default" else 0
         return cls(vision.image_size // vision.patch_size, int(vision.model_type == "clip_vision_model"), dropped)
 
     @property

@@ -21,6 +21,7 @@ import ast
 import inspect
 import linecache
 import textwrap
+from collections import Counter
 from functools import cache
 from types import CodeType, FunctionType
 
@@ -60,7 +61,9 @@ def _tree(code: CodeType) -> ast.FunctionDef | None:
 
 
 def _dotted(expression: ast.expr) -> str | None:
-    """``self.a[0].b`` -> ``"self.a.b"`` (subscripts skipped, as nnsight names calls); None unless rooted in a name."""
+    """The callee as `instrument.naming` spells it: ``self.a[0].b`` -> ``"self.a.b"`` (subscripts skipped), the chain
+    after the last call or other expression where it is not rooted in a name (``x.to(d).masked_scatter`` ->
+    ``"masked_scatter"``); None when nothing names it."""
     parts: list[str] = []
     while True:
         if isinstance(expression, ast.Attribute):
@@ -72,15 +75,24 @@ def _dotted(expression: ast.expr) -> str | None:
             parts.append(expression.id)
             return ".".join(reversed(parts))
         else:
-            return None
+            return ".".join(reversed(parts)) or None
+
+
+@cache
+def _callees(code: CodeType) -> Counter[str]:
+    tree = _tree(code)
+    dotted = (_dotted(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)) if tree is not None else ()
+    return Counter(name for name in dotted if name is not None)
+
+
+def callees(function: FunctionType) -> Counter[str]:
+    """Every dotted callee ``function``'s source calls, with how many times (empty when it cannot be read)."""
+    return _callees(function.__code__)
 
 
 def calls(function: FunctionType, callee: str) -> int:
     """How many calls of the dotted ``callee`` ``function``'s source makes (0 when it cannot be read)."""
-    tree = _tree(function.__code__)
-    if tree is None:
-        return 0
-    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call) and _dotted(node.func) == callee)
+    return callees(function)[callee]
 
 
 def bound_default(function: FunctionType, name: str) -> FunctionType | None:

@@ -179,6 +179,16 @@ ROWS: dict[str, Row] = {
         projector_reads=Reads("layer_output", block=-2, drop_first=1),
         prefix=1,
     ),
+    # envoys/tiny/vipllava.py: llava-clip's CLIP tower (1 + 16 positions, 3 blocks) and processor (16 image tokens);
+    # the projector reads two tower states joined on the feature axis (tests/test_vipllava.py says how).
+    "vipllava": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=None,
+        prefix=1,
+    ),
     # envoys/tiny/llava_next.py: CLIP on 32x32 tiles (1 + 16 positions), 3 blocks; a 32x32 image is 3 tiles and 36
     # image tokens, a 64 wide, 48 high one 5 tiles and 70; the projector reads block -2 without CLS, per tile, and the
     # host unpads the grid and adds newline rows, so image_features is not the projector's output.

@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Any
 
 from transformers.models.clip.modeling_clip import CLIPMLP, CLIPAttention, CLIPEncoderLayer, CLIPVisionModel
-from transformers.models.llava.modeling_llava import LlavaModel
 from transformers.models.siglip.modeling_siglip import (
     SiglipAttention,
     SiglipEncoderLayer,
@@ -44,19 +43,12 @@ from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_R
 
 RENAME = {**WRAPPER_RENAME, **tower_rooted(ENCODER_TOWER_RENAME), **ENCODER_BLOCK_RENAME}
 
-ENVOYS = {
-    SiglipVisionModel: Vision,
-    CLIPVisionModel: Vision,
-    SiglipEncoderLayer: VisionLayer,
-    CLIPEncoderLayer: VisionLayer,
-    SiglipAttention: VisionAttention,
-    CLIPAttention: VisionAttention,
-    SiglipMLP: VisionMlp,
-    CLIPMLP: VisionMlp,
-    **PIXTRAL_ENVOYS,
-}
+#: A SigLIP tower's envoys, and a CLIP tower's.
+SIGLIP_ENVOYS = {SiglipVisionModel: Vision, SiglipEncoderLayer: VisionLayer, SiglipAttention: VisionAttention, SiglipMLP: VisionMlp}
+CLIP_ENVOYS = {CLIPVisionModel: Vision, CLIPEncoderLayer: VisionLayer, CLIPAttention: VisionAttention, CLIPMLP: VisionMlp}
+
 #: The projector reads hidden_states[vision_feature_layer]: the tower values past it have no gradient.
-ENVOYS = with_feature_layer_gradients(ENVOYS, host=LlavaModel)
+ENVOYS = with_feature_layer_gradients({**SIGLIP_ENVOYS, **CLIP_ENVOYS, **PIXTRAL_ENVOYS})
 
 
 def tower_names(config: Any) -> dict[str, str]:

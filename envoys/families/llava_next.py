@@ -26,7 +26,6 @@ from __future__ import annotations
 import torch
 from transformers.models.clip.modeling_clip import CLIPMLP, CLIPAttention, CLIPEncoderLayer, CLIPVisionModel
 from transformers.models.llava_next.modeling_llava_next import (
-    LlavaNextModel,
     get_anyres_image_grid_shape,
     image_size_to_num_patches,
     unpad_image,
@@ -147,7 +146,7 @@ ENVOYS = {
     CLIPMLP: VisionMlp,
 }
 #: The projector reads hidden_states[vision_feature_layer]: the tower values past it have no gradient.
-ENVOYS = with_feature_layer_gradients(ENVOYS, host=LlavaNextModel)
+ENVOYS = with_feature_layer_gradients(ENVOYS)
 
 
 class LlavaNextGrids:

@@ -67,7 +67,8 @@ def _interleave_tokenizer() -> TokenizersBackend:
     )
 
 
-def _vicuna_tokenizer() -> TokenizersBackend:
+def vicuna_tokenizer() -> TokenizersBackend:
+    """Llava 1.5's tokenizer: the prompt ``USER: <image>\\n... ASSISTANT:`` (`VICUNA_TEMPLATE`), BOS prepended."""
     return word_level_tokenizer(
         special_tokens=["<s>", "</s>", "<pad>"],
         named_tokens={"image_token": "<image>"},
@@ -130,6 +131,35 @@ def build_llava_siglip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]
     return LlavaForConditionalGeneration(config), processor
 
 
+def clip_tower() -> CLIPVisionConfig:
+    """A CLIP tower (CLS token first, ``pre_layrnorm``): 3 blocks, width 32, 2 heads, patch 8 on 32x32 images."""
+    return CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+        projection_dim=32,
+    )
+
+
+def clip_processor(tokenizer: TokenizersBackend) -> LlavaProcessor:
+    """Llava 1.5's processor for `clip_tower`: the shortest edge resized to 32, a 32x32 centre crop, and 16 + 1
+    (``num_additional_image_tokens``) - 1 (strategy ``"default"``) = 16 ``<image>`` tokens an image."""
+    return LlavaProcessor(
+        image_processor=CLIPImageProcessor(
+            size={"shortest_edge": IMAGE_SIZE},
+            crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+        ),
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=VICUNA_TEMPLATE,
+    )
+
+
 def build_llava_clip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
     """Imitates llava-hf/llava-1.5-7b-hf.
 
@@ -143,19 +173,10 @@ def build_llava_clip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
     ``<image>`` tokens. CLIPImageProcessor resizes the shortest edge to 32 and
     centre-crops 32x32.
     """
-    tokenizer = _vicuna_tokenizer()
-    vision = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        image_size=IMAGE_SIZE,
-        patch_size=PATCH_SIZE,
-        projection_dim=32,
-    )
+    tokenizer = vicuna_tokenizer()
     text = LlamaConfig(**text_sizes(tokenizer, num_key_value_heads=2))
     config = LlavaConfig(
-        vision_config=vision,
+        vision_config=clip_tower(),
         text_config=text,
         image_token_index=tokenizer.image_token_id,
         image_seq_length=IMAGE_TOKENS,
@@ -163,18 +184,7 @@ def build_llava_clip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
         vision_feature_select_strategy="default",
         projector_hidden_act="gelu",
     )
-    processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(
-            size={"shortest_edge": IMAGE_SIZE},
-            crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
-        ),
-        tokenizer=tokenizer,
-        patch_size=PATCH_SIZE,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=VICUNA_TEMPLATE,
-    )
-    return LlavaForConditionalGeneration(config), processor
+    return LlavaForConditionalGeneration(config), clip_processor(tokenizer)
 
 
 #: The checkpoints this module builds, by name.

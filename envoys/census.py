@@ -1,0 +1,193 @@
+"""The census: every image-text-to-text model_type of the installed transformers, served or not, and why.
+
+For each model_type transformers maps to an image-text-to-text class, the
+census looks where `envoys.rules` would look for its scatter (the forward of
+the wrapper's inner model, then the root's own, and the helpers either calls
+on ``self``) and says one of:
+
+- ``supported``: a family module serves it;
+- ``scatters``: a host scatters the features into the text stream (``*.masked_scatter``),
+  so it is a family module and a builder away; the tower its default config
+  names, and whether a supported family already serves that tower;
+- ``elsewhere``: neither the inner model nor the root scatters, but another
+  class of its modeling module does (a family would name it as its host);
+- ``not a scatter VLM``: an encoder-decoder (its config says so), a model of a
+  kind listed in `KINDS` (cross-attention, VQ image tokens, patches embedded
+  linearly), or one whose modeling module has no scatter at all.
+
+Read from the classes and their source (`instrument.calls`), and from each
+model_type's default config; nothing is loaded or downloaded. Importing every
+modeling module takes seconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import ModuleType
+
+SUPPORTED = "supported"
+SCATTERS = "scatters"
+ELSEWHERE = "elsewhere"
+NOT_SCATTER = "not a scatter VLM"
+
+#: Models whose image enters the text model in another way than a scatter, as their forwards show.
+KINDS = {
+    "mllama": "cross-attention: the text model's cross-attention layers read the tower's output",
+    "idefics": "cross-attention: gated cross-attention layers between the text blocks read the image",
+    "chameleon": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
+    "emu3": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
+    "fuyu": "no tower: the image's patches are embedded linearly straight into the text stream",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One model_type's line of the census."""
+
+    model_type: str
+    status: str  #: `SUPPORTED`, `SCATTERS`, `ELSEWHERE` or `NOT_SCATTER`
+    reason: str  #: what was found, and for a model not served, why
+
+
+def image_text_to_text_classes() -> dict[str, str]:
+    """model_type -> the name of its image-text-to-text class, as the installed transformers maps them."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    return dict(sorted(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.items()))
+
+
+def _class(name: str | None) -> type | None:
+    import transformers
+
+    try:
+        return getattr(transformers, name) if isinstance(name, str) else None
+    except (AttributeError, ImportError, RuntimeError):
+        return None
+
+
+def inner_model_class(model_type: str, root: type) -> type | None:
+    """The class of the wrapper's inner model: transformers' base model for the model_type, or for the model_type
+    of the root's modeling module (a model_type served by another's classes, ShieldGemma 2 by Gemma 3's)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    from rewrites.attention import model_type_of
+
+    return _class(MODEL_MAPPING_NAMES.get(model_type)) or _class(MODEL_MAPPING_NAMES.get(model_type_of(root.__module__)))
+
+
+def _scatters(function: object) -> Counter[str]:
+    """The scatter calls (``x.masked_scatter``) a function's source makes, by callee."""
+    from instrument.calls import callees, innermost
+
+    function = innermost(function)
+    found = callees(function) if function is not None else Counter()
+    return Counter({name: count for name, count in found.items() if name.rpartition(".")[2] == "masked_scatter"})
+
+
+def scatter_in(host: type) -> str | None:
+    """Where ``host``'s forward scatters: its own calls, or a helper it calls on ``self`` that does; None if neither."""
+    from instrument.calls import calls, defining_class, innermost
+
+    owner = defining_class(host)
+    forward = owner.__dict__["forward"] if owner is not None else None
+    own = _scatters(forward)
+    if own:
+        return f"{owner.__qualname__}.forward calls " + ", ".join(f"{name} ({count})" for name, count in own.items())
+    body = innermost(forward)
+    for name, helper in inspect.getmembers(host, inspect.isfunction):
+        if name != "forward" and body is not None and calls(body, f"self.{name}") and _scatters(helper):
+            return f"{owner.__qualname__}.forward scatters through its helper self.{name}"
+    return None
+
+
+def _module_scatterers(module: ModuleType) -> list[str]:
+    """The classes of a modeling module whose own forward scatters."""
+    return [
+        name for name, cls in vars(module).items()
+        if isinstance(cls, type) and cls.__module__ == module.__name__ and _scatters(cls.__dict__.get("forward"))
+    ]
+
+
+def _default_config(model_type: str):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        return CONFIG_MAPPING[model_type]()
+    except Exception:  # a config that cannot be built without arguments tells us nothing: it is no failure here
+        return None
+
+
+def served_towers() -> dict[str, tuple[str, ...]]:
+    """The tower model_types the tiny checkpoints hold -> the supported families holding them."""
+    from . import tiny
+
+    towers: dict[str, dict[str, None]] = {}
+    for name in tiny.NAMES:
+        model, _ = tiny.build(name)
+        vision = getattr(model.config, "vision_config", None)
+        if vision is not None:
+            towers.setdefault(vision.model_type, {})[model.config.model_type] = None
+    return {tower: tuple(families) for tower, families in towers.items()}
+
+
+def entry(model_type: str, class_name: str, supported: Iterable[str], towers: dict[str, tuple[str, ...]]) -> Entry:
+    """The census line of one model_type."""
+    if model_type in set(supported):
+        return Entry(model_type, SUPPORTED, "a family module serves it (envoys/families)")
+    if model_type in KINDS:
+        return Entry(model_type, NOT_SCATTER, KINDS[model_type])
+    config = _default_config(model_type)
+    if getattr(config, "is_encoder_decoder", False):
+        return Entry(model_type, NOT_SCATTER, "an encoder-decoder: the image reaches a decoder through its encoder")
+    root = _class(class_name)
+    if root is None:
+        return Entry(model_type, NOT_SCATTER, f"transformers has no class {class_name} here")
+    hosts = [host for host in (inner_model_class(model_type, root), root) if host is not None]
+    found = next((where for where in map(scatter_in, hosts) if where is not None), None)
+    if found is not None:
+        vision = getattr(getattr(config, "vision_config", None), "model_type", None)
+        if vision is None:
+            tower = "its default config names no vision tower"
+        elif vision in towers:
+            tower = f"its tower, {vision}, is served ({', '.join(towers[vision])}): a family module and a builder away"
+        else:
+            tower = f"its tower, {vision}, is not served yet"
+        return Entry(model_type, SCATTERS, f"{found}; {tower}")
+    elsewhere = _module_scatterers(importlib.import_module(root.__module__))
+    names = ", ".join(host.__qualname__ for host in hosts)
+    if elsewhere:
+        which = f"{elsewhere[0]} scatters in its own forward" if len(elsewhere) == 1 else (
+            f"{', '.join(elsewhere)} scatter in their own forwards")
+        return Entry(model_type, ELSEWHERE, f"no scatter host found ({names}: no scatter in their forwards); {which}")
+    return Entry(model_type, NOT_SCATTER, f"no scatter host found: no forward of {root.__module__} calls masked_scatter")
+
+
+def census() -> list[Entry]:
+    """Every image-text-to-text model_type of the installed transformers, in name order."""
+    from .families import families
+
+    supported = [family.model_type for family in families()]
+    towers = served_towers()
+    return [entry(model_type, name, supported, towers) for model_type, name in image_text_to_text_classes().items()]
+
+
+def report(entries: list[Entry]) -> str:
+    """The census as text: a line per model_type, then the counts."""
+    import transformers
+
+    width = max(len(e.model_type) for e in entries)
+    status_width = max(len(e.status) for e in entries)
+    lines = [f"{e.model_type:<{width}}  {e.status:<{status_width}}  {e.reason}" for e in entries]
+    counts = Counter(e.status for e in entries)
+    scatter_vlms = counts[SUPPORTED] + counts[SCATTERS] + counts[ELSEWHERE]
+    lines.append(
+        f"\ntransformers {transformers.__version__}: {len(entries)} image-text-to-text model_types; "
+        f"{counts[SUPPORTED]} supported, {counts[SCATTERS]} more scatter at the host we look in, "
+        f"{counts[ELSEWHERE]} scatter elsewhere, {counts[NOT_SCATTER]} are not scatter VLMs "
+        f"({counts[SUPPORTED]} of {scatter_vlms} scatter VLMs served)"
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,48 @@
+"""A tiny VipLlava checkpoint: LLaVA 1.5's CLIP tower and Llama text model, its projector over two tower layers.
+
+The builder returns an unsaved (`VipLlavaForConditionalGeneration`,
+`LlavaProcessor`) pair with random float32 weights (seed the torch generator
+first; :func:`envoys.tiny.build` does): `llava.clip_tower` (3 blocks, CLS
+first, 32x32 images of 8x8 patches), `llava.clip_processor` (16 image tokens
+an image) and a Llama text model as on the ``llava-clip`` checkpoint.
+"""
+
+from __future__ import annotations
+
+from transformers import LlamaConfig, LlavaProcessor, VipLlavaConfig, VipLlavaForConditionalGeneration
+
+from .llava import IMAGE_TOKENS, clip_processor, clip_tower, vicuna_tokenizer
+from .sizes import text_sizes
+
+#: The tower states the projector reads, as ``hidden_states`` indexes them: the last block's output and block 1's
+#: input; block 2's input (hidden_states[2]) is read by neither, and the CLS is dropped from both.
+FEATURE_LAYERS = [-1, 1]
+
+
+def build_vipllava() -> tuple[VipLlavaForConditionalGeneration, LlavaProcessor]:
+    """Imitates llava-hf/vip-llava-7b-hf.
+
+    The projector reads ``hidden_states[-1]`` and ``hidden_states[1]`` of the
+    3-block CLIP tower, each without its CLS (16 patches), joined to width 64,
+    layer-normed (its weight and bias randomised, so an edit of one layer's
+    half reaches the output unevenly), then projected to the text width 32:
+    16 image tokens an image.
+    """
+    tokenizer = vicuna_tokenizer()
+    config = VipLlavaConfig(
+        vision_config=clip_tower(),
+        text_config=LlamaConfig(**text_sizes(tokenizer, num_key_value_heads=2)),
+        image_token_index=tokenizer.image_token_id,
+        image_seq_length=IMAGE_TOKENS,
+        vision_feature_layer=FEATURE_LAYERS,
+        projector_hidden_act="gelu",
+    )
+    model = VipLlavaForConditionalGeneration(config)
+    norm = model.model.multi_modal_projector.projector_layernorm
+    norm.weight.data.uniform_(0.5, 1.5)  # ones and zeros at init: a norm that hides which half a value came from
+    norm.bias.data.normal_(0.0, 0.1)
+    return model, clip_processor(tokenizer)
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"vipllava": build_vipllava}

@@ -1,0 +1,75 @@
+"""The census (``python -m envoys.families``): every image-text-to-text model_type, supported or why not."""
+
+from __future__ import annotations
+
+import pytest
+
+from envoys.census import ELSEWHERE, KINDS, NOT_SCATTER, SCATTERS, SUPPORTED, census, entry, image_text_to_text_classes
+from envoys.families import families
+from envoys.families.__main__ import main
+
+
+@pytest.fixture(scope="module")
+def entries():
+    return {e.model_type: e for e in census()}
+
+
+def needs(entries, *model_types: str) -> None:
+    """Skip where the installed transformers lacks one of ``model_types`` (older releases lack some)."""
+    missing = [t for t in model_types if t not in entries]
+    if missing:
+        pytest.skip(f"target absent: this transformers has no {', '.join(missing)}")
+
+
+def test_every_image_text_to_text_model_type_has_one_line(entries):
+    assert list(entries) == sorted(image_text_to_text_classes())
+    assert {e.status for e in entries.values()} <= {SUPPORTED, SCATTERS, ELSEWHERE, NOT_SCATTER}
+
+
+def test_the_supported_are_the_family_modules_and_each_scatters_where_its_rule_looks(entries):
+    supported = {family.model_type for family in families()}
+    assert {t for t, e in entries.items() if e.status == SUPPORTED} == supported & set(entries)
+    assert {"vipllava", "llava", "qwen3_vl"} <= supported
+
+
+def test_a_scatter_vlm_not_served_says_where_it_scatters_and_whether_its_tower_is_served(entries):
+    needs(entries, "paligemma", "qwen2_5_omni_thinker", "shieldgemma2", "blip-2")
+    paligemma = entries["paligemma"]
+    assert paligemma.status == SCATTERS
+    assert paligemma.reason.startswith("PaliGemmaModel.forward calls inputs_embeds.masked_scatter (1)")
+    assert "its tower, siglip_vision_model, is served (" in paligemma.reason and "llava" in paligemma.reason
+    assert "qwen2_5_omni_vision_encoder, is not served yet" in entries["qwen2_5_omni_thinker"].reason
+    # a model_type served by another's classes: ShieldGemma 2 is Gemma 3's, whose inner model scatters
+    assert entries["shieldgemma2"].reason.startswith("Gemma3Model.forward calls inputs_embeds.masked_scatter")
+    # a scatter on a tensor the forward computes first is named as nnsight names it
+    assert entries["blip-2"].reason.startswith("Blip2Model.forward calls masked_scatter")
+
+
+def test_a_helper_that_scatters_is_found_through_the_forward_that_calls_it(entries):
+    needs(entries, "idefics2")
+    assert entries["idefics2"].status == SCATTERS
+    assert entries["idefics2"].reason.startswith("Idefics2Model.forward scatters through its helper self.inputs_merger")
+
+
+def test_the_models_that_are_not_scatter_vlms_say_what_they_are(entries):
+    needs(entries, "pix2struct", "udop", "t5gemma2", "vision-encoder-decoder", "git", *KINDS)
+    for model_type in ("pix2struct", "udop", "t5gemma2", "vision-encoder-decoder"):
+        assert entries[model_type].status == NOT_SCATTER and "encoder-decoder" in entries[model_type].reason
+    for model_type, kind in KINDS.items():
+        assert entries[model_type] == entry(model_type, "", (), {}) and entries[model_type].reason == kind
+    assert entries["git"].status == NOT_SCATTER and "no forward of transformers.models.git.modeling_git" in entries["git"].reason
+
+
+def test_a_scatter_in_another_class_than_the_host_is_named(entries):
+    needs(entries, "granite4_vision")
+    granite = entries["granite4_vision"]
+    assert granite.status == ELSEWHERE and granite.reason.endswith("Granite4VisionTextModel scatters in its own forward")
+
+
+def test_the_command_prints_a_line_per_model_type_and_the_count(entries, capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(entries) + 2
+    counts = {status: sum(e.status == status for e in entries.values()) for status in (SUPPORTED, SCATTERS, ELSEWHERE)}
+    assert f"{counts[SUPPORTED]} supported, {counts[SCATTERS]} more scatter at the host we look in" in out[-1]
+    assert out[-1].endswith(f"({counts[SUPPORTED]} of {sum(counts.values())} scatter VLMs served)")
