@@ -29,6 +29,7 @@ from envoys.tiny.images import chat_prompt, noise_image
 CLASSES = {
     "llava-siglip": ("LlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend"),
     "llava-clip": ("LlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend"),
+    "vipllava": ("VipLlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend"),
     "qwen2_vl": ("Qwen2VLForConditionalGeneration", "Qwen2VLProcessor", "TokenizersBackend"),
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend"),
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
@@ -48,6 +49,7 @@ CLASSES = {
 IMAGE_TOKENS = {
     "llava-siglip": (16, 16),
     "llava-clip": (16, 16),
+    "vipllava": (16, 16),  # llava-clip's tower and processor
     "qwen2_vl": (4, 12),
     "qwen2_5_vl": (16, 48),
     "qwen3_vl": (4, 12),
