@@ -27,13 +27,31 @@ from rewrites.image_scatter import SCATTER_SUFFIX, scatter_rule
 from .families import Family, family_for
 
 
+def inner_model_class(model: torch.nn.Module) -> type | None:
+    """The class of the wrapper's inner model (``LlavaModel`` in a ``LlavaForConditionalGeneration``), or None.
+
+    Its ``base_model``; where the wrapper names none (before transformers 5.0
+    the wrappers' ``base_model_prefix`` is empty), its child of the class
+    transformers maps the config to as its base model (``MODEL_MAPPING``).
+    """
+    inner = getattr(model, "base_model", model)
+    if inner is not model:
+        return type(inner)
+    from transformers import MODEL_MAPPING
+
+    try:
+        base = MODEL_MAPPING[type(model.config)]
+    except (KeyError, ValueError):
+        return None
+    return base if any(type(child) is base for child in model.children()) else None
+
+
 def scatter_host_class(model: torch.nn.Module, family: Family) -> type | None:
     """The class whose forward scatters the image features, or None on a text-only family.
 
     The family's `Scatter` names it where it is not the default (the root in
     ``in_root``, another class in ``host``); by default it is the wrapper's
-    inner model (``model.base_model``, ``LlavaModel`` in a
-    ``LlavaForConditionalGeneration``). None too where the model has no inner
+    inner model (`inner_model_class`). None too where the model has no inner
     model and the family names no host.
     """
     if family.text_only:
@@ -42,8 +60,7 @@ def scatter_host_class(model: torch.nn.Module, family: Family) -> type | None:
         return type(model)
     if family.scatter.host is not None:
         return family.scatter.host
-    inner = getattr(model, "base_model", model)
-    return type(inner) if inner is not model else None
+    return inner_model_class(model)
 
 
 def rules_for_model(model: torch.nn.Module, family: Family) -> tuple[Rule, ...]:
