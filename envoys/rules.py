@@ -5,7 +5,7 @@ the classes the model holds (`rewrites.rules_for_classes`: the listed
 forwards it runs, and the attention kernel of every class on the shared
 interface) and the scatter of its family's host (`rewrites.image_scatter`),
 the host being the wrapper's inner model unless the family's `Scatter` says
-otherwise.
+otherwise (`Family.host_class`).
 
 `catalog` is every rule of every tiny checkpoint (`envoys.tiny`), once each,
 with the model_types whose checkpoints run it: what ``python -m
@@ -27,45 +27,9 @@ from rewrites.image_scatter import SCATTER_SUFFIX, scatter_rule
 from .families import Family, family_for
 
 
-def inner_model_class(model: torch.nn.Module) -> type | None:
-    """The class of the wrapper's inner model (``LlavaModel`` in a ``LlavaForConditionalGeneration``), or None.
-
-    Its ``base_model``; where the wrapper names none (before transformers 5.0
-    the wrappers' ``base_model_prefix`` is empty), its child of the class
-    transformers maps the config to as its base model (``MODEL_MAPPING``).
-    """
-    inner = getattr(model, "base_model", model)
-    if inner is not model:
-        return type(inner)
-    from transformers import MODEL_MAPPING
-
-    try:
-        base = MODEL_MAPPING[type(model.config)]
-    except (KeyError, ValueError):
-        return None
-    return base if any(type(child) is base for child in model.children()) else None
-
-
-def scatter_host_class(model: torch.nn.Module, family: Family) -> type | None:
-    """The class whose forward scatters the image features, or None on a text-only family.
-
-    The family's `Scatter` names it where it is not the default (the root in
-    ``in_root``, another class in ``host``); by default it is the wrapper's
-    inner model (`inner_model_class`). None too where the model has no inner
-    model and the family names no host.
-    """
-    if family.text_only:
-        return None
-    if family.scatter.in_root:
-        return type(model)
-    if family.scatter.host is not None:
-        return family.scatter.host
-    return inner_model_class(model)
-
-
 def rules_for_model(model: torch.nn.Module, family: Family) -> tuple[Rule, ...]:
     """Every rule ``model`` runs: its host's scatter first, then the rules for the classes it holds."""
-    host = scatter_host_class(model, family)
+    host = family.host_class(model)
     scatter = (scatter_rule(family.model_type, host, family.scatter),) if host is not None else ()
     return scatter + rules_for_classes(type(module) for module in model.modules())
 

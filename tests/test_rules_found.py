@@ -17,7 +17,7 @@ from synthetic import write_module
 
 import envoys
 from envoys.families import family_for
-from envoys.rules import catalog, rules_for_model, scatter_host_class
+from envoys.rules import catalog, rules_for_model
 from envoys.tiny import NAMES, build
 from envoys.vision import ImageScatter
 from instrument import DriftError, compile_rule, install_all
@@ -242,7 +242,7 @@ def test_the_host_found_holds_the_scatter_and_gets_the_scatter_envoy(name):
 
     model, _ = build(name)
     family = family_for(model.config.model_type)
-    host = scatter_host_class(model, family)
+    host = family.host_class(model)
     assert family.scatter.callee in _rewritten(textwrap.dedent(inspect.getsource(host.forward)))
     if not family.scatter.in_root:
         assert family.envoys_for(model)[host] is not None and issubclass(family.envoys_for(model)[host], ImageScatter)

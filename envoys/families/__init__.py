@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 from nnsight import Envoy
+from transformers import MODEL_MAPPING
 
 from rewrites.image_scatter import Scatter
 
@@ -35,6 +36,24 @@ from ..bugs import KnownBug
 from ..grids import GridLayout
 from ..text import Attention, Layer, Mlp, TextModel
 from ..vision import ImageScatter
+
+
+def inner_model_class(model: torch.nn.Module) -> type | None:
+    """The class of the wrapper's inner model (``LlavaModel`` in a ``LlavaForConditionalGeneration``), or None.
+
+    Its ``base_model``; where the wrapper names none (before transformers 5.0
+    the wrappers' ``base_model_prefix`` is empty), its child of the class
+    transformers maps the config to as its base model (``MODEL_MAPPING``).
+    """
+    inner = getattr(model, "base_model", model)
+    if inner is not model:
+        return type(inner)
+    try:
+        base = MODEL_MAPPING[type(model.config)]
+    except (KeyError, ValueError):
+        return None
+    return base if any(type(child) is base for child in model.children()) else None
+
 
 #: Where a causal LM (a checkpoint of a text model alone) holds its text model.
 CAUSAL_LM_BASE = "model"
@@ -78,6 +97,22 @@ class Family:
         return replace(self, rename={**self.rename, **moved}, text_layers=f"{CAUSAL_LM_BASE}.layers",
                        logits_at="", forward_bug=None, text_only=True)
 
+    def host_class(self, model: torch.nn.Module) -> type | None:
+        """The class whose forward scatters the image features, or None on a text-only family.
+
+        The family's `Scatter` names it where it is not the default (the root in
+        ``in_root``, another class in ``host``); by default it is the wrapper's
+        inner model (`inner_model_class`). None too where the model has no inner
+        model and the family names no host.
+        """
+        if self.text_only:
+            return None
+        if self.scatter.in_root:
+            return type(model)
+        if self.scatter.host is not None:
+            return self.scatter.host
+        return inner_model_class(model)
+
     def rename_for(self, config: Any) -> dict[str | type, str]:
         """The ``rename=`` for one checkpoint of this family."""
         return {**self.rename, **self.extra_rename(config)}
@@ -90,11 +125,9 @@ class Family:
         class lookup ends on: the map is by class only, and without that key nnsight would spell each
         module's path under every ``rename`` alias to look for path keys there are none of.
         """
-        from ..rules import scatter_host_class  # the rules import the families
-
         blocks = model.get_submodule(self.text_layers)
         found: dict[type, type] = {type(model.get_submodule(self.text_layers.rpartition(".")[0])): TextModel}
-        host = scatter_host_class(model, self)
+        host = self.host_class(model)
         if host is not None and host is not type(model):
             found[host] = ImageScatter
         for block in blocks:
