@@ -249,8 +249,9 @@ def test_the_text_stream_passes_from_block_to_block_with_what_deepstack_adds(mod
             assert torch.equal(following[k], outputs[k]), k
 
 
-def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, row):
-    images = row.images[:1]
+@COUNTS
+def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, row, count):
+    images = row.images[:count]
     text = prompt(model, images)
     with model.trace(text, images=images) as tracer:
         clean_first = model.layers[0].input.save()
