@@ -292,7 +292,7 @@ def test_patch_embeddings_are_the_convolution_before_positions(model):
     assert torch.equal(first, patches + positions)
 
 
-# -- the processor, what is unavailable ------------------------------------------------------------------
+# -- the processor, what is unavailable ------------------------------------------------------------
 
 
 def test_the_processor_gives_an_image_the_configs_token_count_at_the_towers_size(model):
@@ -329,7 +329,7 @@ def test_text_alone_attends_causally_on_a_text_only_load(tiny_checkpoint):
     assert not probabilities[..., above].any()
 
 
-# -- grids -----------------------------------------------------------------------------------------------
+# -- grids -----------------------------------------------------------------------------------------
 
 
 def test_grids_refuse_a_batch_with_pan_and_scan_crops(model):

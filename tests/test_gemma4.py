@@ -2,11 +2,11 @@
 
 Every expected number comes from outside the code under test: the stock
 processor's outputs (``image_position_ids``, ``pixel_values``), the modules'
-weights and configs, or a recomputation. The spec's contracts (the scatter and the mask, the
-280-row stream and block identity, the pattern's rows, what the projector
-gives, ablation, sizes, support, the text-only load, generation, outputs
-against the plain model) run on this checkpoint in test_vision_contracts.py;
-this file holds what is particular to Gemma 4.
+weights and configs, or a recomputation. The spec's contracts (the scatter and
+the mask, the 280-row stream and block identity, the pattern's rows, what the
+projector gives, ablation, sizes, support, the text-only load, generation,
+outputs against the plain model) run on this checkpoint in
+test_vision_contracts.py; this file holds what is particular to Gemma 4.
 """
 
 from __future__ import annotations
@@ -311,7 +311,7 @@ def test_patch_mask_is_read_only_and_read_first(model):
             model.vision.patch_mask.save()
 
 
-# -- sizes and what is unavailable -----------------------------------------------------------------------------
+# -- sizes and what is unavailable -----------------------------------------------------------------
 
 
 def test_sizes_of_the_padded_tower(model):

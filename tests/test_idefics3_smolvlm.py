@@ -262,7 +262,7 @@ def test_without_the_scatter_rule_image_features_says_why(name, site, tiny_check
     assert model.vision.support()["tower_output"] is None
 
 
-# -- sizes and what is unavailable -----------------------------------------------------------------------------
+# -- sizes and what is unavailable -----------------------------------------------------------------
 
 
 def test_the_tile_sizes(model):

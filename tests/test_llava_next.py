@@ -218,7 +218,7 @@ def test_a_write_of_the_wrong_shape_is_refused(model):
             model.vision.image_features = torch.zeros(16, 32)  # the base tile's count: not what is scattered
 
 
-# -- sizes and what is unavailable ----------------------------------------------------------------------------------
+# -- sizes and what is unavailable -----------------------------------------------------------------
 
 
 def test_the_tile_sizes(model):

@@ -4,12 +4,13 @@ Every expected number comes from outside the code under test: the stock
 processor's ``pixel_values`` and ``image_sizes``, the config's patch size, the
 modules' own weights, or a recomputation from other values read in the same
 trace. Images (`pixtral_inputs`): 32x32 (4x4 patches of 8 px) and 48 high x 64
-wide (6x8 patches); there is no merge, so each patch is one image token. The spec's contracts (the
-scatter and the mask, the packed stream and every block's identity, the
-block-diagonal pattern, what the projector reads, ablation, sizes, support,
-the text-only load, generation, outputs against the plain model) run on this
-checkpoint in test_vision_contracts.py; this file holds what is particular to
-a Pixtral tower under LLaVA.
+wide (6x8 patches); there is no merge, so each patch is one image token.
+
+The spec's contracts (the scatter and the mask, the packed stream and every
+block's identity, the block-diagonal pattern, what the projector reads,
+ablation, sizes, support, the text-only load, generation, outputs against the
+plain model) run on this checkpoint in test_vision_contracts.py; this file
+holds what is particular to a Pixtral tower under LLaVA.
 """
 
 from __future__ import annotations

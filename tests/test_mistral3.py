@@ -193,7 +193,7 @@ def test_the_projector_gets_the_image_sizes_and_merges_each_2x2_square(model):
     assert merged_in.shape[0] == sum(token_counts(model, TWO))
 
 
-# -- the text side -------------------------------------------------------------------
+# -- the text side ---------------------------------------------------------------------------------
 
 
 def test_text_attention_is_causal_and_rows_sum_to_one(model):

@@ -289,7 +289,7 @@ def test_writing_patch_embeddings_reaches_the_first_block(model):
     assert torch.allclose(zeroed[0, patch_rows], clean[0, patch_rows] - clean_patches[0], atol=1e-6)  # positions remain
 
 
-# -- the pattern: per image -----------------------------------------------------------
+# -- the pattern: per image ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
