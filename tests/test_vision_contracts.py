@@ -62,9 +62,9 @@ def test_every_row_is_a_builder():
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_the_rows_numbers_agree_with_each_other(name):
     row = ROWS[name]
-    for count in (1, 2):
-        row.stream.shape(count), row.projected.shape(count)  # a batched layout's rows are all as long
-    assert all(rows == 1 for rows, _ in row.stream.per_image) or row.stream.kind == "batched"
+    for count in (1, 2):  # a batched layout's rows are all as long (shape() unpacks their one length)
+        assert row.stream.shape(count) and row.projected.shape(count)
+    assert row.stream.kind == "batched" or all(rows == 1 for rows, _ in row.stream.per_image)  # packed: a row an image
     if row.features_are_projected:  # one image token per position of the projector's output
         assert tuple(rows * positions for rows, positions in row.projected.per_image) == row.image_tokens
     assert 0 <= row.prefix < min(positions for _, positions in row.stream.per_image)
