@@ -7,6 +7,11 @@ model has a sliding layer (window 16) and a global one. Pan-and-scan is off
 whatever its aspect ratio. Every expected number comes from outside the code
 under test: the stock processor's outputs (``input_ids``, ``token_type_ids``),
 the configs, the modules' weights, or a recomputation from other values.
+The spec's contracts (the scatter and the mask, the tower's stream and block
+identity, the pattern, what the projector reads, ablation, sizes, support,
+the text-only load, generation, outputs against the plain model) run on this
+checkpoint in test_vision_contracts.py; this file holds what is particular to
+Gemma 3.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ import nnsight
 import pytest
 import torch
 from tower_body import tower_body
-from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
@@ -99,13 +103,6 @@ def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(m
     assert model.vision.layers[0].post_attention_layernorm._module is tower_block.layer_norm2
 
 
-def test_outputs_outside_a_trace_are_the_plain_models(model):
-    batch = inputs(model, TWO)
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
-    with torch.no_grad():
-        assert torch.equal(model._module(**batch).logits, plain(**batch).logits)
-
-
 def test_show_lists_every_rewritten_forward_of_gemma3(capsys):
     assert show(["gemma3"]) == 0
     out = capsys.readouterr().out
@@ -121,31 +118,6 @@ def test_show_lists_every_rewritten_forward_of_gemma3(capsys):
 
 
 # -- where the image enters the text model -----------------------------------------------------------
-
-
-@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
-def test_the_scatter_equality_and_the_shapes(model, images):
-    with model.trace(prompt(model, images), images=images):
-        mask = model.vision.image_token_mask.save()
-        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
-        patches = model.vision.layers[0].layer_output.save()
-        tower = model.vision.tower_output.save()
-        projected = model.projector.output.save()
-        features = model.vision.image_features.save()
-        first = model.layers[0].input.save()
-        logits = model.logits.save()
-    n, rows, tokens = len(images), patches_per_image(model), tokens_per_image(model)
-    expected_mask = inputs(model, images)["input_ids"] == model.config.image_token_id
-    assert torch.equal(mask, expected_mask)
-    assert int(mask.sum()) == n * tokens == features.shape[0]  # the mask's count is image_features' rows
-    assert patches.shape == tower.shape == (n, rows, model.vision.vision_hidden_size)  # one row per image, no CLS
-    assert pattern.shape == (n, model.vision.num_heads, rows, rows)
-    assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
-    assert projected.shape == (n, tokens, model.hidden_size)  # [images, tokens, hidden] at the scatter
-    assert features.shape == (n * tokens, model.hidden_size)
-    assert torch.equal(first[mask], features)
-    assert torch.equal(features, projected.reshape(n * tokens, -1))  # flat, image after image
-    assert logits.shape[:2] == mask.shape
 
 
 def test_the_features_reach_the_scatter_as_images_tokens_hidden(tiny_checkpoint):
@@ -195,16 +167,11 @@ def test_the_scatter_is_into_the_scaled_embeddings(model):
     assert not torch.equal(first[mask], embedded[mask])
 
 
-def test_what_the_projector_receives_and_how_it_pools(model):
-    """The projector reads tower_output (after post_layernorm) whole and pools it; recomputed from its weights."""
+def test_how_the_projector_pools(model):
+    """The projector pools tower_output (what it reads, after post_layernorm) 2x2; recomputed from its weights."""
     with model.trace(prompt(model, TWO), images=TWO):
-        last = model.vision.layers[-1].layer_output.save()
         tower = model.vision.tower_output.save()
-        received = model.projector.input.save()
         projected = model.projector.output.save()
-    assert torch.equal(received, tower)
-    assert torch.equal(tower, model.vision.norm._module(last))
-    assert not torch.equal(received, last)
     projector = model.projector._module
     side = model.config.vision_config.image_size // model.config.vision_config.patch_size  # patches a side
     per_side = int(model.config.mm_tokens_per_image**0.5)  # tokens a side
@@ -231,41 +198,23 @@ def test_writes_to_image_features_land_at_the_image_tokens_in_order(model):
             model.vision.image_features = torch.zeros(3, 32)
 
 
-def test_ablating_image_features_reaches_the_logits_and_nothing_leaks(model):
-    text = prompt(model, ONE)
-    with model.trace(text, images=ONE):
-        clean = model.logits.save()
-    with model.trace(text, images=ONE):
-        model.vision.image_features[:] = 0
-        ablated = model.logits.save()
-    assert not torch.equal(ablated, clean)
-    with model.trace(text, images=ONE):
-        again = model.logits.save()
-    assert torch.equal(again, clean)
-
-
 # -- the blocks ----------------------------------------------------------------------------------------
 
 
-def test_block_values_add_up_on_the_sandwich_text_blocks_and_the_tower_blocks(model):
+def test_block_values_add_up_on_the_sandwich_text_blocks(model):
     with model.trace(prompt(model, TWO), images=TWO):
-        tower_parts = nnsight.save([])
-        for block in model.vision.layers:
-            tower_parts.append(nnsight.save([block.layer_input, block.attention_output, block.mlp_output,
-                                             block.layer_output]))
         text_parts = nnsight.save([])
         for block in model.layers:
             layer_input = block.layer_input
             attended = block.self_attn.output[0].save()  # before post_attention_layernorm
             text_parts.append(nnsight.save([layer_input, block.attention_output, block.mlp_output,
                                             block.layer_output]))
-    for layer_input, attention, mlp, output in [*tower_parts, *text_parts]:
+    for layer_input, attention, mlp, output in text_parts:
         assert torch.equal(layer_input + attention + mlp, output)
     last = model.layers[-1]._module
     assert torch.equal(text_parts[-1][1], last.post_attention_layernorm(attended))  # the post-norm's output
     assert not torch.equal(text_parts[-1][1], attended)
     assert torch.equal(text_parts[1][0], text_parts[0][3])
-    assert tower_parts[0][0].shape == (2, patches_per_image(model), model.vision.vision_hidden_size)
 
 
 @pytest.mark.parametrize("layer", [0, 1], ids=["sliding", "global"])
@@ -343,34 +292,13 @@ def test_patch_embeddings_are_the_convolution_before_positions(model):
     assert torch.equal(first, patches + positions)
 
 
-# -- sizes, support, what is unavailable ------------------------------------------------------------------
+# -- the processor, what is unavailable ------------------------------------------------------------
 
 
-def test_sizes_are_the_configs(model):
-    vision, text = model.config.vision_config, model.config.text_config
-    assert (model.num_layers, model.hidden_size) == (text.num_hidden_layers, text.hidden_size)
-    assert model.vision.num_layers == vision.num_hidden_layers == len(tower_body(model._module.model.vision_tower).encoder.layers)
-    assert (model.vision.vision_hidden_size, model.vision.num_heads) == (vision.hidden_size, vision.num_attention_heads)
-    assert model.vision.head_dim == vision.hidden_size // vision.num_attention_heads
-    assert (model.vision.intermediate_size, model.vision.patch_size, model.vision.image_size) == (
-        vision.intermediate_size, vision.patch_size, vision.image_size,
-    )
+def test_the_processor_gives_an_image_the_configs_token_count_at_the_towers_size(model):
+    vision = model.config.vision_config
     assert model.processor.image_seq_length == model.config.mm_tokens_per_image == 16
     assert model.processor.image_processor.size == {"height": vision.image_size, "width": vision.image_size}
-
-
-def test_support_lists_every_value_as_available(model):
-    support = model.support()
-    for name in ("logits", "layer_input", "attention_output", "mlp_output", "layer_output",
-                 "self_attn.attention_queries", "self_attn.attention_scores", "self_attn.attention_probabilities",
-                 "self_attn.attention_head_outputs", "vision.image_token_mask", "vision.image_features",
-                 "vision.patch_embeddings", "vision.tower_output", "vision.layer_output",
-                 "vision.self_attn.attention_probabilities", "vision.self_attn.attention_head_outputs"):
-        assert support[name] is None, name
-    assert all(reason is None for reason in support.values())
-    assert set(model.vision.support(layer=0)) == {
-        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))
-    }
 
 
 def test_sdpa_makes_scores_and_probabilities_unavailable_with_the_reason(tiny_checkpoint):
@@ -391,55 +319,17 @@ def test_sdpa_makes_scores_and_probabilities_unavailable_with_the_reason(tiny_ch
     assert torch.equal(first[mask], features)
 
 
-def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
+def test_text_alone_attends_causally_on_a_text_only_load(tiny_checkpoint):
+    """Without a processor no image reaches the model (the contracts check what is then unavailable): every block
+    of the text attends causally, the image tokens' bidirectional attention having nothing to apply to."""
     model = StandardizedTransformer(tiny_checkpoint("gemma3"), attn_implementation="eager")
-    assert model.processor is None and model.vision.support() == {}
-    assert not [row for row in model.support() if row.startswith("vision.")]
-    for read in (lambda: model.vision.image_features, lambda: model.vision.tower_output,
-                 lambda: model.vision.layers[0].self_attn.attention_probabilities):
-        with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
-            read()
     with model.trace("What is in the picture ?"):
         probabilities = model.layers[1].self_attn.attention_probabilities.save()
-        logits = model.logits.save()
     above = torch.ones(probabilities.shape[-2:], dtype=torch.bool).triu(1)
-    assert not probabilities[..., above].any()  # text alone: causal everywhere
-    assert logits.shape[-1] == model.config.text_config.vocab_size
+    assert not probabilities[..., above].any()
 
 
-# -- generation -----------------------------------------------------------------------------------------
-
-
-def test_generation_reads_the_mask_per_step_and_the_tower_at_step_zero(model):
-    text = prompt(model, ONE)
-    steps = 3
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        masks, features = nnsight.save([]), nnsight.save([])
-        for step in tracer.iter[:]:
-            masks.append(model.vision.image_token_mask.save())
-            if step == 0:
-                tower = model.vision.tower_output.save()
-                features.append(model.vision.image_features.save())
-    prompt_length = inputs(model, ONE)["input_ids"].shape[1]
-    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
-    assert int(masks[0].sum()) == tokens_per_image(model) and not any(m.any() for m in masks[1:])
-    assert tower.shape == (1, patches_per_image(model), model.vision.vision_hidden_size)
-    assert features[0].shape == (tokens_per_image(model), model.hidden_size)
-
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        later = nnsight.save([])
-        for _ in tracer.iter[1:]:
-            later.append(model.vision.tower_output.save())  # the tower does not run again
-    assert later == []
-
-
-def test_generation_output_is_the_plain_models(model):
-    batch = inputs(model, ONE)
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
-    expected = plain.generate(**batch, max_new_tokens=4, min_new_tokens=4, do_sample=False)
-    with model.generate(prompt(model, ONE), images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
-        ids = tracer.result.save()
-    assert torch.equal(ids, expected)
+# -- grids -----------------------------------------------------------------------------------------
 
 
 def test_grids_refuse_a_batch_with_pan_and_scan_crops(model):

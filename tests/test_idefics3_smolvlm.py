@@ -7,7 +7,11 @@ SmolVLM by ``inputs_embeds.masked_scatter`` in its own forward. Every expected
 number comes from outside the code under test: the stock processor's outputs
 (``pixel_values``' tile axis, the image processor's rows and cols,
 ``image_seq_len``), the modules' own weights and attributes, or a
-recomputation from other values.
+recomputation from other values. The spec's contracts (the scatter and the
+mask, the tiles as the stream's rows and every block's identity, the pattern,
+what the connector reads, ablation, sizes, support, the text-only load,
+generation, outputs against the plain model) run on both checkpoints in
+test_vision_contracts.py; this file holds what is particular to them.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import nnsight
 import pytest
 import torch
 from swap_rules import without_rule
-from transformers import AutoModelForImageTextToText
 from transformers.models.smolvlm import modeling_smolvlm
 
 from envoys import StandardizedTransformer, Unavailable
@@ -110,44 +113,7 @@ def test_the_vocabulary_holds_the_tile_tokens(model):
     assert shown.count("<global-img>") == 2 and "<row_2_col_2>" in shown and "<row_1_col_2>" in shown
 
 
-def test_outputs_outside_a_trace_are_the_plain_models(model):
-    inputs = processed(model, TWO)
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
-    with torch.no_grad():
-        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
-
-
 # -- the tiles and the scatter ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
-def test_the_scatter_equality_and_tiles_as_rows(model, images):
-    with model.trace(prompt(model, images), images=images):
-        mask = model.vision.image_token_mask.save()
-        patches = model.vision.patch_embeddings.save()
-        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
-        stream = model.vision.layers[0].layer_output.save()
-        tower = model.vision.tower_output.save()
-        projected = model.projector.output.save()
-        features = model.vision.image_features.save()
-        first = model.layers[0].input.save()
-    inputs = processed(model, images)
-    tiles = sum(tiles_per_image(model, images))
-    assert inputs["pixel_values"].shape[:2] == (1, tiles)  # one prompt: no padding tile
-    if len(images) == 2:
-        assert tiles_per_image(model, images)[0] != tiles_per_image(model, images)[1]
-    rows, width = patches_per_tile(model), model.config.vision_config.hidden_size
-    heads = model.config.vision_config.num_attention_heads
-    assert patches.shape == stream.shape == tower.shape == (tiles, rows, width)
-    assert pattern.shape == (tiles, heads, rows, rows)
-    assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
-    tokens = int(mask.sum())
-    assert tokens == tiles * tokens_per_tile(model) == features.shape[0]
-    assert torch.equal(mask, inputs["input_ids"] == model.processor.image_token_id)
-    assert features.shape == (tokens, model.hidden_size)
-    assert torch.equal(first[mask], features)
-    assert projected.shape == (tiles, tokens_per_tile(model), model.hidden_size)
-    assert torch.equal(projected.reshape(-1, model.hidden_size), features)  # tile after tile, in prompt order
 
 
 def test_each_row_is_one_of_the_processors_tiles_in_order(model):
@@ -184,7 +150,7 @@ def test_all_zero_padding_tiles_are_not_rows(model):
     assert torch.equal(first[mask], features)
 
 
-def test_block_values_add_up_and_the_attention_interior_is_consistent(model):
+def test_the_attention_interior_is_consistent_and_text_blocks_add_up(model):
     block = model.vision.layers[0]
     attention = block.self_attn
     with model.trace(prompt(model, ONE), images=ONE):
@@ -195,7 +161,6 @@ def test_block_values_add_up_and_the_attention_interior_is_consistent(model):
         heads = attention.attention_head_outputs.save()
         projected_in = attention.o_proj.input.save()
     with model.trace(prompt(model, ONE), images=ONE):
-        parts = nnsight.save([block.layer_input, block.attention_output, block.mlp_output, block.layer_output])
         text = nnsight.save([model.layers[1].layer_input, model.layers[1].attention_output,
                              model.layers[1].mlp_output, model.layers[1].layer_output])
     tiles, rows = sum(tiles_per_image(model, ONE)), patches_per_tile(model)
@@ -203,8 +168,8 @@ def test_block_values_add_up_and_the_attention_interior_is_consistent(model):
     assert torch.equal(scores.softmax(-1), probabilities)
     assert torch.equal(probabilities @ values, heads.transpose(1, 2))
     assert torch.equal(heads.reshape(tiles, rows, -1), projected_in)
-    for layer_input, attended, mlp, output in (parts, text):
-        assert torch.equal(layer_input + attended + mlp, output)
+    layer_input, attended, mlp, output = text
+    assert torch.equal(layer_input + attended + mlp, output)
 
 
 def test_patch_embeddings_are_the_convolution_before_positions(model):
@@ -226,17 +191,12 @@ def test_patch_embeddings_are_the_convolution_before_positions(model):
     assert torch.equal(rows, rows[:1].expand_as(rows))
 
 
-def test_what_the_projector_receives_is_tower_output(model):
-    """The connector reads the tower's last_hidden_state, after post_layernorm (tower_output), not the last
-    block's output; it pixel-shuffles each tile and projects it, giving image_features."""
+def test_the_connector_pixel_shuffles_each_tile_of_tower_output(model):
+    """The connector reads tower_output (the tower's last_hidden_state, after post_layernorm), pixel-shuffles each
+    tile and projects it, giving image_features."""
     with model.trace(prompt(model, TWO), images=TWO):
-        last = model.vision.layers[-1].layer_output.save()
         tower = model.vision.tower_output.save()
-        received = model.projector.input.save()
         features = model.vision.image_features.save()
-    norm = native(model).vision_model.post_layernorm
-    assert torch.equal(tower, torch.nn.functional.layer_norm(last, norm.normalized_shape, norm.weight, norm.bias, norm.eps))
-    assert torch.equal(received, tower) and not torch.equal(received, last)
     scale, (tiles, patches, width) = model.config.scale_factor, tower.shape
     side = int(patches**0.5)
     # Pixel shuffle, recomputed: token (i, j) of a tile holds the scale x scale block of patches at (i, j), row by row.
@@ -244,22 +204,6 @@ def test_what_the_projector_receives_is_tower_output(model):
     shuffled = blocks.permute(0, 1, 3, 2, 4, 5).reshape(tiles, (side // scale) ** 2, scale * scale * width)
     projection = native(model).connector.modality_projection.proj.weight
     assert torch.allclose(features, (shuffled @ projection.T).reshape(-1, model.hidden_size), atol=1e-6)
-
-
-def test_an_ablation_of_image_features_reaches_the_logits_and_leaves_nothing_behind(model):
-    text = prompt(model, ONE)
-    with model.trace(text, images=ONE):
-        clean = model.logits.save()
-    with model.trace(text, images=ONE):
-        mask = model.vision.image_token_mask.save()
-        model.vision.image_features[:] = 0
-        first = model.layers[0].input.save()
-        ablated = model.logits.save()
-    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
-    assert not torch.equal(ablated, clean)
-    with model.trace(text, images=ONE):
-        again = model.logits.save()
-    assert torch.equal(again, clean)
 
 
 def test_image_features_can_be_replaced_whole_and_a_bad_shape_is_refused(model):
@@ -316,37 +260,14 @@ def test_without_the_scatter_rule_image_features_says_why(name, site, tiny_check
     assert model.vision.support()["tower_output"] is None
 
 
-# -- sizes and support -----------------------------------------------------------------------------
+# -- sizes and what is unavailable -----------------------------------------------------------------
 
 
-def test_sizes(model):
-    tower = native(model).vision_model
-    block = tower.encoder.layers[0]
+def test_the_tile_sizes(model):
     vision = model.vision
-    assert vision.num_layers == len(tower.encoder.layers)
-    assert vision.vision_hidden_size == tower.embeddings.patch_embedding.out_channels
-    assert (vision.num_heads, vision.head_dim) == (block.self_attn.num_heads, block.self_attn.head_dim)
-    assert vision.intermediate_size == block.mlp.fc1.out_features
-    assert vision.patch_size == tower.embeddings.patch_embedding.kernel_size[0]
     assert vision.image_size == model.processor.image_processor.max_image_size["longest_edge"]  # the tile side
     assert vision.scale_factor == native(model).connector.scale_factor
     assert vision.image_seq_len == model.processor.image_seq_len
-    text = native(model).text_model
-    assert (model.num_layers, model.hidden_size) == (len(text.layers), text.embed_tokens.embedding_dim)
-
-
-def test_support_rows(model):
-    tower = model.vision.support()
-    for name in ("image_token_mask", "image_features", "patch_embeddings", "tower_output", "layer_input",
-                 "attention_output", "mlp_output", "layer_output", "self_attn.attention_queries",
-                 "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_scores",
-                 "self_attn.attention_probabilities", "self_attn.attention_head_outputs"):
-        assert tower[name] is None, name
-    support = model.support()
-    assert all(reason is None for reason in support.values()), support
-    assert {f"vision.{name}" for name in tower} <= set(support)
-    for name in ("self_attn.attention_probabilities", "layer_output", "logits"):
-        assert name in support
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -359,51 +280,6 @@ def test_what_is_unavailable_says_why(name, tiny_checkpoint):
     assert rows["self_attn.attention_queries"] is None and rows["image_features"] is None
     with pytest.raises(Unavailable, match=r"exist only inside eager attention, and this model runs 'sdpa'"):
         sdpa.layers[0].self_attn.attention_probabilities
-
-    text_only = StandardizedTransformer(tiny_checkpoint(name))
-    assert text_only.processor is None and text_only.vision.support() == {}
-    assert not [row for row in text_only.support() if row.startswith("vision.")]
-    for read in (lambda: text_only.vision.image_features, lambda: text_only.vision.tower_output,
-                 lambda: text_only.vision.layers[0].self_attn.attention_probabilities):
-        with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
-            read()
-
-
-# -- generation ------------------------------------------------------------------------------------
-
-
-def test_generation_reads_the_mask_per_step_and_the_tower_at_step_zero(model):
-    text = prompt(model, ONE)
-    steps = 3
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        masks, features = nnsight.save([]), nnsight.save([])
-        for step in tracer.iter[:]:
-            masks.append(model.vision.image_token_mask.save())
-            if step == 0:
-                stream = model.vision.layers[0].layer_output.save()
-                features.append(model.vision.image_features.save())
-    prompt_length = processed(model, ONE)["input_ids"].shape[1]
-    tiles = sum(tiles_per_image(model, ONE))
-    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
-    assert int(masks[0].sum()) == tiles * tokens_per_tile(model) and not any(m.any() for m in masks[1:])
-    assert stream.shape == (tiles, patches_per_tile(model), model.vision.vision_hidden_size)
-    assert features[0].shape == (tiles * tokens_per_tile(model), model.hidden_size)
-
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        later = nnsight.save([])
-        for _ in tracer.iter[1:]:
-            later.append(model.vision.tower_output.save())  # the tower does not run again
-    assert later == []
-
-
-def test_generation_output_is_the_plain_models(model):
-    text = prompt(model, ONE)
-    inputs = processed(model, ONE)
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager")
-    expected = plain.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
-    with model.generate(text, images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
-        ids = tracer.result.save()
-    assert torch.equal(ids, expected)
 
 
 # -- the rewritten forwards, shown -------------------------------------------------------------------

@@ -3,7 +3,12 @@
 Every expected number comes from outside the code under test: the stock
 processor's ``pixel_values`` (its tile axis) and ``image_sizes``, the config's
 ``image_grid_pinpoints``, the modules' own weights (``image_newline``), or a
-recomputation from other values read in the same trace.
+recomputation from other values read in the same trace. The spec's contracts
+(the scatter and the mask, the tiles as the stream's rows with CLS first and
+every block's identity, the pattern, what the projector reads, ablation,
+sizes, support, the text-only load, generation, outputs against the plain
+model) run on this checkpoint in test_vision_contracts.py; this file holds
+what is particular to LLaVA-NeXT.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import pytest
 import torch
 from swap_rules import without_rule
 from tower_body import tower_body
-from transformers import AutoModelForImageTextToText
 from transformers.image_processing_utils import select_best_resolution
 
 from envoys import StandardizedTransformer, Unavailable
@@ -31,12 +35,6 @@ def model(tiny_checkpoint):
     return StandardizedTransformer(
         tiny_checkpoint("llava_next"), task="image-text-to-text", device="cpu", attn_implementation="eager"
     )
-
-
-@pytest.fixture(scope="module")
-def plain(model):
-    """The same checkpoint loaded plainly with transformers, without this library."""
-    return AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
 
 
 def prompt(model, images) -> str:
@@ -110,12 +108,6 @@ def test_loads_with_its_stock_processor_and_names_reach_the_native_modules(model
     assert type(model.layers[0].self_attn._module).__name__ == "MistralAttention"
 
 
-def test_outputs_outside_a_trace_are_the_plain_models(model, plain):
-    inputs = processed(model, TWO)
-    with torch.no_grad():
-        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
-
-
 def test_show_lists_every_rewritten_forward(capsys):
     assert show(["llava_next"]) == 0
     out = capsys.readouterr().out
@@ -134,33 +126,15 @@ def test_show_lists_every_rewritten_forward(capsys):
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
-def test_the_scatter_equality_and_the_tile_shapes(model, images):
+def test_the_tower_runs_on_each_images_base_tile_then_its_grid_tiles(model, images):
     with model.trace(prompt(model, images), images=images):
-        mask = model.vision.image_token_mask.save()
         pixels = model.vision.input.save()  # what the tower runs on: every real tile of the call
-        patches = model.vision.patch_embeddings.save()
-        pattern = model.vision.layers[0].self_attn.attention_probabilities.save()
-        stream = model.vision.layers[0].layer_output.save()
-        tower = model.vision.tower_output.save()
-        projected = model.projector.output.save()
-        features = model.vision.image_features.save()
-        first = model.layers[0].input.save()
         text_pattern = model.layers[0].self_attn.attention_probabilities.save()
     inputs = processed(model, images)
     counts = tiles_per_image(model, images)
     assert counts == [1 + rows * columns for rows, columns in (grid_shape(model, s) for s in inputs["image_sizes"])]
-    tiles, positions = sum(counts), patch_side(model) ** 2
-    width, heads = model.vision.vision_hidden_size, model.vision.num_heads
     real = torch.cat([image[:count] for image, count in zip(inputs["pixel_values"], counts)])
     assert torch.equal(pixels, real)  # each image's base tile, then its grid tiles; images in order
-    assert patches.shape == (tiles, positions, width)
-    assert stream.shape == tower.shape == (tiles, 1 + positions, width)  # CLS first, one row per tile
-    assert pattern.shape == (tiles, heads, 1 + positions, 1 + positions)
-    assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
-    assert projected.shape == (tiles, positions, model.hidden_size)
-    assert int(mask.sum()) == features.shape[0] == int((inputs["input_ids"] == model.config.image_token_id).sum())
-    assert features.shape == (int(mask.sum()), model.hidden_size)
-    assert torch.equal(first[mask], features)
     length = inputs["input_ids"].shape[1]
     assert text_pattern.shape == (1, model.config.text_config.num_attention_heads, length, length)
     assert torch.allclose(text_pattern.sum(-1), torch.ones(text_pattern.shape[:-1]))
@@ -200,17 +174,6 @@ def test_image_features_are_the_unpadded_tiles_with_newline_rows(model):
     assert torch.equal(torch.cat(own).detach(), features) and lengths.tolist() == counts
 
 
-def test_what_the_projector_receives_is_block_minus_two_without_cls(model):
-    with model.trace(prompt(model, TWO), images=TWO):
-        second_last = model.vision.layers[-2].layer_output.save()
-        last = model.vision.layers[-1].layer_output.save()
-        tower = model.vision.tower_output.save()
-        received = model.projector.input.save()
-    assert torch.equal(received, second_last[:, 1:])
-    assert torch.equal(tower, last)  # CLIP's post_layernorm normalises only the pooled CLS
-    assert not torch.equal(received, last[:, 1:])
-
-
 def test_patch_embeddings_come_before_positions_and_cls_is_first(model):
     vision = model.vision
     embeddings = tower_body(vision._module).embeddings
@@ -223,16 +186,13 @@ def test_patch_embeddings_come_before_positions_and_cls_is_first(model):
     assert torch.equal(entering[:, 0], cls)  # the same CLS on every tile, first
 
 
-def test_block_values_add_up_on_tower_and_text_blocks(model):
-    tower_block, text_block = model.vision.layers[1], model.layers[1]
+def test_block_values_add_up_on_text_blocks(model):
+    text_block = model.layers[1]
     with model.trace(prompt(model, TWO), images=TWO):
-        tower = nnsight.save([tower_block.layer_input, tower_block.attention_output,
-                              tower_block.mlp_output, tower_block.layer_output])
         text = nnsight.save([text_block.layer_input, text_block.attention_output,
                              text_block.mlp_output, text_block.layer_output])
-    for layer_input, attention, mlp, output in (tower, text):
-        assert torch.equal(layer_input + attention + mlp, output)
-    assert tower[0].shape[0] == sum(tiles_per_image(model, TWO))
+    layer_input, attention, mlp, output = text
+    assert torch.equal(layer_input + attention + mlp, output)
 
 
 def test_the_attention_interior_is_per_tile(model):
@@ -251,22 +211,6 @@ def test_the_attention_interior_is_per_tile(model):
 # -- writes -------------------------------------------------------------------------------------------
 
 
-def test_ablating_image_features_reaches_the_logits_and_nothing_leaks(model):
-    text = prompt(model, TWO)
-    with model.trace(text, images=TWO):
-        clean = model.logits.save()
-    with model.trace(text, images=TWO):
-        mask = model.vision.image_token_mask.save()
-        model.vision.image_features[:] = 0
-        first = model.layers[0].input.save()
-        ablated = model.logits.save()
-    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
-    assert not torch.equal(ablated, clean)
-    with model.trace(text, images=TWO):
-        again = model.logits.save()
-    assert torch.equal(again, clean)
-
-
 def test_a_write_of_the_wrong_shape_is_refused(model):
     tokens = int((processed(model, ONE)["input_ids"] == model.config.image_token_id).sum())
     with pytest.raises(ValueError, match=rf"vision\.image_features takes a tensor of shape \({tokens}, 32\).*got \(16, 32\)"):
@@ -274,33 +218,14 @@ def test_a_write_of_the_wrong_shape_is_refused(model):
             model.vision.image_features = torch.zeros(16, 32)  # the base tile's count: not what is scattered
 
 
-# -- sizes and support ----------------------------------------------------------------------------------
+# -- sizes and what is unavailable -----------------------------------------------------------------
 
 
-def test_sizes(model):
-    tower, vision = model._module.model.vision_tower, model.vision
-    block = tower_body(tower).encoder.layers[0]
-    image_processor = model.processor.image_processor
-    assert vision.num_layers == len(tower_body(tower).encoder.layers)
-    assert vision.vision_hidden_size == tower_body(tower).embeddings.patch_embedding.out_channels
-    assert (vision.num_heads, vision.head_dim) == (block.self_attn.num_heads, block.self_attn.head_dim)
-    assert vision.intermediate_size == block.mlp.fc1.out_features
-    assert vision.patch_size == tower_body(tower).embeddings.patch_embedding.kernel_size[0] == model.processor.patch_size
+def test_the_tile_sizes(model):
+    vision, image_processor = model.vision, model.processor.image_processor
+    assert vision.patch_size == model.processor.patch_size
     assert vision.image_size == image_processor.crop_size["height"] == processed(model, ONE)["pixel_values"].shape[-1]
     assert vision.image_grid_pinpoints == [list(p) for p in image_processor.image_grid_pinpoints]
-    text = model._module.model.language_model
-    assert (model.num_layers, model.hidden_size) == (len(text.layers), text.embed_tokens.embedding_dim)
-
-
-def test_support_lists_every_value(model):
-    support = model.support()
-    assert support and all(reason is None for reason in support.values()), support
-    for name in ("vision.image_features", "vision.image_token_mask", "vision.patch_embeddings", "vision.tower_output",
-                 "vision.layer_output", "vision.self_attn.attention_probabilities", "self_attn.attention_probabilities"):
-        assert name in support, name
-    assert set(model.vision.support(layer=0)) == {
-        k for k in model.vision.support() if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))
-    }
 
 
 def test_what_is_unavailable_says_why(tiny_checkpoint, monkeypatch):
@@ -311,11 +236,6 @@ def test_what_is_unavailable_says_why(tiny_checkpoint, monkeypatch):
         assert all(reason in why for why in rows.values())
     with pytest.raises(Unavailable, match=r"vision\.layers\[0\]\.self_attn\.attention_probabilities is unavailable"):
         sdpa.vision.layers[0].self_attn.attention_probabilities
-
-    text_only = StandardizedTransformer(path)
-    assert text_only.vision.support() == {} and not [r for r in text_only.support() if r.startswith("vision.")]
-    with pytest.raises(Unavailable, match=r"vision\.image_features is unavailable: .*task='image-text-to-text'"):
-        text_only.vision.image_features
 
     without_rule(monkeypatch, "llava_next.image-scatter")
     unscattered = StandardizedTransformer(path, task="image-text-to-text")
@@ -330,38 +250,3 @@ def test_the_docstrings_say_what_the_rows_are(model):
     for words in ("base tile", "image_newline", "cropped", "neither ``projector.output`` nor a reshape"):
         assert words in doc, words
     assert "one row per tile" in repr(model)
-
-
-# -- generation -----------------------------------------------------------------------------------------
-
-
-def test_generation_has_the_mask_per_step_and_the_tower_at_step_zero(model):
-    text = prompt(model, TWO)
-    steps = 3
-    with model.generate(text, images=TWO, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        masks, features = nnsight.save([]), nnsight.save([])
-        for step in tracer.iter[:]:
-            masks.append(model.vision.image_token_mask.save())
-            if step == 0:
-                stream = model.vision.layers[0].layer_output.save()
-                features.append(model.vision.image_features.save())
-    inputs = processed(model, TWO)
-    tokens = int((inputs["input_ids"] == model.config.image_token_id).sum())
-    assert [tuple(m.shape) for m in masks] == [tuple(inputs["input_ids"].shape)] + [(1, 1)] * (steps - 1)
-    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
-    assert stream.shape == (sum(tiles_per_image(model, TWO)), 1 + patch_side(model) ** 2, model.vision.vision_hidden_size)
-    assert features[0].shape == (tokens, model.hidden_size)
-
-    with model.generate(text, images=TWO, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        later = nnsight.save([])
-        for _ in tracer.iter[1:]:
-            later.append(model.vision.tower_output.save())  # the tower does not run again
-    assert later == []
-
-
-def test_generation_output_is_the_plain_models(model, plain):
-    text = prompt(model, TWO)
-    expected = plain.generate(**processed(model, TWO), max_new_tokens=4, min_new_tokens=4, do_sample=False)
-    with model.generate(text, images=TWO, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
-        ids = tracer.result.save()
-    assert torch.equal(ids, expected)

@@ -6,6 +6,11 @@ sizes, the modules' own weights, or a recomputation from other values read in
 the same trace. Images (`pixtral_inputs`): 32x32 (8x8 patches of 4 px, 4x4
 image tokens) and 48 high x 64 wide (12x16 patches, 6x8 tokens), so two images
 differ in both sides and the convolution's padded grid is the second image's.
+The spec's contracts (the scatter and the mask, the packed stream and every
+block's identity, the block-diagonal pattern, what the projector reads and
+gives, ablation, sizes, support, the text-only load, generation, outputs
+against the plain model) run on this checkpoint in test_vision_contracts.py;
+this file holds what is particular to Mistral 3.
 """
 
 from __future__ import annotations
@@ -15,8 +20,7 @@ import re
 import nnsight
 import pytest
 import torch
-from pixtral_inputs import ONE, TWO, bounds, image_sizes, patch_counts, patch_grids, processed, prompt
-from transformers import AutoModelForImageTextToText
+from pixtral_inputs import ONE, TWO, bounds, image_sizes, patch_counts, patch_grids, prompt
 
 from envoys import StandardizedTransformer, Unavailable
 from instrument.show import main as show
@@ -73,13 +77,6 @@ def test_the_family_names_are_the_specs():
     assert mistral3.FAMILY.root_scatter is None
 
 
-def test_outputs_outside_a_trace_are_the_plain_models(model):
-    inputs = processed(model, TWO)
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
-    with torch.no_grad():
-        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
-
-
 def test_show_lists_every_rewritten_forward_of_mistral3(capsys):
     assert show(["mistral3"]) == 0
     out = capsys.readouterr().out
@@ -98,31 +95,15 @@ def test_show_lists_every_rewritten_forward_of_mistral3(capsys):
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
-def test_the_scatter_equality_and_the_packed_shapes(model, images):
+def test_the_attention_interior_is_whole_over_the_packed_row(model, images):
     attention = model.vision.layers[0].self_attn
     with model.trace(prompt(model, images), images=images):
-        mask = model.vision.image_token_mask.save()
-        patches = model.vision.patch_embeddings.save()
-        block_input = model.vision.layers[0].layer_input.save()
         queries = attention.attention_queries.save()
-        probabilities = attention.attention_probabilities.save()
         heads = attention.attention_head_outputs.save()
-        last = model.vision.layers[-1].layer_output.save()
-        tower = model.vision.tower_output.save()
-        received = model.projector.input.save()
-        features = model.vision.image_features.save()
-        first = model.layers[0].input.save()
-    total, tokens = sum(patch_counts(model, images)), sum(token_counts(model, images))
-    width = model._module.model.vision_tower.patch_conv.out_channels
+    total = sum(patch_counts(model, images))
     head_count, head_dim = attention._module.num_heads, attention._module.head_dim
-    assert patches.shape == block_input.shape == last.shape == tower.shape == (1, total, width)
     assert queries.shape == (1, head_count, total, head_dim)
-    assert probabilities.shape == (1, head_count, total, total)
     assert heads.shape == (1, total, head_count, head_dim)
-    assert received.shape == (total, width)
-    assert int(mask.sum()) == tokens == features.shape[0]
-    assert features.shape == (tokens, model.hidden_size)
-    assert torch.equal(first[mask], features)
 
 
 def test_writing_patch_embeddings_reaches_the_first_block(model):
@@ -195,18 +176,12 @@ def test_uniform_probabilities_within_each_image_average_its_values(model):
 # -- the projector -----------------------------------------------------------------------------------------
 
 
-def test_what_the_projector_receives(model):
+def test_the_projector_gets_the_image_sizes_and_merges_each_2x2_square(model):
     with model.trace(prompt(model, TWO), images=TWO):
-        last = model.vision.layers[-1].layer_output.save()
-        tower = model.vision.tower_output.save()
         received = model.projector.inputs.save()
         normed = model.projector.norm.output.save()
         merged_in = model.projector.patch_merger.merging_layer.input.save()
-        projected = model.projector.output.save()
-        features = model.vision.image_features.save()
     args, _ = received
-    assert torch.equal(tower, last)  # no final norm
-    assert torch.equal(args[0], last[0])  # the last block (vision_feature_layer -1), without the leading 1
     assert args[1].tolist() == [list(size) for size in image_sizes(model, TWO)]
     # the merger folds each 2x2 square of patches into one row, in raster order over the merged grid
     merge, width = model.config.spatial_merge_size, model.vision.vision_hidden_size
@@ -216,10 +191,9 @@ def test_what_the_projector_receives(model):
         squares.append(image.permute(0, 2, 4, 1, 3).reshape(-1, width * merge * merge))
     assert torch.equal(merged_in, torch.cat(squares))
     assert merged_in.shape[0] == sum(token_counts(model, TWO))
-    assert torch.equal(projected, features)
 
 
-# -- the text side, ablation, generation -------------------------------------------------------------------
+# -- the text side ---------------------------------------------------------------------------------
 
 
 def test_text_attention_is_causal_and_rows_sum_to_one(model):
@@ -235,71 +209,16 @@ def test_text_attention_is_causal_and_rows_sum_to_one(model):
     assert torch.equal(layer_input + attention + mlp, output)
 
 
-def test_generation_runs_the_tower_once_on_step_zero(model):
-    text = prompt(model, ONE)
-    steps = 3
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        masks, features = nnsight.save([]), nnsight.save([])
-        for step in tracer.iter[:]:
-            masks.append(model.vision.image_token_mask.save())
-            if step == 0:
-                probabilities = model.vision.layers[0].self_attn.attention_probabilities.save()
-                features.append(model.vision.image_features.save())
-    prompt_length = processed(model, ONE)["input_ids"].shape[1]
-    total, tokens = sum(patch_counts(model, ONE)), sum(token_counts(model, ONE))
-    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
-    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
-    assert probabilities.shape[-2:] == (total, total)
-    assert features[0].shape == (tokens, model.hidden_size)
-
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        later = nnsight.save([])
-        for _ in tracer.iter[1:]:
-            later.append(model.vision.patch_embeddings.save())  # the tower does not run again
-    assert later == []
-
-
-def test_generation_output_is_the_plain_models(model):
-    inputs = processed(model, ONE)
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager")
-    expected = plain.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
-    with model.generate(prompt(model, ONE), images=ONE, max_new_tokens=4, min_new_tokens=4, do_sample=False) as tracer:
-        ids = tracer.result.save()
-    assert torch.equal(ids, expected)
-
-
 # -- sizes and support ---------------------------------------------------------------------------------------
 
 
-def test_sizes(model):
-    tower = model._module.model.vision_tower
-    block = tower.transformer.layers[0]
+def test_sizes_the_tower_takes_any_resolution(model):
     vision = model.vision
-    assert vision.num_layers == len(tower.transformer.layers)
-    assert vision.vision_hidden_size == tower.patch_conv.out_channels
-    assert (vision.num_heads, vision.head_dim) == (block.attention.num_heads, block.attention.head_dim)
-    assert vision.intermediate_size == block.feed_forward.gate_proj.out_features
-    assert vision.patch_size == tower.patch_conv.kernel_size[0] == model.processor.patch_size
+    assert vision.patch_size == model.processor.patch_size
     assert model.processor.image_processor.patch_size["height"] == vision.patch_size * model.config.spatial_merge_size
     with pytest.raises(Unavailable, match=r"PixtralVisionModel takes images of any resolution.*longest side the "
                                           r"processor keeps.*image_sizes.*\(height // patch_size\) \* \(width // patch_size\)"):
         vision.image_size
-    text = model._module.model.language_model
-    assert (model.num_layers, model.hidden_size) == (len(text.layers), text.embed_tokens.embedding_dim)
-
-
-def test_support_rows(model):
-    support = model.support()
-    for name in ("logits", "layer_input", "attention_output", "mlp_output", "layer_output",
-                 "self_attn.attention_queries", "self_attn.attention_probabilities", "self_attn.attention_head_outputs",
-                 "vision.image_token_mask", "vision.image_features", "vision.patch_embeddings", "vision.tower_output",
-                 "vision.layer_input", "vision.attention_output", "vision.mlp_output", "vision.layer_output",
-                 "vision.self_attn.attention_queries", "vision.self_attn.attention_keys",
-                 "vision.self_attn.attention_values", "vision.self_attn.attention_scores",
-                 "vision.self_attn.attention_probabilities", "vision.self_attn.attention_head_outputs"):
-        assert support[name] is None, name
-    tower = model.vision.support()
-    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))}
 
 
 def test_sdpa_serves_the_interior_but_not_the_pattern(tiny_checkpoint):
@@ -318,17 +237,3 @@ def test_sdpa_serves_the_interior_but_not_the_pattern(tiny_checkpoint):
         first = model.layers[0].input.save()
     assert heads.shape[1] == sum(patch_counts(model, TWO))
     assert torch.equal(first[mask], features)
-
-
-def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint("mistral3"))
-    assert model.processor is None
-    assert model.vision.support() == {}
-    assert not [row for row in model.support() if row.startswith("vision.")]
-    for read in (lambda: model.vision.image_features, lambda: model.vision.patch_embeddings,
-                 lambda: model.vision.layers[0].self_attn.attention_probabilities):
-        with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
-            read()
-    with model.trace("hello there"):
-        logits = model.logits.save()
-    assert logits.shape[-1] == model.config.text_config.vocab_size

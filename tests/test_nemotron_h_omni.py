@@ -3,7 +3,13 @@
 Every expected number comes from outside the code under test: the stock
 processor's ``input_ids``, ``pixel_values`` and ``image_grid_hw``, the
 modules' own weights and attributes, transformers' own functions, or a
-recomputation from other values read in the same trace.
+recomputation from other values read in the same trace. The spec's contracts
+(the scatter and the mask, the packed stream with its prefix rows and every
+block's identity, the pattern's Unavailable reason, what the projector gives,
+ablation, sizes, support with the hybrid's missing rows, the text-only load,
+generation, outputs against the plain model) run on this checkpoint in
+test_vision_contracts.py; this file holds what is particular to Nemotron-H
+Omni.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ import pytest
 
 pytest.importorskip("transformers.models.nemotron_h_omni", reason="target absent: this transformers release has no nemotron_h_omni")
 import torch
-from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
@@ -132,61 +137,34 @@ def test_the_scatters_mask_is_pre_expanded_and_image_token_mask_is_its_token_axi
     assert features.shape == (int(mask.sum()), model.hidden_size)
 
 
-def test_outputs_outside_a_trace_are_the_plain_models(model):
-    batch = inputs(model, TWO)
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
-    with torch.no_grad():
-        assert torch.equal(model._module(**batch).logits, plain(**batch).logits)
-
-
 # -- where the image meets the text model ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
-def test_the_scatter_equality_and_the_projector(model, images):
-    batch = inputs(model, images)
+def test_the_projector_receives_each_images_patch_rows_pixel_shuffled(model, images):
+    """What the projector receives: each image's patch rows of tower_output (no cls, no registers), each 2x2 block
+    of patches (row-major) folded into one row of 4 * width, image after image."""
     with model.trace(prompt(model, images), images=images):
-        mask = model.vision.image_token_mask.save()
         tower = model.vision.tower_output.save()
         received = model.projector.input.save()
-        projected = model.projector.output.save()
-        features = model.vision.image_features.save()
-        first = model.layers[0].input.save()
-    image_token = model.processor.tokenizer.convert_tokens_to_ids(model.processor.image_token)
-    assert torch.equal(mask, batch["input_ids"] == image_token)
-    tokens = sum(h * w for h, w in grids(model, images)) // merge(model) ** 2
-    assert int(mask.sum()) == tokens == features.shape[0]
-    assert features.shape == (tokens, model.hidden_size)
-    assert torch.equal(first[mask], features)
-    assert torch.equal(features, projected)  # the projector's output is what the root scatters
-    # What the projector receives: each image's patch rows of tower_output (no cls, no registers), each
-    # 2x2 block of patches (row-major) folded into one row of 4 * width, image after image.
     m = merge(model)
     folded = []
     for (_start, patches, end), (h, w) in zip(image_rows(model, images), grids(model, images)):
         grid = tower[0, patches:end].reshape(h // m, m, w // m, m, -1)
         folded.append(grid.permute(0, 2, 1, 3, 4).reshape((h // m) * (w // m), -1))
     assert torch.equal(received, torch.cat(folded))
+    tokens = sum(h * w for h, w in grids(model, images)) // m**2
     assert received.shape == (tokens, m * m * model.vision.vision_hidden_size)
 
 
-def test_an_ablation_reaches_the_logits_and_the_next_clean_run_is_identical(model):
-    text = prompt(model, TWO)
-    with model.trace(text, images=TWO):
-        clean = model.logits.save()
-    with model.trace(text, images=TWO):
+def test_under_an_ablation_the_text_rows_are_the_token_embeddings(model):
+    with model.trace(prompt(model, TWO), images=TWO):
         mask = model.vision.image_token_mask.save()
         model.vision.image_features[:] = 0
         first = model.layers[0].input.save()
-        ablated = model.logits.save()
-    with model.trace(text, images=TWO):
-        again = model.logits.save()
     embeddings = model._module.get_input_embeddings().weight
     ids = inputs(model, TWO)["input_ids"]
-    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
-    assert torch.equal(first[~mask], embeddings[ids][~mask])  # the text rows untouched
-    assert not torch.equal(ablated, clean)
-    assert torch.equal(again, clean)
+    assert torch.equal(first[~mask], embeddings[ids][~mask])
 
 
 # -- the packed tower -------------------------------------------------------------------------------
@@ -199,14 +177,7 @@ def test_the_packed_layout_with_cls_and_register_rows_per_image(model, images):
     with model.trace(prompt(model, images), images=images):
         patches = model.vision.patch_embeddings.save()
         stream = model.vision.layers[0].layer_input.save()
-        last = model.vision.layers[-1].layer_output.save()
-        tower = model.vision.tower_output.save()
-    width = model.vision.vision_hidden_size
     rows = image_rows(model, images)
-    total_patches = sum(h * w for h, w in grids(model, images))
-    assert patches.shape == (1, total_patches, width)
-    assert stream.shape == last.shape == tower.shape == (1, rows[-1][2], width)
-    assert torch.equal(tower, last)  # no final norm
     # The patch projection on the processor's flattened patches, image after image.
     assert torch.equal(patches[0], torch.nn.functional.linear(batch["pixel_values"], embeddings.patch_projection.weight))
     # Each image's rows: its cls tokens, its registers (the embedder's own parameter), then its patches plus
@@ -221,18 +192,12 @@ def test_the_packed_layout_with_cls_and_register_rows_per_image(model, images):
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
-def test_stream_values_add_up_after_the_layer_scales(model, images):
+def test_attention_output_is_after_the_layer_scale(model, images):
     block = model.vision.layers[0]
     native = model._module.vision_model.encoder.layer[0]
     with model.trace(prompt(model, images), images=images):
-        layer_input = block.layer_input.save()
         attended = block.self_attn.output[0].save()
         attention = block.attention_output.save()
-        mlp = block.mlp_output.save()
-        output = block.layer_output.save()
-        following = model.vision.layers[1].layer_input.save()
-    assert torch.equal(layer_input + attention + mlp, output)
-    assert torch.equal(following, output)
     assert torch.equal(attention, attended * native.layer_scale1.lambda1)  # the scaled branch is what is added
     assert not torch.equal(attention, attended)
 
@@ -323,17 +288,7 @@ def test_writing_patch_embeddings_reaches_the_first_block(model):
     assert torch.allclose(zeroed[0, patch_rows], clean[0, patch_rows] - clean_patches[0], atol=1e-6)  # positions remain
 
 
-# -- the pattern: Unavailable, per image -----------------------------------------------------------
-
-
-def test_scores_and_probabilities_are_unavailable_with_the_per_image_reason(model):
-    attention = model.vision.layers[0].self_attn
-    for read in (lambda: attention.attention_probabilities, lambda: attention.attention_scores):
-        with pytest.raises(Unavailable, match=r"one kernel call per image.*attention_interface_3.*cu_seqlens"):
-            read()
-    with pytest.raises(Unavailable, match=r"self_attn\.attention_probabilities is unavailable: RADIO's attention"):
-        with model.trace(prompt(model, ONE), images=ONE):
-            attention.attention_probabilities.save()
+# -- the pattern: per image ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
@@ -410,43 +365,6 @@ def test_the_one_norm_answers_to_the_pre_norm_name_of_its_sublayer(model):
         model.layers[mamba].input_layernorm
 
 
-def test_support_rows_and_reasons(model):
-    blocks = kinds(model)
-    support = model.support()
-    without_attention = {i for i, kind in enumerate(blocks) if kind != "full_attention"}
-    without_mlp = {i for i, kind in enumerate(blocks) if kind not in ("moe", "mlp")}
-    for name in ("attention_output", "self_attn.attention_queries", "self_attn.attention_probabilities",
-                 "self_attn.attention_head_outputs"):
-        assert set(support[name]) == without_attention, name
-    assert set(support["mlp_output"]) == without_mlp
-    assert support["layer_input"] is support["layer_output"] is support["logits"] is None
-    tower = model.vision.support()
-    for name in ("self_attn.attention_probabilities", "self_attn.attention_scores"):
-        assert set(tower[name]) == set(range(model.vision.num_layers))
-        assert all("one kernel call per image" in reason for reason in tower[name].values())
-    for name in ("image_token_mask", "image_features", "patch_embeddings", "tower_output", "layer_input",
-                 "attention_output", "mlp_output", "layer_output", "self_attn.attention_queries",
-                 "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_head_outputs"):
-        assert tower[name] is None, name
-        assert support[f"vision.{name}"] is None, name
-
-
-def test_sizes(model):
-    root = model._module
-    vision, native = model.vision, root.vision_model
-    block = native.encoder.layer[0]
-    assert vision.num_layers == len(native.encoder.layer)
-    assert vision.vision_hidden_size == native.embeddings.patch_projection.out_features
-    assert vision.num_heads == block.attention.num_attention_heads
-    assert vision.head_dim == block.attention.head_dim
-    assert vision.intermediate_size == block.mlp.fc1.out_features
-    assert vision.patch_size == model.processor.image_processor.patch_size
-    with pytest.raises(Unavailable, match=r"any resolution.*image_grid_hw"):
-        vision.image_size
-    assert model.num_layers == len(root.language_model.model.layers)
-    assert model.hidden_size == root.language_model.model.embeddings.embedding_dim
-
-
 def test_sdpa_serves_the_same_whole_values(model, tiny_checkpoint):
     """The projections run on every branch: under sdpa the queries and head outputs are where eager has them,
     the discarded weights are None, and the pattern is still Unavailable for the same reason."""
@@ -473,42 +391,6 @@ def test_repr_shows_each_kind_of_block(model):
                  "      self_attn: NemotronHAttention()", "  vision: RadioModel()", "    layers: 2 x RadioLayer",
                  "    patch_embed: Linear(in_features=192, out_features=32, bias=False)"):
         assert line in text.splitlines(), line
-
-
-def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint(NAME))
-    assert model.processor is None and model.vision.support() == {}
-    with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
-        model.vision.image_features
-    with model.trace("What is in the picture ?"):
-        logits = model.logits.save()
-    assert logits.shape[-1] == model.config.text_config.vocab_size
-
-
-# -- generation ----------------------------------------------------------------------------------------
-
-
-def test_generation_reads_the_tower_at_step_zero_only(model):
-    text = prompt(model, ONE)
-    steps = 3
-    options = {"max_new_tokens": steps, "min_new_tokens": steps, "do_sample": False}
-    with model.generate(text, images=ONE, **options) as tracer:
-        masks, features = nnsight.save([]), nnsight.save([])
-        for step in tracer.iter[0:steps]:  # bounded, so the statement after the loop runs
-            masks.append(model.vision.image_token_mask.save())
-            if step == 0:
-                queries = model.vision.layers[0].self_attn.attention_queries.save()
-                features.append(model.vision.image_features.save())
-        generated = tracer.result.save()
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
-    batch = inputs(model, ONE)
-    prompt_length = batch["input_ids"].shape[1]
-    assert torch.equal(generated, plain.generate(**batch, **options))
-    tokens = sum(h * w for h, w in grids(model, ONE)) // merge(model) ** 2
-    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
-    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
-    assert queries.shape[2] == image_rows(model, ONE)[-1][2]
-    assert features[0].shape == (tokens, model.hidden_size)
 
 
 # -- the rewritten forwards, shown ---------------------------------------------------------------------

@@ -3,7 +3,12 @@
 Every expected number comes from outside the code under test: the stock
 processor's ``image_grid_thw`` and ``merge_size``, the modules' own weights
 and attributes, or a recomputation from other values read in the same trace.
-DeepStack (Qwen3-VL) is in test_qwen_deepstack.py.
+DeepStack (Qwen3-VL) is in test_qwen_deepstack.py. The spec's contracts (the
+scatter and the mask, the packed stream and every block's identity, the
+pattern's per-image reason, what the merger reads, ablation, sizes, support,
+the text-only load, generation, outputs against the plain model) run on the
+four checkpoints in test_vision_contracts.py; this file holds what is
+particular to the Qwen ViT.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import nnsight
 import pytest
 import torch
 from swap_rules import without_rule
-from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.rules import rule_named
@@ -115,48 +119,24 @@ def test_qwen3_vl_names_are_the_specs():
     }
 
 
-def test_outputs_outside_a_trace_are_the_plain_models(model):
-    inputs = model.processor(text=[prompt(model, TWO)], images=TWO, return_tensors="pt")
-    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
-    with torch.no_grad():
-        assert torch.equal(model._module(**inputs).logits, plain(**inputs).logits)
-
-
 # -- the packed tower ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=["one-image", "two-images"])
-def test_the_scatter_equality_and_the_packed_shapes(model, images):
+def test_the_attention_interior_is_whole_over_the_packed_row(model, images):
     attention = model.vision.layers[0].self_attn
     with model.trace(prompt(model, images), images=images):
-        mask = model.vision.image_token_mask.save()
-        patches = model.vision.patch_embeddings.save()
-        block_input = model.vision.layers[0].layer_input.save()
         queries = attention.attention_queries.save()
         keys = attention.attention_keys.save()
         values = attention.attention_values.save()
         heads = attention.attention_head_outputs.save()
         projected_in = attention.o_proj.input.save()
-        last = model.vision.layers[-1].layer_output.save()
-        received = model.projector.input.save()
-        merged = model.projector.output.save()
-        features = model.vision.image_features.save()
-        first = model.layers[0].input.save()
-    with model.trace(prompt(model, images), images=images):  # its own trace: after the merger on some releases
-        tower = model.vision.tower_output.save()
     total = sum(patches_per_image(model, images))
     width, head_count = attention._module.qkv.in_features, attention._module.num_heads
     head_dim = width // head_count
-    tokens = total // merge_unit(model)
-    assert patches.shape == block_input.shape == last.shape == tower.shape == (1, total, width)
     assert queries.shape == keys.shape == values.shape == (1, head_count, total, head_dim)
     assert heads.shape == (1, total, head_count, head_dim)
     assert torch.equal(heads.reshape(total, -1), projected_in)
-    assert int(mask.sum()) == tokens and features.shape == (tokens, model.hidden_size)
-    assert torch.equal(first[mask], features)
-    assert torch.equal(tower, last)  # no final norm: the last block's stream
-    assert torch.equal(received, tower[0])  # what the merger reads
-    assert merged.shape == features.shape
 
 
 def test_queries_keys_and_values_are_what_each_image_attends_with(model):
@@ -241,15 +221,9 @@ def test_a_write_of_the_wrong_shape_is_refused(model):
             model.vision.layers[0].layer_output = torch.zeros(5, 7)
 
 
-def test_stream_values_add_up_and_tower_writes_reach_the_next_block(model):
+def test_a_tower_write_reaches_the_next_block(model):
     text = prompt(model, TWO)
     first, second = model.vision.layers[0], model.vision.layers[1]
-    with model.trace(text, images=TWO):
-        parts = nnsight.save([first.layer_input, first.attention_output, first.mlp_output, first.layer_output])
-        following = second.layer_input.save()
-    layer_input, attention, mlp, output = parts
-    assert torch.equal(layer_input + attention + mlp, output)
-    assert torch.equal(following, output)
     with model.trace(text, images=TWO):
         first.layer_output = torch.ones_like(first.layer_output)
         following = second.layer_input.save()
@@ -290,54 +264,17 @@ def test_projector_values_and_tower_output_in_the_forward_s_order(model):
     assert merged.shape[0] * merge_unit(model) == tower.shape[1]
 
 
-def test_sizes(model):
-    visual = model._module.model.visual
-    block = visual.blocks[0]
-    image_processor = model.processor.image_processor
-    vision = model.vision
-    assert vision.num_layers == len(visual.blocks)
-    assert vision.vision_hidden_size == visual.patch_embed.proj.out_channels
-    assert vision.num_heads == block.attn.num_heads
-    assert vision.head_dim == block.attn.head_dim
-    first_linear = next(m for m in block.mlp.modules() if isinstance(m, torch.nn.Linear))
-    assert vision.intermediate_size == first_linear.out_features
+def test_the_merge_and_window_sizes(model):
+    visual, image_processor, vision = model._module.model.visual, model.processor.image_processor, model.vision
     assert (vision.patch_size, vision.spatial_merge_size) == (image_processor.patch_size, image_processor.merge_size)
     assert vision.window_size == getattr(visual, "window_size", None)
-    with pytest.raises(Unavailable, match=r"any resolution.*image_grid_thw"):
-        vision.image_size
-    assert (model.num_layers, model.hidden_size) == (
-        len(model._module.model.language_model.layers), model._module.model.language_model.embed_tokens.embedding_dim,
-    )
 
 
 # -- what is unavailable, and why ------------------------------------------------------------------
 
 
-def test_scores_and_probabilities_are_unavailable_with_the_reason(model):
-    attention = model.vision.layers[0].self_attn
-    for read in (lambda: attention.attention_probabilities, lambda: attention.attention_scores):
-        with pytest.raises(Unavailable, match=r"one interface call per image.*cu_seqlens"):
-            read()
-    with pytest.raises(Unavailable, match="cu_seqlens"):
-        with model.trace(prompt(model, ONE), images=ONE):
-            attention.attention_probabilities.save()
-
-
-def test_support_rows_and_reasons(model):
-    blocks = range(model.vision.num_layers)
-    tower = model.vision.support()
-    for name in ("self_attn.attention_probabilities", "self_attn.attention_scores"):
-        assert set(tower[name]) == set(blocks), name
-        assert all("cu_seqlens" in reason and "attention_interface_2" in reason for reason in tower[name].values())
-    for name in ("image_token_mask", "image_features", "patch_embeddings", "tower_output", "layer_input",
-                 "attention_output", "mlp_output", "layer_output", "self_attn.attention_queries",
-                 "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_head_outputs"):
-        assert tower[name] is None, name
-    assert (tower["window_index"] is None) == (model.family.model_type == "qwen2_5_vl")
-    support = model.support()
-    assert support["vision.self_attn.attention_probabilities"] == tower["self_attn.attention_probabilities"]
-    assert ("deepstack_output" in support) == (model.family.model_type == "qwen3_vl")
-    assert set(model.vision.support(layer=0)) == {k for k in tower if k.startswith(("layer_", "attention_", "mlp_", "self_attn.", "mlp."))}
+def test_only_qwen3_vl_has_deepstack_output(model):
+    assert ("deepstack_output" in model.support()) == (model.family.model_type == "qwen3_vl")
 
 
 def test_sdpa_changes_nothing_and_flash_takes_the_head_outputs(tiny_checkpoint):
@@ -361,53 +298,10 @@ def test_sdpa_changes_nothing_and_flash_takes_the_head_outputs(tiny_checkpoint):
         config._attn_implementation = saved
 
 
-def test_a_text_only_load_has_no_vision_values(tiny_checkpoint):
-    for name in FAMILIES:
-        model = StandardizedTransformer(tiny_checkpoint(name))
-        assert model.processor is None
-        assert model.vision.support() == {}
-        assert not [row for row in model.support() if row.startswith("vision.")]
-        vision = model.vision
-        for read in (lambda v=vision: v.image_features, lambda v=vision: v.patch_embeddings,
-                     lambda v=vision: v.layers[0].self_attn.attention_queries,
-                     lambda v=vision: v.layers[0].self_attn.attention_probabilities):
-            with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
-                read()
-        if name == "qwen3_vl":
-            with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
-                model.layers[0].deepstack_output
-        with model.trace("hello there"):
-            logits = model.logits.save()
-        assert logits.shape[0] == 1 and logits.shape[-1] == model.config.text_config.vocab_size
-
-
-# -- generation ------------------------------------------------------------------------------------
-
-
-def test_generation_reads_the_tower_at_step_zero_only(model):
-    text = prompt(model, ONE)
-    steps = 3
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        masks, features = nnsight.save([]), nnsight.save([])
-        for step in tracer.iter[:]:
-            masks.append(model.vision.image_token_mask.save())
-            if step == 0:
-                queries = model.vision.layers[0].self_attn.attention_queries.save()
-                tower = model.vision.tower_output.save()
-                features.append(model.vision.image_features.save())
-    prompt_length = model.processor(text=[text], images=ONE, return_tensors="pt")["input_ids"].shape[1]
-    tokens = sum(patches_per_image(model, ONE)) // merge_unit(model)
-    assert [tuple(m.shape) for m in masks] == [(1, prompt_length)] + [(1, 1)] * (steps - 1)
-    assert int(masks[0].sum()) == tokens and not any(m.any() for m in masks[1:])
-    assert tower.shape[1] == queries.shape[2] == sum(patches_per_image(model, ONE))
-    assert features[0].shape == (tokens, model.hidden_size)
-
-    with model.generate(text, images=ONE, max_new_tokens=steps, min_new_tokens=steps, do_sample=False) as tracer:
-        later = nnsight.save([])
-        for _ in tracer.iter[1:]:
-            later.append(model.vision.layers[0].self_attn.attention_keys.save())  # the tower does not run again:
-            later.append(model.vision.layers[0].layer_output.save())  # left waiting, not served step 0's again
-    assert later == []
+def test_a_text_only_load_has_no_deepstack_output(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"))
+    with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
+        model.layers[0].deepstack_output
 
 
 # -- Qwen2.5-VL: window order ------------------------------------------------------------------------

@@ -62,9 +62,9 @@ def test_every_row_is_a_builder():
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_the_rows_numbers_agree_with_each_other(name):
     row = ROWS[name]
-    for count in (1, 2):
-        row.stream.shape(count), row.projected.shape(count)  # a batched layout's rows are all as long
-    assert all(rows == 1 for rows, _ in row.stream.per_image) or row.stream.kind == "batched"
+    for count in (1, 2):  # a batched layout's rows are all as long (shape() unpacks their one length)
+        assert row.stream.shape(count) and row.projected.shape(count)
+    assert row.stream.kind == "batched" or all(rows == 1 for rows, _ in row.stream.per_image)  # packed: a row an image
     if row.features_are_projected:  # one image token per position of the projector's output
         assert tuple(rows * positions for rows, positions in row.projected.per_image) == row.image_tokens
     assert 0 <= row.prefix < min(positions for _, positions in row.stream.per_image)
@@ -249,8 +249,9 @@ def test_the_text_stream_passes_from_block_to_block_with_what_deepstack_adds(mod
             assert torch.equal(following[k], outputs[k]), k
 
 
-def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, row):
-    images = row.images[:1]
+@COUNTS
+def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, row, count):
+    images = row.images[:count]
     text = prompt(model, images)
     with model.trace(text, images=images) as tracer:
         clean_first = model.layers[0].input.save()
