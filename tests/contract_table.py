@@ -142,6 +142,9 @@ class Row:
     text_gaps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: the family names a transformers bug that breaks its root's forward on some releases (envoys.bugs)
     forward_bug: bool = False
+    #: the rules that rewrite the checkpoint's forwards (`envoys.rules`, as ``python -m instrument.show`` names them):
+    #: its host's scatter, the listed forwards it runs, and the kernel call and eager kernel of each attention class
+    rules: tuple[str, ...] = ()
 
     @property
     def images(self) -> list[Any]:
@@ -155,6 +158,23 @@ QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \
 RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
+
+
+def attention(model_type: str, cls: str, kernel: str = "eager-attention") -> tuple[str, str]:
+    """The two rules of an attention class on the shared interface: its kernel call and the eager kernel it drills into."""
+    return (f"{model_type}.{kernel}", f"{model_type}.{cls}")
+
+
+def scatter(model_type: str) -> str:
+    return f"{model_type}.image-scatter"
+
+
+SIGLIP_ATTENTION = attention("siglip", "SiglipAttention")
+CLIP_ATTENTION = attention("clip", "CLIPAttention")
+LLAMA_ATTENTION = attention("llama", "LlamaAttention")
+MISTRAL_ATTENTION = attention("mistral", "MistralAttention")
+PIXTRAL_ATTENTION = attention("pixtral", "PixtralAttention")
+
 #: SigLIP and CLIP towers: width 32, 2 heads of 16, MLP 64 wide.
 SIGLIP = {"vision_hidden_size": 32, "num_heads": 2, "head_dim": 16, "intermediate_size": 64}
 
@@ -168,6 +188,7 @@ ROWS: dict[str, Row] = {
         projected=batched((1, 16), (1, 16)),
         projector_reads=Reads("layer_output", block=-1),
         final_norm=True,
+        rules=(scatter("llava"), *SIGLIP_ATTENTION, *attention("qwen2", "Qwen2Attention")),
     ),
     # envoys/tiny/llava.py: CLIP, CLS first (1 + 16 positions), 3 blocks, no norm over the patches; the projector reads
     # block -2 without its CLS token: 16 image tokens an image.
@@ -178,6 +199,7 @@ ROWS: dict[str, Row] = {
         projected=batched((1, 16), (1, 16)),
         projector_reads=Reads("layer_output", block=-2, drop_first=1),
         prefix=1,
+        rules=(scatter("llava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
     ),
     # envoys/tiny/vipllava.py: llava-clip's CLIP tower (1 + 16 positions, 3 blocks) and processor (16 image tokens);
     # the projector reads two tower states joined on the feature axis (tests/test_vipllava.py says how).
@@ -188,6 +210,7 @@ ROWS: dict[str, Row] = {
         projected=batched((1, 16), (1, 16)),
         projector_reads=None,
         prefix=1,
+        rules=(scatter("vipllava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
     ),
     # envoys/tiny/llava_next.py: CLIP on 32x32 tiles (1 + 16 positions), 3 blocks; a 32x32 image is 3 tiles and 36
     # image tokens, a 64 wide, 48 high one 5 tiles and 70; the projector reads block -2 without CLS, per tile, and the
@@ -200,6 +223,7 @@ ROWS: dict[str, Row] = {
         projector_reads=Reads("layer_output", block=-2, drop_first=1),
         prefix=1,
         features_are_projected=False,
+        rules=(scatter("llava_next"), *CLIP_ATTENTION, *MISTRAL_ATTENTION),
     ),
     # envoys/tiny/llava_pixtral.py: Pixtral, packed, 8 px patches and no merge: 32x32 is 16 patches and tokens,
     # 48 high x 64 wide 48; no final norm; LLaVA's projector reads the last block, every patch.
@@ -209,6 +233,7 @@ ROWS: dict[str, Row] = {
         stream=packed(16, 48),
         projected=packed(16, 48),
         projector_reads=Reads("layer_output", block=-1),
+        rules=(scatter("llava"), *PIXTRAL_ATTENTION, *MISTRAL_ATTENTION),
     ),
     # envoys/tiny/mistral3.py: Pixtral, packed, 4 px patches, 2x2 merge: 32x32 is 64 patches and 16 tokens, 48 high x
     # 64 wide 192 patches and 48 tokens; the projector (its merger inside) takes the last block's packed row.
@@ -218,6 +243,7 @@ ROWS: dict[str, Row] = {
         stream=packed(64, 192),
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        rules=(scatter("mistral3"), *PIXTRAL_ATTENTION, *MISTRAL_ATTENTION),
     ),
     # envoys/tiny/gemma3.py: SigLIP on 32x32 (any input resized), 4 px patches, 64 patches, post_layernorm; the
     # projector pools tower_output 2x2 to 16 tokens an image.
@@ -228,6 +254,7 @@ ROWS: dict[str, Row] = {
         projected=batched((1, 16), (1, 16)),
         projector_reads=Reads("tower_output"),
         final_norm=True,
+        rules=(scatter("gemma3"), *SIGLIP_ATTENTION, *attention("gemma3", "Gemma3Attention")),
     ),
     # envoys/tiny/gemma4.py: every image's row padded to 280 patches (70 soft tokens x 2**2); 32x32 has 256 real
     # patches and 64 tokens, 48 high x 64 wide 252 and 63; the encoder has no final norm; the projector reads the
@@ -239,6 +266,7 @@ ROWS: dict[str, Row] = {
         projected=flat((1, 64), (1, 63)),
         projector_reads=None,
         padded=True,
+        rules=(scatter("gemma4"), *attention("gemma4", "Gemma4TextAttention"), "gemma4.Gemma4VisionAttention"),
     ),
     # envoys/tiny/idefics3.py: 32 px tiles of 8 px patches (16 a tile), 4 tokens a tile; 32x32 is 2x2 tiles + the
     # global one (20 tokens), 64 wide x 32 high 1x2 + 1 (12); post_layernorm; the connector reads tower_output.
@@ -250,6 +278,7 @@ ROWS: dict[str, Row] = {
         projector_reads=Reads("tower_output"),
         second_image=(64, 32),
         final_norm=True,
+        rules=(scatter("idefics3"), *attention("idefics3", "Idefics3VisionAttention"), *LLAMA_ATTENTION),
     ),
     # envoys/tiny/idefics3.py: SmolVLM has Idefics 3's sizes.
     "smolvlm": Row(
@@ -260,6 +289,7 @@ ROWS: dict[str, Row] = {
         projector_reads=Reads("tower_output"),
         second_image=(64, 32),
         final_norm=True,
+        rules=(scatter("smolvlm"), *attention("smolvlm", "SmolVLMVisionAttention"), *LLAMA_ATTENTION),
     ),
     # envoys/tiny/llama4.py: 32 px tiles of 8 px patches plus the CLS last (17 rows), 4 tokens a tile; 32x32 is 1
     # tile, 64 wide x 32 high 1x2 tiles + the global one; layernorm_post; the adapter inside the tower transforms
@@ -275,6 +305,8 @@ ROWS: dict[str, Row] = {
         prefix=1,
         final_norm=True,
         forward_bug=True,
+        rules=(scatter("llama4"), "llama4.text-block", *attention("llama4", "Llama4TextAttention"),
+               *attention("llama4", "Llama4VisionAttention", kernel="vision-eager-attention")),
     ),
     # envoys/tiny/nemotron_h_omni.py: RADIO, packed, 8 px patches, 2 cls + 3 register rows before each image's
     # patches; 32x32 is a 4x4 grid (16 patches, 4 tokens), 64 wide x 48 high 6x8 (48, 12); no final norm; the
@@ -288,6 +320,7 @@ ROWS: dict[str, Row] = {
         prefix=5,
         pattern_unavailable=RADIO_PER_IMAGE,
         text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
+        rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention")),
     ),
     # envoys/tiny/qwen.py: the Qwen ViT, packed, 2x2 merge; patch 8: 32x32 is 16 patches and 4 tokens, 48x64 is 48
     # and 12; no final norm, the merger (the projector) reads the last block's stream; MLP 32 * mlp_ratio 4 wide.
@@ -300,6 +333,7 @@ ROWS: dict[str, Row] = {
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
         pattern_unavailable=QWEN_PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
+        rules=(scatter("qwen2_vl"), "qwen2_vl.vision-attention", *attention("qwen2_vl", "Qwen2VLAttention")),
     ),
     # envoys/tiny/qwen.py: patch 4: 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; the blocks and the merger
     # run in window order, restored after the merger, so image_features is not the merger's output as it is.
@@ -311,6 +345,8 @@ ROWS: dict[str, Row] = {
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
         pattern_unavailable=QWEN_PER_IMAGE,
         features_are_projected=False,
+        rules=(scatter("qwen2_5_vl"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
+               *attention("qwen2_5_vl", "Qwen2_5_VLAttention")),
     ),
     # envoys/tiny/qwen.py: 3 blocks, patch 8; DeepStack taps after text blocks 0 and 1 of 4.
     "qwen3_vl": Row(
@@ -323,6 +359,8 @@ ROWS: dict[str, Row] = {
         deepstack_taps=2,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"deepstack_output": (2, 3)},
+        rules=(scatter("qwen3_vl"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
+               *attention("qwen3_vl", "Qwen3VLTextAttention")),
     ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.
@@ -335,5 +373,7 @@ ROWS: dict[str, Row] = {
         pattern_unavailable=QWEN_PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
+               *attention("qwen3_5", "Qwen3_5Attention")),
     ),
 }

@@ -16,18 +16,14 @@ test_vision_contracts.py; this file holds what is particular to them.
 
 from __future__ import annotations
 
-import re
-
 import nnsight
 import pytest
 import torch
 from swap_rules import without_rule
-from transformers.models.smolvlm import modeling_smolvlm
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from envoys.values import Argument
-from instrument.show import main as show
 
 FAMILIES = ["idefics3", "smolvlm"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -280,27 +276,3 @@ def test_what_is_unavailable_says_why(name, tiny_checkpoint):
     assert rows["self_attn.attention_queries"] is None and rows["image_features"] is None
     with pytest.raises(Unavailable, match=r"exist only inside eager attention, and this model runs 'sdpa'"):
         sdpa.layers[0].self_attn.attention_probabilities
-
-
-# -- the rewritten forwards, shown -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name, host, site, tower", [
-    ("idefics3", "Idefics3Model", "self_inputs_merger_0", "Idefics3VisionAttention"),
-    ("smolvlm", "SmolVLMModel", "inputs_embeds_masked_scatter_0", "SmolVLMVisionAttention"),
-])
-def test_show_lists_every_rewritten_forward(name, host, site, tower, capsys):
-    if name == "smolvlm" and "inputs_merger" in vars(modeling_smolvlm.SmolVLMModel):
-        site = "self_inputs_merger_0"  # before transformers 5.21 SmolVLM scatters in the helper
-    assert show([name]) == 0
-    out = capsys.readouterr().out
-    assert sorted(line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")) == sorted([
-        f"# rule {name}.image-scatter",
-        "# rule llama.eager-attention",
-        "# rule llama.LlamaAttention",
-        f"# rule {name}.eager-attention",
-        f"# rule {name}.{tower}",
-    ])
-    assert f"# transformers.models.{name}.modeling_{name}:{host}.forward" in out
-    for label in (site, "attention_interface_1", "nn_functional_softmax_0"):
-        assert re.search(rf"^{label} +-> ", out, re.MULTILINE), label

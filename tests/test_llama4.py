@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 
 import nnsight
 import pytest
@@ -32,7 +31,6 @@ from envoys.bugs import BrokenLoad, TransformersBug
 from envoys.families import llama4
 from envoys.tiny import chat_prompt, noise_image
 from instrument.install import installed
-from instrument.show import main as show
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 32, seed=1)]  # 32x32 (1 tile), 64 wide x 32 high (1x2 + global)
@@ -433,7 +431,7 @@ def test_another_error_is_not_taken_for_the_bug(model):
     assert not isinstance(raised.value, TransformersBug)
 
 
-# -- sizes, show, loading --------------------------------------------------------------------------
+# -- sizes, loading --------------------------------------------------------------------------------
 
 
 def test_the_tile_sizes(model):
@@ -442,21 +440,6 @@ def test_the_tile_sizes(model):
     assert vision.image_size == model.processor.image_processor.size["height"] == processed(model, ONE)["pixel_values"].shape[-1]
     assert vision.pixel_shuffle_ratio == config.pixel_shuffle_ratio
 
-
-def test_show_lists_every_rewritten_forward_of_llama4(capsys):
-    assert show(["llama4"]) == 0
-    out = capsys.readouterr().out
-    assert sorted(line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")) == sorted([
-        "# rule llama4.image-scatter",
-        "# rule llama4.text-block",
-        "# rule llama4.eager-attention",
-        "# rule llama4.Llama4TextAttention",
-        "# rule llama4.vision-eager-attention",
-        "# rule llama4.Llama4VisionAttention",
-    ])
-    for site in ("inputs_embeds_masked_scatter_0", "hidden_states_view_0", "attention_interface_1",
-                 "nn_functional_softmax_0"):
-        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
 
 
 def test_a_rotary_table_left_on_meta_by_loading_is_refused_before_anything_is_instrumented(tiny_checkpoint, monkeypatch):

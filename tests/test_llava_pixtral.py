@@ -15,15 +15,12 @@ holds what is particular to a Pixtral tower under LLaVA.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 from pixtral_inputs import ONE, TWO, bounds, patch_counts, processed, prompt
 from transformers import CLIPVisionConfig, LlavaConfig, PixtralVisionConfig
 
 from envoys import StandardizedTransformer, Unavailable
-from instrument.show import main as show
 
 #: The Pixtral tower's native names under the standard ones, as the specification gives them.
 PIXTRAL_NAMES = {
@@ -87,16 +84,6 @@ def test_the_pixtral_names_apply_only_to_a_checkpoint_with_a_pixtral_tower():
         "SiglipVisionModel": "Vision", "CLIPVisionModel": "Vision",
     }
 
-
-def test_show_lists_the_pixtral_attention_among_llavas_forwards(capsys):
-    assert show(["llava"]) == 0
-    out = capsys.readouterr().out
-    rules = [line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")]
-    assert rules[0] == "# rule llava.image-scatter"
-    pixtral = {"# rule mistral.MistralAttention", "# rule pixtral.eager-attention", "# rule pixtral.PixtralAttention"}
-    assert pixtral <= set(rules)
-    for site in ("inputs_embeds_masked_scatter_0", "attention_interface_1", "nn_functional_softmax_0"):
-        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site
 
 
 # -- the packed row --------------------------------------------------------------------------------------

@@ -14,8 +14,6 @@ Omni.
 
 from __future__ import annotations
 
-import re
-
 import nnsight
 import pytest
 
@@ -25,7 +23,6 @@ import torch
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
 from envoys.vision import scatter_host
-from instrument.show import main as show
 
 NAME = "nemotron_h_omni"
 ONE = [noise_image(32, 32, seed=0)]
@@ -391,21 +388,3 @@ def test_repr_shows_each_kind_of_block(model):
                  "      self_attn: NemotronHAttention()", "  vision: RadioModel()", "    layers: 2 x RadioLayer",
                  "    patch_embed: Linear(in_features=192, out_features=32, bias=False)"):
         assert line in text.splitlines(), line
-
-
-# -- the rewritten forwards, shown ---------------------------------------------------------------------
-
-
-def test_show_lists_every_rewritten_forward_of_the_family(capsys):
-    assert show([NAME]) == 0
-    out = capsys.readouterr().out
-    assert sorted(line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")) == sorted([
-        "# rule nemotron_h_omni.image-scatter",
-        "# rule radio.vision-attention",
-        "# rule nemotron_h.eager-attention",
-        "# rule nemotron_h.NemotronHAttention",
-    ])
-    for site in ("inputs_embeds_masked_scatter_0", "inputs_embeds_masked_scatter_1", "inputs_embeds_masked_scatter_2",
-                 "transpose_0", "transpose_1", "transpose_2", "attention_interface_1", "attention_interface_2",
-                 "attention_interface_3", "nn_functional_softmax_0"):
-        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site

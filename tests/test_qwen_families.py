@@ -24,7 +24,6 @@ from swap_rules import without_rule
 from envoys import StandardizedTransformer, Unavailable
 from envoys.rules import rule_named
 from envoys.tiny import chat_prompt, noise_image
-from instrument.show import main as show
 from instrument.versions import for_installed
 
 #: The sites Qwen2.5-VL's window rule serves on the installed release: the permutation into windows, or, on a
@@ -403,20 +402,3 @@ def test_qwen3_5_attention_values_exist_only_on_full_attention_blocks(load):
     length = mixed[0].shape[1]
     assert probabilities.shape == (1, model.config.text_config.num_attention_heads, length, length)
     assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
-
-
-# -- the rewritten forwards, shown -------------------------------------------------------------------
-
-
-def test_show_lists_every_rewritten_forward_of_qwen2_5_vl(capsys):
-    assert show(["qwen2_5_vl"]) == 0
-    out = capsys.readouterr().out
-    assert sorted(line.split(":")[0] for line in out.splitlines() if line.startswith("# rule ")) == sorted([
-        "# rule qwen2_5_vl.image-scatter",
-        "# rule qwen2_5_vl.vision-attention",
-        "# rule qwen2_5_vl.vision-windows",
-        "# rule qwen2_5_vl.eager-attention",
-        "# rule qwen2_5_vl.Qwen2_5_VLAttention",
-    ])
-    for site in (*WINDOW_SITES, "torch_split_0", "attention_interface_2", "torch_cat_0", "inputs_embeds_masked_scatter_0"):
-        assert re.search(rf"^{site} +-> ", out, re.MULTILINE), site

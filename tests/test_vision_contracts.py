@@ -7,7 +7,8 @@ processor's image tokens, ``layers[0].input[mask] == image_features``, with one
 image and with two of different sizes), the tower's stream layout and
 ``layer_input + attention_output + mlp_output == layer_output`` on every tower
 block, the pattern (its shape and rows summing to 1, or ``Unavailable`` with
-the reason), what the projector reads and gives, the text stream between blocks
+the reason), what the projector reads and gives, the forwards rewritten (the rules found
+from the model, and ``show``'s listing of them), the text stream between blocks
 (with DeepStack's additions), an ablation that reaches the logits and a clean
 rerun that is bit-identical, the sizes, ``support()``, a text-only load,
 generation (the mask per step, the tower at step 0 only, the plain model's
@@ -33,6 +34,8 @@ from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import NAMES, chat_prompt
+from instrument import installed
+from instrument.show import main as show
 
 #: The standard values every tower serves (vision.support()'s rows; a family may add its own).
 TOWER_VALUES = (
@@ -111,6 +114,28 @@ def bug_present(model) -> bool:
     """Whether the family's known transformers bug of the root's forward is present on the installed release."""
     bug = model.family.forward_bug
     return bug is not None and bug.present()
+
+
+# -- the rewritten forwards ------------------------------------------------------------------------------------------
+
+
+def test_the_forwards_rewritten_on_the_loaded_model_are_the_rows(model, row):
+    """The rules found from the model and installed on it: each installed rule, and the eager kernels they drill into."""
+    assert row.rules, "state the rules that rewrite this checkpoint's forwards in its row of tests/contract_table.py"
+    assert model.rewrite_failures == {}
+    installed_here = {name: rule for module in model._module.modules() for name, rule in installed(module).items()}
+    drilled = {inner.rule.name for rule in installed_here.values() for inner in rule.drills.values()}
+    assert sorted(set(installed_here) | drilled) == sorted(row.rules)
+
+
+def test_show_lists_every_rewritten_forward_with_its_sites(model, row, capsys):
+    assert show([model.family.model_type]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split(":")[0].removeprefix("# rule ") for line in out.splitlines() if line.startswith("# rule ")}
+    assert set(row.rules) <= listed
+    for rule in (rule for module in model._module.modules() for rule in installed(module).values()):
+        for label in (*rule.site_names, *(site for inner in rule.drills.values() for site in inner.site_names)):
+            assert re.search(rf"^{label} +-> ", out, re.MULTILINE), label
 
 
 # -- where the image meets the text model ---------------------------------------------------------------------------
