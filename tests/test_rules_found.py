@@ -283,3 +283,19 @@ def test_finding_the_rules_changes_nothing_on_the_model():
     rules_for_model(model, family_for("llava"))
     assert {name: sorted(vars(module)) for name, module in model.named_modules()} == before
     assert not any("forward" in vars(module) or INSTALLED in vars(module) for module in model.modules())
+
+
+def test_a_checkpoint_the_catalogue_cannot_build_is_named_with_what_to_install(monkeypatch):
+    import envoys.tiny
+
+    def missing_backend(name, seed=0):
+        raise ImportError("ParakeetFeatureExtractor requires the librosa library")
+
+    monkeypatch.setattr(envoys.tiny, "build", missing_backend)
+    catalog.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=rf"the rule catalogue builds every tiny checkpoint, and '{NAMES[0]}' "
+                                              r"cannot be built here: .*librosa.*pip install -e '\.\[test\]'"):
+            catalog()
+    finally:
+        catalog.cache_clear()
