@@ -16,10 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 
+def feature_layers(config: Any) -> int | list[int]:
+    """The ``hidden_states`` indexes the projector reads: ``vision_feature_layer``, or VipLlava's
+    ``vision_feature_layers`` on releases before it took LLaVA's name (5.24 answers to both)."""
+    chosen = getattr(config, "vision_feature_layer", None)
+    return chosen if chosen is not None else config.vision_feature_layers
+
+
 def deepest_feature_state(config: Any) -> int:
     """The deepest ``hidden_states`` index the projector reads, in ``0..num_hidden_layers``."""
     layers = config.vision_config.num_hidden_layers
-    chosen = config.vision_feature_layer
+    chosen = feature_layers(config)
     chosen = [chosen] if isinstance(chosen, int) else list(chosen)
     return max(index % (layers + 1) for index in chosen)
 
@@ -39,7 +46,7 @@ class FeatureLayerGradients:
         """Why the value ``name`` on this envoy has no gradient, or None when the logits depend on it."""
         config = self.root.config
         deepest = deepest_feature_state(config)
-        selected = f"the projector reads the tower's hidden_states[{deepest}] (vision_feature_layer={config.vision_feature_layer})"
+        selected = f"the projector reads the tower's hidden_states[{deepest}] (vision_feature_layer={feature_layers(config)})"
         index = block_index(self)
         if index is None:
             last = config.vision_config.num_hidden_layers

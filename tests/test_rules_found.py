@@ -23,6 +23,7 @@ from envoys.vision import ImageScatter
 from instrument import DriftError, compile_rule, install_all
 from instrument.calls import bound_default, calls
 from instrument.install import INSTALLED
+from instrument.versions import for_installed
 from rewrites import LISTED, rules_for_classes
 from rewrites.attention import INTERFACE, KERNEL_SITE, SOFTMAX_SITE, attention_rules
 from rewrites.image_scatter import IMAGE_SITE, Scatter, scatter_rule
@@ -243,7 +244,8 @@ def test_the_host_found_holds_the_scatter_and_gets_the_scatter_envoy(name):
     model, _ = build(name)
     family = family_for(model.config.model_type)
     host = family.host_class(model)
-    assert family.scatter.callee in _rewritten(textwrap.dedent(inspect.getsource(host.forward)))
+    scatter = for_installed(rules_for_model(model, family)[0])  # a release's variant may scatter through a helper
+    assert set(scatter.sites) <= _rewritten(textwrap.dedent(inspect.getsource(host.forward)))
     if not family.scatter.in_root:
         assert family.envoys_for(model)[host] is not None and issubclass(family.envoys_for(model)[host], ImageScatter)
         assert any(type(child) is host for child in model.children())  # the wrapper's inner model

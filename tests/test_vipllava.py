@@ -23,7 +23,7 @@ def model(tiny_checkpoint):
 
 
 def test_the_projector_receives_each_feature_layer_without_its_cls_joined(model):
-    assert model.config.vision_feature_layer == [-1, 1]
+    assert list(model.config.vision_feature_layers) == [-1, 1]  # the field's name on every release
     with model.trace(chat_prompt(model.processor, 1, "what is it"), images=[IMAGE]):
         first = model.vision.layers[0].layer_output.save()  # hidden_states[1]
         last = model.vision.layers[-1].layer_output.save()  # hidden_states[-1]

@@ -34,9 +34,10 @@ def build_vipllava() -> tuple[VipLlavaForConditionalGeneration, LlavaProcessor]:
         text_config=LlamaConfig(**text_sizes(tokenizer, num_key_value_heads=2)),
         image_token_index=tokenizer.image_token_id,
         image_seq_length=IMAGE_TOKENS,
-        vision_feature_layer=FEATURE_LAYERS,
         projector_hidden_act="gelu",
     )
+    # the plural is the field's name before 5.24 and an alias of vision_feature_layer since
+    config.vision_feature_layers = FEATURE_LAYERS
     model = VipLlavaForConditionalGeneration(config)
     norm = model.model.multi_modal_projector.projector_layernorm
     norm.weight.data.uniform_(0.5, 1.5)  # ones and zeros at init: a norm that hides which half a value came from
