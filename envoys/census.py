@@ -69,7 +69,7 @@ def _class(name: str | None) -> type | None:
         return None
 
 
-def inner_model_class(model_type: str, root: type) -> type | None:
+def inner_model_class_of(model_type: str, root: type) -> type | None:
     """The class of the wrapper's inner model: transformers' base model for the model_type, or for the model_type
     of the root's modeling module (a model_type served by another's classes, ShieldGemma 2 by Gemma 3's)."""
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
@@ -146,7 +146,7 @@ def entry(model_type: str, class_name: str, supported: Iterable[str], towers: di
     root = _class(class_name)
     if root is None:
         return Entry(model_type, NOT_SCATTER, f"transformers has no class {class_name} here")
-    hosts = [host for host in (inner_model_class(model_type, root), root) if host is not None]
+    hosts = [host for host in (inner_model_class_of(model_type, root), root) if host is not None]
     found = next((where for where in map(scatter_in, hosts) if where is not None), None)
     if found is not None:
         vision = getattr(getattr(config, "vision_config", None), "model_type", None)
