@@ -6,7 +6,9 @@ other requirements and test extra as pyproject states them, the project
 installed there (editable, without dependencies), the snapshot check run against
 the nearest release the store records (`instrument.snapshot`), the release
 recorded in the store when it is not yet (or with ``--update``: written by
-the same code, `instrument.store`), optionally the test suite, and a table.
+the same code, `instrument.store`), optionally the test suite, optionally
+transformers' own model tests of the served families run without and with the
+rewrites (``--hf-tests``: `instrument.hf_tests`), and a table.
 
 ``--share-torch PREFIX`` reuses torch and everything else not installed in
 the release's virtualenv from an existing environment (a ``.pth`` file
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -63,19 +66,23 @@ class Outcome:
     stored: str = ""  #: "written" (recorded in the store), "kept" (recorded already) or "" (not written)
     tests: str = ""  #: pytest's last line, when run
     tests_passed: bool = True  #: pytest exited 0 (or the tests were not run)
+    hf_tests: str = ""  #: transformers' model tests without and with the rewrites, in a line, when run
+    hf_tests_passed: bool = True  #: no regression, and every family checked (or they were not run)
     error: str = ""  #: why the release could not be checked
 
     @property
     def failed(self) -> bool:
-        """The release could not be checked, a site moved, or its tests failed."""
-        return bool(self.error or self.moved) or not self.tests_passed
+        """The release could not be checked, a site moved, its tests failed, or transformers' tests regressed."""
+        return bool(self.error or self.moved) or not (self.tests_passed and self.hf_tests_passed)
 
 
-def _run(command: list[str], log: Path, cwd: Path = REPOSITORY, timeout: float | None = None) -> subprocess.CompletedProcess:
+def _run(
+    command: list[str], log: Path, cwd: Path = REPOSITORY, timeout: float | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     with log.open("a") as out:
         out.write(f"$ {' '.join(command)}\n")
         out.flush()
-        return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False, env=env)
 
 
 def site_packages(python: Path) -> Path:
@@ -138,16 +145,42 @@ def run_tests(python: Path, log: Path, arguments: list[str], timeout: float) -> 
     return (lines[-1].strip("= ") if lines else "no summary (see the log)"), done.returncode == 0
 
 
+def aligned(rows: list[tuple[str, ...]]) -> str:
+    """Rows of cells as text, each column as wide as its widest cell, two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows) + "\n"
+
+
 def table(outcomes: list[Outcome]) -> str:
-    """One row per release: the reference, the verdict counts, whether the store was written, the tests."""
-    rows = [("release", "compared with", "verdicts", "stored", "tests")]
+    """One row per release: the reference, the verdict counts, whether the store was written, the tests (and
+    transformers' model tests, where any release ran them)."""
+    hf = any(o.hf_tests for o in outcomes)
+    rows = [("release", "compared with", "verdicts", "stored", "tests", *(("transformers' tests",) if hf else ()))]
     for o in outcomes:
         verdicts = o.error or ", ".join(f"{n} {v}" for v, n in o.counts.items())
         if o.moved:
             verdicts += f" ({', '.join(o.moved)})"
-        rows.append((o.release, o.reference, verdicts, o.stored, o.tests or "not run"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows) + "\n"
+        rows.append((o.release, o.reference, verdicts, o.stored, o.tests or "not run", *((o.hf_tests or "not run",) if hf else ())))
+    return aligned(rows)
+
+
+def run_hf_tests(python: Path, release: str, work: Path, log: Path, args: argparse.Namespace) -> tuple[str, bool]:
+    """transformers' model tests without and with the rewrites (`instrument.hf_tests`): their report printed, and
+    the release table's cell with whether they passed."""
+    from . import hf_tests
+
+    options = hf_tests.Options(
+        families=tuple(filter(None, args.hf_tests_families.split(","))),
+        source=args.hf_tests_source,
+        pytest_args=tuple(shlex.split(args.hf_tests_args)),
+        timeout=args.hf_tests_timeout,
+        slow=args.hf_tests_slow,
+    )
+    check = hf_tests.check(python, release, work / "hf-tests", log, options)
+    if check.results:
+        print(f"transformers {release}: transformers' model tests (report: {work / 'hf-tests' / 'hf-tests.txt'})")
+        sys.stdout.write(hf_tests.report(check.results))
+    return check.summary(), not check.failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", action="store_true", help="record a release again that the store records already")
     parser.add_argument("--share-torch", type=Path, metavar="PREFIX", help="reuse torch (and the rest) from this environment")
     parser.add_argument("--venvs", type=Path, help="keep the virtualenvs here (reused on the next run)")
+    hf = parser.add_argument_group("transformers' own model tests, without and with the rewrites (instrument.hf_tests)")
+    hf.add_argument("--hf-tests", action="store_true", help="run the served families' model tests twice and compare")
+    hf.add_argument("--hf-tests-families", default="", metavar="A,B", help="these model_types only (default: every served one)")
+    hf.add_argument("--hf-tests-args", default="", metavar="ARGS", help="more pytest arguments, e.g. \"-k 'not compile'\"")
+    hf.add_argument("--hf-tests-timeout", type=float, default=3600, help="seconds each run (a family, with or without) may take")
+    hf.add_argument("--hf-tests-slow", action="store_true", help="the slow tier too (RUN_SLOW=1: the torch.export tests)")
+    hf.add_argument("--hf-tests-source", type=Path, metavar="DIR",
+                    help="the release's source tree with tests/models/ (a checkout) instead of its source distribution")
     args = parser.parse_args(argv)
     for release in args.releases:  # refused before anything is made
         try:
@@ -185,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                 outcome.tests, outcome.tests_passed = run_tests(
                     python, work / "tests.txt", args.pytest_args.split(), args.test_timeout
                 )
+            if args.hf_tests and not outcome.error:
+                outcome.hf_tests, outcome.hf_tests_passed = run_hf_tests(python, release, work, log, args)
             outcomes.append(outcome)
     finally:
         if args.venvs is None:
