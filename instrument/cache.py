@@ -9,22 +9,44 @@ versions), so it is written to disk once and read back by every later process.
 
 An entry is the rewritten source, its sites and operations, the original
 source and first line, and the compiled code object (``marshal``, as a pyc
-holds it). It is code that will run, so it is treated more strictly than a
-pyc:
+holds it), after `MAGIC` and a SHA-256 of that body. It is code that will run,
+so the cache is trusted exactly as far as the user's own private files are: a
+folder and an entry only this user can write. Anything else is ignored:
 
 - the folder must be a directory owned by the user that no one else can write
-  (it is created private, mode 0700); otherwise the cache is not used at all;
-- an entry file must be owned by the user, carry a SHA-256 of its body that
-  matches, and record exactly the key it is loaded for; otherwise it is ignored;
-- entries are written to a temporary file in the folder and renamed into
-  place (``os.replace``), so a reader sees a whole entry or none, a crash
-  leaves at most a stray temporary file, and processes building at once each
-  write the same bytes.
+  (it is created private, mode 0700; an existing folder others may read, 0755,
+  is used: they can read entries, not change them); otherwise the cache is not
+  used at all. Its path is opened without following a symlink in its last
+  part: a symlink where the folder should be is refused, not resolved, since
+  it cannot be told from one planted there (the folders above it are followed,
+  so a symlinked ``~/.cache`` works; to keep the cache elsewhere, name the real
+  folder in ``$VLM_INSTRUMENT_CACHE``);
+- an entry is opened relative to the folder that was checked (its descriptor:
+  no second lookup of the folder's path), never through a symlink and without
+  waiting on a FIFO, and read only when it is a regular file owned by the user
+  that no one else can write (entries are written 0600), with no other hard
+  link, of at most `MAX_ENTRY_BYTES` (no more is ever read);
+- its checksum must match: it detects corruption (a truncated or torn write,
+  flipped bits), not tampering, since anyone who can write the file can
+  recompute it; that is why who can write the file is checked;
+- it must record exactly the key it is loaded for, and hold exactly the types
+  an entry holds (its code a function of the target's name and file, closing
+  over the target's free variables and the site helper only).
 
-Anything that goes wrong (no folder, not writable, not private, an entry
-missing, stale, truncated or corrupt) means the rule is compiled in memory, as
-if there were no cache, without an error. libcst is imported by the build,
-so only on a miss.
+Any failure while reading an entry (missing, refused, stale, truncated,
+corrupt, malformed) means it is ignored: the rule is compiled in memory, as if
+there were no cache, without an error, and the entry is written again,
+replacing the bad one. libcst is imported by the build, so only on a miss.
+
+Entries are written to a new temporary file (``.<entry>.<random>.tmp``, mode
+0600) created in the checked folder and renamed into place relative to it
+(``os.replace`` with ``dir_fd``), so a folder swapped for a symlink after the
+check cannot redirect the write, a reader sees a whole entry or none, and
+processes building at once each write the same bytes. A writer killed before
+the rename leaves its temporary file; each write removes the ones older than
+`STALE_TEMPORARY_SECONDS` (this library's names, this user's regular files,
+nothing else). On Windows, which has no ``dir_fd``, names are joined to the
+folder's path and there is no owner or mode to check.
 
 Where: ``$VLM_INSTRUMENT_CACHE`` when set (a folder; ``off``, ``0``, ``false``
 or ``no`` disables the cache), else the user's cache folder
@@ -43,16 +65,17 @@ import logging
 import marshal
 import os
 import re
+import secrets
 import stat
 import sys
-import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import CodeType, FunctionType
 
-from .rewritten import Rewritten, Site
+from .rewritten import SITE, Rewritten, Site
 from .versions import distribution_version, library_version
 
 #: The environment variable that moves the cache folder, or disables the cache (`DISABLED`).
@@ -67,6 +90,23 @@ FORMAT = 2
 #: First bytes of every entry file; the SHA-256 of the body follows, then the body.
 MAGIC = b"vlm-instrument build cache\n"
 
+#: The largest entry file read or written. Entries are a few kB; a larger file is not one of ours.
+MAX_ENTRY_BYTES = 4 * 1024 * 1024
+
+#: A temporary file older than this was left by a killed writer (a write takes milliseconds); writes remove it.
+STALE_TEMPORARY_SECONDS = 60 * 60
+
+#: The name of a temporary file a write creates: ``.<entry>.<random>.tmp``.
+TEMPORARY = re.compile(r"\.[A-Za-z0-9_.]+-[0-9a-f]{32}\.vlmc\.[a-z0-9_]+\.tmp")
+
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+#: How an entry is opened: never through a symlink, and without waiting for a writer (a FIFO would block).
+_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | _BINARY
+
+#: How a temporary file is created: a new file, or an error (``O_EXCL`` refuses a symlink too).
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY
+
 log = logging.getLogger(__name__)
 
 
@@ -79,6 +119,10 @@ class Compiled:
     source: str  #: the original source, dedented, decorators included
     first_line: int  #: the file line of the source's first line
     code: CodeType  #: the rewritten code, under the original file name and lines
+
+
+class _Refused(OSError):
+    """A cache folder or entry that is there but is not trusted; the message says why."""
 
 
 # -- where ------------------------------------------------------------------------------------------
@@ -109,30 +153,105 @@ def location() -> Path | None:
         return None
 
 
-def _private(folder: Path) -> bool:
-    """Whether ``folder`` is a directory owned by this user that no one else can write."""
-    status = os.stat(folder)
-    if not stat.S_ISDIR(status.st_mode):
-        return False
-    if os.name == "nt":
-        return True
-    return status.st_uid == os.getuid() and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+# -- what is trusted --------------------------------------------------------------------------------
 
 
-def _folder(create: bool) -> Path | None:
-    """The cache folder if it can be trusted (created private when ``create``), else None."""
-    folder = location()
-    if folder is None:
-        return None
-    try:
-        if create:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-        if _private(folder):
-            return folder
-        log.debug("build cache %s ignored: not a folder only this user can write", folder)
-    except OSError as error:
-        log.debug("build cache %s ignored: %s", folder, error)
+def _owned(status: os.stat_result) -> bool:
+    """Whether this user owns the file (always, on Windows: it has no POSIX owner)."""
+    return os.name == "nt" or status.st_uid == os.getuid()
+
+
+def _writer_problem(status: os.stat_result) -> str | None:
+    """Why someone other than this user could write the file, or None when no one else can."""
+    if not _owned(status):
+        return "owned by another user"
+    if os.name != "nt" and status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "others can write it"
     return None
+
+
+def _folder_problem(status: os.stat_result) -> str | None:
+    """Why the cache folder with this status is not trusted, or None."""
+    if not stat.S_ISDIR(status.st_mode):
+        return "not a folder"
+    return _writer_problem(status)
+
+
+def _entry_problem(status: os.stat_result) -> str | None:
+    """Why the entry file with this status is not read, or None."""
+    if not stat.S_ISREG(status.st_mode):
+        return "not a regular file"
+    if status.st_size > MAX_ENTRY_BYTES:
+        return f"larger than {MAX_ENTRY_BYTES} bytes"
+    if os.name != "nt" and status.st_nlink != 1:
+        return f"{status.st_nlink} hard links to it"
+    return _writer_problem(status)
+
+
+class _Folder:
+    """The cache folder, opened once and checked; its entries are opened, created and renamed relative to it.
+
+    On POSIX it is held by a descriptor, opened without following a symlink, so
+    the folder checked is the folder used even if its path is swapped meanwhile.
+    On Windows (no ``dir_fd``) names are joined to its path. Raises ``OSError``
+    (`_Refused` with the reason when it is there but not trusted).
+    """
+
+    def __init__(self, path: Path, create: bool = False) -> None:
+        if create:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        self.path = path
+        self.descriptor: int | None = None
+        if os.name != "nt":
+            self.descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            problem = _folder_problem(os.lstat(path) if self.descriptor is None else os.fstat(self.descriptor))
+            if problem:
+                raise _Refused(f"folder {path}: {problem}")
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> _Folder:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the folder. On POSIX it is then unusable (-1: EBADF), never used by its path instead."""
+        if self.descriptor is not None and self.descriptor >= 0:
+            os.close(self.descriptor)
+            self.descriptor = -1
+
+    def open(self, name: str, flags: int) -> int:
+        """A descriptor of the file ``name`` in this folder (mode 0600 if ``flags`` create it)."""
+        if self.descriptor is None:
+            return os.open(self.path / name, flags, 0o600)
+        return os.open(name, flags, 0o600, dir_fd=self.descriptor)
+
+    def lstat(self, name: str) -> os.stat_result:
+        """The status of ``name`` in this folder, not following a symlink."""
+        if self.descriptor is None:
+            return os.lstat(self.path / name)
+        return os.stat(name, dir_fd=self.descriptor, follow_symlinks=False)
+
+    def names(self) -> list[str]:
+        """The names in this folder."""
+        return os.listdir(self.path if self.descriptor is None else self.descriptor)
+
+    def replace(self, source: str, destination: str) -> None:
+        """Rename ``source`` to ``destination`` within this folder, replacing what is there."""
+        if self.descriptor is None:
+            os.replace(self.path / source, self.path / destination)
+        else:
+            os.replace(source, destination, src_dir_fd=self.descriptor, dst_dir_fd=self.descriptor)
+
+    def unlink(self, name: str) -> None:
+        if self.descriptor is None:
+            os.unlink(self.path / name)
+        else:
+            os.unlink(name, dir_fd=self.descriptor)
 
 
 # -- the key ----------------------------------------------------------------------------------------
@@ -190,7 +309,7 @@ def entry_path(folder: Path, entry_key: tuple) -> Path:
     return folder / f"{re.sub(r'[^A-Za-z0-9_.]', '_', qualname)}-{digest}.vlmc"
 
 
-# -- read and write ---------------------------------------------------------------------------------
+# -- an entry's bytes -------------------------------------------------------------------------------
 
 
 def _payload(compiled: Compiled) -> tuple:
@@ -199,63 +318,157 @@ def _payload(compiled: Compiled) -> tuple:
     return (rewritten.source, sites, rewritten.operations, compiled.source, compiled.first_line, compiled.code)
 
 
+def _encode(entry_key: tuple, compiled: Compiled) -> bytes:
+    """The bytes of an entry: `MAGIC`, the SHA-256 of the body, the body (the key and the payload, marshalled)."""
+    body = marshal.dumps((entry_key, _payload(compiled)))
+    return MAGIC + hashlib.sha256(body).digest() + body
+
+
+def _tuple_of(value: object, kinds: tuple[type, ...] | type) -> bool:
+    """Whether ``value`` is a tuple of exactly ``kinds`` (one type for every item, or one type per item)."""
+    if type(value) is not tuple:
+        return False
+    if isinstance(kinds, type):
+        return all(type(item) is kinds for item in value)
+    return len(value) == len(kinds) and all(type(item) is kind for item, kind in zip(value, kinds))
+
+
+_SITE_FIELDS = (str, str, int, str)  # name, callee, line, numbered
+_PAYLOAD_FIELDS = (str, tuple, tuple, str, int, CodeType)  # as `_payload` writes them
+
+
+def _fits(code: CodeType, original: CodeType) -> bool:
+    """Whether ``code`` can stand for ``original``: a function of its name and file, closing over its free
+    variables and the site helper only (anything else fails when the function is built, on every load)."""
+    return (
+        code.co_name == original.co_name
+        and code.co_filename == original.co_filename
+        and set(code.co_freevars) <= {*original.co_freevars, SITE}
+    )
+
+
 def _unpack(original: CodeType, payload: object) -> Compiled:
-    """The entry's payload as a `Compiled`; ``ValueError`` when it is not one."""
-    source, sites, operations, original_source, first_line, code = payload  # type: ignore[misc]
-    if not (
-        isinstance(source, str)
-        and isinstance(original_source, str)
-        and isinstance(first_line, int)
-        and isinstance(code, CodeType)
-        and isinstance(operations, tuple)
-        and all(isinstance(o, str) for o in operations)
-        and isinstance(sites, tuple)
-        and all(isinstance(s, tuple) and len(s) == 4 for s in sites)
-    ):
+    """The entry's payload as a `Compiled`; ``ValueError`` when it is not exactly one (types checked, not converted)."""
+    if not _tuple_of(payload, _PAYLOAD_FIELDS):
         raise ValueError("malformed payload")
-    rewritten = Rewritten(source, tuple(Site(str(n), str(c), int(line), str(k)) for n, c, line, k in sites), operations)
+    source, sites, operations, original_source, first_line, code = payload  # type: ignore[misc]
+    if not (_tuple_of(operations, str) and all(_tuple_of(site, _SITE_FIELDS) for site in sites)):
+        raise ValueError("malformed sites or operations")
+    if not _fits(code, original):
+        raise ValueError(f"its code is not a rewrite of {original.co_name} in {original.co_filename}")
+    rewritten = Rewritten(source, tuple(Site(*site) for site in sites), operations)
     return Compiled(original, rewritten, original_source, first_line, code)
 
 
-def load(path: Path, entry_key: tuple, original: CodeType) -> Compiled | None:
-    """The entry at ``path`` if it is whole, ours and recorded for ``entry_key``; else None."""
-    try:
-        with open(path, "rb") as file:
-            if os.name != "nt" and os.fstat(file.fileno()).st_uid != os.getuid():
-                log.debug("build cache entry %s ignored: owned by another user", path)
-                return None
-            data = file.read()
-    except OSError:
-        return None
+def _decode(data: bytes, entry_key: tuple, original: CodeType) -> Compiled:
+    """The `Compiled` an entry's bytes hold; ``ValueError`` when they are not a whole entry for ``entry_key``."""
     digest, body = data[len(MAGIC) : len(MAGIC) + 32], data[len(MAGIC) + 32 :]
     if not data.startswith(MAGIC) or hashlib.sha256(body).digest() != digest:
-        log.debug("build cache entry %s ignored: not a whole entry", path)
-        return None
+        raise ValueError("not a whole entry (truncated, torn or corrupt)")
+    stored_key, payload = marshal.loads(body)
+    if stored_key != entry_key:
+        raise ValueError("recorded for another key")
+    return _unpack(original, payload)
+
+
+# -- read and write ---------------------------------------------------------------------------------
+
+
+def _read_at_most(descriptor: int, limit: int) -> bytes:
+    """The bytes of ``descriptor`` up to its end or ``limit`` bytes, whichever comes first."""
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(descriptor, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _read(folder: _Folder, name: str) -> bytes:
+    """The bytes of the entry file ``name`` in ``folder``; ``OSError`` (`_Refused`) when it is not to be read."""
+    descriptor = folder.open(name, _READ)
     try:
-        stored_key, payload = marshal.loads(body)
-        if stored_key != entry_key:
-            log.debug("build cache entry %s ignored: recorded for another key", path)
-            return None
-        return _unpack(original, payload)
-    except (ValueError, TypeError, EOFError) as error:
+        problem = _entry_problem(os.fstat(descriptor))
+        if problem:
+            raise _Refused(problem)
+        data = _read_at_most(descriptor, MAX_ENTRY_BYTES + 1)  # one more: a file grown since fstat shows
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise _Refused(f"larger than {MAX_ENTRY_BYTES} bytes")
+    return data
+
+
+def load(path: Path, entry_key: tuple, original: CodeType) -> Compiled | None:
+    """The entry at ``path`` if its folder and file are trusted, it is whole and it holds ``entry_key``; else None."""
+    try:
+        with _Folder(path.parent) as folder:
+            data = _read(folder, path.name)
+        return _decode(data, entry_key, original)
+    except Exception as error:  # whatever is wrong with it: ignored, rebuilt, replaced
         log.debug("build cache entry %s ignored: %s", path, error)
         return None
 
 
-def store(folder: Path, path: Path, entry_key: tuple, compiled: Compiled) -> None:
-    """Write the entry atomically: to a temporary file in ``folder``, then renamed to ``path``."""
-    body = marshal.dumps((entry_key, _payload(compiled)))
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+def _remove_stale_temporaries(folder: _Folder) -> None:
+    """Remove what killed writers left in ``folder``: files named `TEMPORARY`, regular, this user's,
+    older than `STALE_TEMPORARY_SECONDS`. Anything else is left alone.
+
+    All of the folder's, not only the entry being written: the entry a killed
+    writer meant to write may since have been written by another process.
+    """
+    now = time.time()
+    for name in folder.names():
+        if not TEMPORARY.fullmatch(name):
+            continue
+        try:
+            status = folder.lstat(name)
+            if stat.S_ISREG(status.st_mode) and _owned(status) and now - status.st_mtime > STALE_TEMPORARY_SECONDS:
+                folder.unlink(name)
+        except OSError:  # removed meanwhile, by another writer
+            pass
+
+
+def _discard(folder: _Folder, name: str) -> None:
+    try:
+        folder.unlink(name)
+    except OSError:
+        pass
+
+
+def _write_temporary(folder: _Folder, entry: str, data: bytes) -> str:
+    """A new file in ``folder`` (mode 0600) holding ``data``, for the entry named ``entry``: its name."""
+    name = f".{entry}.{secrets.token_hex(8)}.tmp"
+    descriptor = folder.open(name, _CREATE)  # random enough that an existing name is an error, not a retry
     try:
         with os.fdopen(descriptor, "wb") as file:
-            file.write(MAGIC + hashlib.sha256(body).digest() + body)
-        os.replace(temporary, path)
+            file.write(data)
     except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _discard(folder, name)
         raise
+    return name
+
+
+def store(path: Path, entry_key: tuple, compiled: Compiled) -> None:
+    """Write the entry for ``entry_key`` at ``path`` atomically: to a temporary file in its folder (created
+    private, checked), then renamed into place.
+
+    Raises ``OSError`` when the folder is not trusted or cannot be written, ``ValueError``
+    when the entry cannot be marshalled or would be over `MAX_ENTRY_BYTES`.
+    """
+    data = _encode(entry_key, compiled)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise ValueError(f"the entry would be {len(data)} bytes, over {MAX_ENTRY_BYTES}")
+    with _Folder(path.parent, create=True) as folder:
+        _remove_stale_temporaries(folder)
+        temporary = _write_temporary(folder, path.name, data)
+        try:
+            folder.replace(temporary, path.name)
+        except BaseException:
+            _discard(folder, temporary)
+            raise
 
 
 def compiled(function: FunctionType, sites: tuple, build: Callable[[], Compiled]) -> Compiled:
@@ -264,23 +477,21 @@ def compiled(function: FunctionType, sites: tuple, build: Callable[[], Compiled]
     From the cache when a valid entry is there, else ``build()``, then written
     to the cache when it can be. Errors of ``build`` propagate; the cache's own never do.
     """
-    if location() is None:
+    folder = location()
+    if folder is None:
         return build()
     try:
         entry_key = key(function, sites)
     except OSError as error:  # no file to hash: compiled every time
         log.debug("build cache not used for %s: %s", function.__qualname__, error)
         return build()
-    folder = _folder(create=False)
-    if folder is not None:
-        found = load(entry_path(folder, entry_key), entry_key, function.__code__)
-        if found is not None:
-            return found
+    path = entry_path(folder, entry_key)
+    found = load(path, entry_key, function.__code__)
+    if found is not None:
+        return found
     result = build()
-    folder = _folder(create=True)
-    if folder is not None:
-        try:
-            store(folder, entry_path(folder, entry_key), entry_key, result)
-        except (OSError, ValueError) as error:  # unwritable, disk full; ValueError: not marshallable
-            log.debug("build cache entry for %s not written: %s", function.__qualname__, error)
+    try:
+        store(path, entry_key, result)
+    except (OSError, ValueError) as error:  # not trusted, unwritable, disk full; ValueError: not marshallable
+        log.debug("build cache entry for %s not written: %s", function.__qualname__, error)
     return result

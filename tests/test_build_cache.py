@@ -176,7 +176,7 @@ def test_an_entry_recorded_for_another_key_is_ignored_and_replaced(folder, rewri
     right = cache.key(module.scaled, ((("math.sqrt", ("math_sqrt_0",)),), ()))
     wrong = tuple((name, value + " (other)") if name == "library" else (name, value) for name, value in right)
     stored = cache.load(entry, right, module.scaled.__code__)
-    cache.store(folder, entry, wrong, stored)  # a whole, valid entry, for another key, at this key's path
+    cache.store(entry, wrong, stored)  # a whole, valid entry, for another key, at this key's path
     assert cache.load(entry, right, module.scaled.__code__) is None
     rebuilt = fresh_compile()
     assert len(rewrites) == 2
@@ -266,10 +266,14 @@ def test_a_folder_that_refuses_writes_is_read_but_not_written(folder, monkeypatc
     """What a folder the user cannot write gives (EACCES on creating a file), for root too, who writes anywhere."""
     fresh_compile()
 
-    def refused(*args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(folder))
+    real_open = os.open
 
-    monkeypatch.setattr(cache.tempfile, "mkstemp", refused)
+    def refused(path, flags, *args, **kwargs):  # what creating a file there gives
+        if flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(cache.os, "open", refused)
     fresh_compile()
     assert len(rewrites) == 1  # the entry there is read
     floor = Rule("test.cache-floor", RULE.target, {"math.floor": ("math_floor_0",)})
@@ -278,7 +282,7 @@ def test_a_folder_that_refuses_writes_is_read_but_not_written(folder, monkeypatc
 
 
 def test_a_failed_write_leaves_no_entry_and_no_temporary_file(folder, monkeypatch, rewrites):
-    def interrupted(source, destination):
+    def interrupted(source, destination, **dir_fds):
         raise OSError("disk full")
 
     monkeypatch.setattr(cache.os, "replace", interrupted)
