@@ -24,6 +24,7 @@ on every step: ``image_token_mask``, the tower, the projector,
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Iterator
@@ -280,6 +281,23 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             if explained is None:
                 raise
             raise explained from error
+
+    def __deepcopy__(self, memo: dict) -> StandardizedTransformer:
+        """A copy with its own model, rewrites and routes: a trace of the copy reads and writes the copy only.
+
+        The model's modules copy with their rewrites reinstalled (`instrument.install`); nnsight's envoys
+        copy without their routes (a module's `State` drops them), so each copied envoy is routed through
+        the copy's interleaver again, under the same path.
+        """
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        interleaver = clone.interleaver
+        interleaver.envoys.clear()
+        for envoy in clone.modules():
+            interleaver.envoys[id(envoy._module)] = envoy
+            interleaver.instrument(envoy)
+        return clone
 
     @property
     def config(self) -> Any:
