@@ -45,7 +45,7 @@ from .sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, Sandwic
 from .standard import Standard, child
 from .text import value
 from .values import Argument, EProperty, Field, Unavailable
-from .vision import VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
+from .vision import FIRST_STEP_ONLY, VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
 
 #: How the padded patch axis shows, said once for every tower value's docstring.
 PADDING = (
@@ -163,6 +163,7 @@ class Gemma4VisionLayer(SandwichNorms, Standard):
     """
 
     order_hint = VISION_ORDER
+    first_step_only = FIRST_STEP_ONLY
 
     layer_input, attention_output, mlp_output, layer_output = sandwich_stream_values(Patches, no_images, PADDING)
 

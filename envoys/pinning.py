@@ -20,9 +20,11 @@ The occurrence is counted within the forward the worker is at: inside
 ``for step in tracer.iter[...]`` (one forward per step under ``generate``),
 call k of step s is occurrence ``s * per_forward + k``, as if every step made
 the same calls. A forward that makes none (a decode step: the tower and
-DeepStack run on the prompt pass only) never reaches it, so the read is left
-waiting and ends like a ``tracer.iter`` read of a step the run did not make,
-rather than being served step 0's value again on every step of an open loop.
+DeepStack run on the prompt pass only) never reaches it: a value of the image's
+pathway (its envoy's ``first_step_only``) is refused there with `Unavailable`
+(`EProperty.check_step`), rather than being served step 0's value again on every
+step of an open loop; any other is left waiting and ends like a ``tracer.iter``
+read of a step the run did not make.
 """
 
 from __future__ import annotations
@@ -88,12 +90,14 @@ class PinnedEProperty(EProperty):
             return self
         self.check(obj)  # the reason first, outside a trace too
         location = self._location(obj)
+        self.check_step(obj, location)
         with self._pinned(obj, location):
-            return self._read(obj, location)
+            return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.check(obj)
         location = self._location(obj)
+        self.check_step(obj, location)
         # The read half of the write is served at the pinned occurrence; the swap that follows
         # is issued while the model is still paused at that visit, so it lands there too.
         with self._pinned(obj, location):

@@ -22,6 +22,9 @@ from .values import standard_values
 class Standard(Envoy):
     """An envoy with standard values."""
 
+    #: Why its values are served on the first step of generate only, or None (served on every step).
+    first_step_only: str | None = None
+
     def support(self) -> dict[str, str | None]:
         """Each standard value of this envoy: None when available, else why not."""
         return {name: value.reason(self) for name, value in standard_values(type(self)).items()}

@@ -15,8 +15,11 @@ An `EProperty` is an nnsight ``eproperty`` with three additions:
   writing an unavailable value raises `Unavailable` with the reason before
   anything is requested from the model, and `support` lists the reasons.
 
-A write must keep the shape of the value it replaces; another shape raises
-``ValueError`` naming both, before it reaches the model.
+A write must keep the shape, dtype and device of the value it replaces;
+another raises (``ValueError`` or ``TypeError``) naming both, before it
+reaches the model. A read-only value (``read_only=``) refuses assignment and,
+read as a tensor, is handed out as a `ReadOnly` tensor whose in-place edits
+raise, since editing it would change nothing the model uses.
 
 Gradients: a value that is the model's own tensor gets its ``.grad`` from
 nnsight as it is. A value read as a view of it (reshaped, transposed, with a
@@ -129,6 +132,8 @@ class EProperty(eproperty):
     envoy returning the whole location. ``select``: a `Selector` (or a function
     of the envoy returning one), or None for the whole served value. ``unavailable``: a reason, or a function of the
     envoy returning one or None. ``read_only``: a reason, which makes assignment raise.
+    ``every_step``: served on every step of generate even on an envoy whose values
+    are computed on the first step only (its ``first_step_only`` reason).
     ``prepare``: run inside the trace before the value is requested (a drill
     that has to be asked for first).
     The decorated stub maps the selected part to what the user reads (its
@@ -144,6 +149,7 @@ class EProperty(eproperty):
         select: Select = None,
         read_only: str | None = None,
         prepare: Callable[[Any], None] | None = None,
+        every_step: bool = False,
     ) -> None:
         super().__init__(key=key if isinstance(key, str) else None, description=description)
         self.locate = key if callable(key) else None
@@ -151,6 +157,7 @@ class EProperty(eproperty):
         self.select = select
         self.read_only = read_only
         self.prepare = prepare
+        self.every_step = every_step
         self._inverse: Callable[[Any, Any, Any], Any] | None = None
 
     def inverse(self, func: Callable[[Any, Any, Any], Any]) -> EProperty:
@@ -176,6 +183,26 @@ class EProperty(eproperty):
         if reason is not None:
             raise Unavailable(f"{_label(obj, self.name)} is unavailable: {reason}")
 
+    def handed_out(self, obj: Any, value: Any) -> Any:
+        """``value``, recorded as this value's read on the model it came from (`envoys.not_saved`)."""
+        record = getattr(getattr(obj, "root", None), "record_served", None)
+        if record is not None:
+            record(_label(obj, self.name), value)
+        return value
+
+    def check_step(self, obj: Any, location: str) -> None:
+        """Inside a trace, before any pin of its own: refuse a value computed on generate's first step only when
+        the worker is at a later one (the step ``tracer.iter`` pinned, else the root forwards it has seen)."""
+        first_step_only = getattr(obj, "first_step_only", None)
+        if first_step_only is None or self.every_step:
+            return
+        mediator = Mediator.current(location)
+        step = mediator.iteration
+        if step is None:  # relaxed after the step's first value: the forward running is the step
+            step = max(mediator.occurrence(f"{obj.root.path}.input") - 1, 0)
+        if step > 0:
+            raise Unavailable(f"{_label(obj, self.name)} is not computed on step {step}: {first_step_only}")
+
     def _request(self, obj: Any, location: str) -> Any:
         try:
             return Mediator.value(location)
@@ -187,11 +214,15 @@ class EProperty(eproperty):
         if obj is None:
             return self
         self.check(obj)
-        return self._read(obj, self._location(obj))
+        location = self._location(obj)
+        self.check_step(obj, location)
+        return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.check(obj)
-        self._write(obj, value, self._location(obj))
+        location = self._location(obj)
+        self.check_step(obj, location)
+        self._write(obj, value, location)
 
     # The read and the write after the check, at a location computed once (a subclass that pins
     # the request checks and locates first, then calls these inside its pin).
@@ -208,6 +239,8 @@ class EProperty(eproperty):
         select = self.selector(obj)
         part = select.get(raw) if select is not None else raw
         shown = self._preprocess(obj, part) if self._preprocess is not None else part
+        if self.read_only is not None and isinstance(shown, torch.Tensor):
+            return read_only(shown, self._read_only_message(obj))
         if not isinstance(shown, torch.Tensor) or not isinstance(part, torch.Tensor):
             return shown
         no_gradient = getattr(obj, "gradient_reason", lambda name: None)(self.name)
@@ -222,6 +255,9 @@ class EProperty(eproperty):
             mediator.transform = WriteBack(back, shown, self, location, occurrence)
         return shown
 
+    def _read_only_message(self, obj: Any) -> str:
+        return f"{_label(obj, self.name)} is read-only: {self.read_only}"
+
     def _write_back(self, obj: Any, shown: Any, raw: Any, part: Any, select: Selector | None) -> Any:
         """The served value with the user's view put back in the model's layout (values unchanged)."""
         restored = self._inverse(obj, shown, part)
@@ -229,14 +265,14 @@ class EProperty(eproperty):
 
     def _write(self, obj: Any, value: Any, location: str) -> None:
         if self.read_only is not None:
-            raise AttributeError(f"{_label(obj, self.name)} is read-only: {self.read_only}")
+            raise AttributeError(self._read_only_message(obj))
         if self.prepare is not None:
             self.prepare(obj)
         raw = self._request(obj, location)
         select = self.selector(obj)
         current = select.get(raw) if select is not None else raw
         shown = self._preprocess(obj, current) if self._preprocess is not None else current
-        _check_shape(_label(obj, self.name), value, shown)
+        _check_replacement(_label(obj, self.name), value, shown)
         if self._inverse is not None:
             value = self._inverse(obj, value, current)
         Mediator.swap(location, select.put(raw, value) if select is not None else value)
@@ -286,6 +322,40 @@ class Served(torch.Tensor):
         backward.fset(part, prop._inverse(obj, value, part) if prop._inverse is not None else value)
 
 
+#: The in-place operators whose method names do not end in ``_``.
+IN_PLACE_OPERATORS = frozenset(
+    f"__i{name}__" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+                                "xor", "lshift", "rshift")
+) | {"__setitem__"}
+
+
+class ReadOnly(torch.Tensor):
+    """A read-only standard value as a tensor: any in-place edit of it raises, naming the value and why.
+
+    Operations on it give plain tensors (``mask.clone()`` is an ordinary copy to edit). Only the value
+    itself refuses: it is computed for the user off the model's inputs, so an edit would change nothing
+    the model uses.
+    """
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        edits = name in IN_PLACE_OPERATORS or (name.endswith("_") and not name.endswith("__"))
+        if (edits and args and isinstance(args[0], ReadOnly)) or isinstance(kwargs.get("out"), ReadOnly):
+            target = args[0] if edits else kwargs["out"]
+            raise AttributeError(f"{target.__dict__['_read_only']}; it cannot be edited in place (clone it to edit a copy)")
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+
+def read_only(value: torch.Tensor, message: str) -> ReadOnly:
+    """``value`` as a `ReadOnly` tensor whose in-place edits raise with ``message``."""
+    view = value.as_subclass(ReadOnly)
+    view.__dict__["_read_only"] = message
+    return view
+
+
 def served(shown: torch.Tensor, part: torch.Tensor, obj: Any, prop: EProperty, reason: str | None) -> Served:
     """``shown`` (the same data, still in the autograd graph) as a `Served` whose gradient is ``part``'s."""
     view = shown.as_subclass(Served)
@@ -310,7 +380,9 @@ def _label(obj: Any, name: str | None) -> str:
     return str(name) if path == "model" else f"{path}.{name}"
 
 
-def _check_shape(label: str, value: Any, current: Any) -> None:
+def _check_replacement(label: str, value: Any, current: Any) -> None:
+    """Refuse a written value the model could not use in place of ``current``: not a tensor, or another shape,
+    dtype or device; the message names the value and what to do."""
     if not isinstance(current, torch.Tensor):
         return
     if not isinstance(value, torch.Tensor):
@@ -319,6 +391,16 @@ def _check_shape(label: str, value: Any, current: Any) -> None:
         raise ValueError(
             f"{label} takes a tensor of shape {tuple(current.shape)}, the shape of the value it replaces; "
             f"got {tuple(value.shape)}. Edit it in place, or build the replacement from the value you read."
+        )
+    if value.dtype != current.dtype:
+        raise TypeError(
+            f"{label} takes a tensor of dtype {current.dtype}, the dtype of the value it replaces; got {value.dtype}. "
+            f"Convert it first: value.to({current.dtype})."
+        )
+    if value.device != current.device:
+        raise ValueError(
+            f"{label} takes a tensor on {current.device}, where the value it replaces is; got one on {value.device}. "
+            f"Move it first: value.to({str(current.device)!r})."
         )
 
 

@@ -42,6 +42,12 @@ VISION_ORDER = (
     "that holds the image placeholder)"
 )
 
+#: Why a value of the image's pathway is not served on a later step of generate.
+FIRST_STEP_ONLY = (
+    "the image is encoded once, in the forward of generate's step 0 (the tower, the projector and "
+    "image_features run there only); read it in step 0 (tracer.iter[0]), or in a trace"
+)
+
 TEXT_ONLY = (
     "this model was loaded without task='image-text-to-text', so it has no processor and no image can "
     "reach it; load it with StandardizedTransformer(name, task='image-text-to-text')"
@@ -160,12 +166,14 @@ class Vision(Standard):
     """``model.vision``: a vision tower's root. Its blocks are ``layers``; its sizes are its own config's."""
 
     order_hint = VISION_ORDER
+    first_step_only = FIRST_STEP_ONLY
 
     #: On a tower with no fixed resolution, where each image's size is (`variable_resolution` says it).
     image_sizes_are: str | None = None
 
     @EProperty(key=lambda v: f"{v.root.path}.input", description="which positions hold an image token [batch, seq] bool",
-               unavailable=no_images, read_only="it is where the prompt has image tokens; change the prompt instead")
+               unavailable=no_images, read_only="it is where the prompt has image tokens; change the prompt instead",
+               every_step=True)
     def image_token_mask(self, inputs: Any) -> ImageTokenMask:
         """Which positions of the text batch hold an image token, ``[batch, seq]`` bool, off the root's ``input_ids``.
 
@@ -335,6 +343,7 @@ class VisionLayer(Standard):
     """
 
     order_hint = VISION_ORDER
+    first_step_only = FIRST_STEP_ONLY
 
     layer_input, attention_output, mlp_output, layer_output = stream_values(Patches, no_images, as_patches, from_patches)
 
@@ -343,6 +352,7 @@ class VisionAttention(Standard):
     """A tower block's attention: the text attention's interior, one row per image, no causal mask."""
 
     order_hint = VISION_ORDER
+    first_step_only = FIRST_STEP_ONLY
 
     attention_output = own_output("attention_output", Patches, "what the attention adds to the stream", no_images,
                                   as_patches, from_patches)
@@ -360,5 +370,6 @@ class VisionMlp(Standard):
     """A tower block's MLP: ``mlp_output`` is what it adds to the stream (the block's ``mlp_output``)."""
 
     order_hint = VISION_ORDER
+    first_step_only = FIRST_STEP_ONLY
 
     mlp_output = own_output("mlp_output", Patches, "what the MLP adds to the stream", no_images, as_patches, from_patches)
