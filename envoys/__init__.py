@@ -6,6 +6,7 @@ and the demo; ``python -m envoys.demo`` runs the walkthrough on one.
 """
 
 from .model import StandardizedTransformer
+from .not_saved import NotSavedError
 from .values import Unavailable
 
-__all__ = ["StandardizedTransformer", "Unavailable"]
+__all__ = ["NotSavedError", "StandardizedTransformer", "Unavailable"]

@@ -48,10 +48,12 @@ from .aliases import bind_rename
 from .bugs import BrokenLoad
 from .families import Family, family_for
 from .grids import ImageInputs, image_inputs_of
+from .not_saved import bind_not_saved
 from .rules import rules_for_model
 from .standard import rows_over
 from .text_root import TextRoot
 from .tree import standard_tree
+from .turns import TurnTakingBatcher, TurnTakingInterleaver
 from .values import standard_values
 from .vision import NoTower, Vision, image_token_id, no_images
 
@@ -179,7 +181,10 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     ``norm``, ``lm_head``, ``logits`` and the rest of the text surface
     (`TextRoot`: sizes, inputs, accessors, skip and steer) name the text
     model, ``model.vision`` and ``model.projector`` the vision side.
+    Traces of one model from several threads run one at a time (`envoys.turns`).
     """
+
+    _batcher_class = TurnTakingBatcher
 
     def __init__(
         self,
@@ -230,6 +235,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 processor=processor,
                 tokenizer=tokenizer,
                 envoys=family.envoys_for(model),
+                interleaver=TurnTakingInterleaver(),
             )
         bind_rename(self, family.rename_for(model.config))  # nnsight's rename=, without its failed lookups
         adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
@@ -269,18 +275,34 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.
 
+        A variable of the trace left bound to a standard value it did not save is bound to a `NotSaved` that
+        says so (`envoys.not_saved`).
+
         Only while the bug's condition holds (`envoys.bugs`), and only for an
         error of that bug: it is re-raised as a `TransformersBug` naming it and
         the workaround, the original chained as its cause.
         """
+        mediators = list(self.interleaver.mediators)
+        self.__dict__["_served"] = {}
         try:
-            return super().interleave(fn, *args, **kwargs)
+            result = super().interleave(fn, *args, **kwargs)
+            bind_not_saved(mediators, self.__dict__["_served"])
+            return result
         except Exception as error:
             bug = self.family.forward_bug
             explained = bug.translate(error) if bug is not None else None
             if explained is None:
                 raise
             raise explained from error
+        finally:
+            self.__dict__["_served"] = {}
+
+    def record_served(self, label: str, value: Any) -> None:
+        """Note a standard value handed out in the running trace, so that a variable left holding it unsaved
+        says so after the trace (`envoys.not_saved`)."""
+        served = self.__dict__.get("_served")
+        if served is not None:
+            served[id(value)] = (label, value)
 
     def __deepcopy__(self, memo: dict) -> StandardizedTransformer:
         """A copy with its own model, rewrites and routes: a trace of the copy reads and writes the copy only.

@@ -30,6 +30,7 @@ from envoys import StandardizedTransformer
 from envoys.bugs import BrokenLoad, TransformersBug
 from envoys.families import llama4
 from envoys.tiny import chat_prompt, noise_image
+from instrument.dispatch import SitesNotServed
 from instrument.install import installed
 
 ONE = [noise_image(32, 32, seed=0)]
@@ -395,6 +396,11 @@ def fixed_forward(self, input_ids=None, **kwargs):
     return outputs
 
 
+def failing_forward(self, input_ids=None, **kwargs):
+    """A root forward that reads no field of the language model's output, failing with the bug's error anyway."""
+    raise AttributeError("'CausalLMOutputWithPast' object has no attribute 'image_outputs'")
+
+
 @dataclasses.dataclass
 class OutputWithImageOutputs(getattr(modeling_llama4, "MoeCausalLMOutputWithPast", None) or modeling_llama4.CausalLMOutputWithPast):
     image_outputs: object = None
@@ -409,8 +415,11 @@ def test_the_bug_is_detected_by_its_condition_not_the_version(model, monkeypatch
         assert not llama4.reads_a_field_its_output_lacks()
         assert llama4.IMAGE_OUTPUTS_BUG.reason() is None
         assert "output" not in model.support() and "generate" not in model.support()
-        # this instance still runs the 5.24.0 forward: its error is no longer explained, as nothing says it is the bug
-        with pytest.raises(AttributeError, match="image_outputs") as raised:
+        # the instance runs the class's forward as patched (instrument.dispatch); an error like the bug's is no
+        # longer explained, as nothing says it is the bug
+        patched.setattr(modeling_llama4.Llama4ForConditionalGeneration, "forward", failing_forward)
+        assert not llama4.reads_a_field_its_output_lacks()
+        with pytest.raises(AttributeError, match="image_outputs") as raised, pytest.warns(SitesNotServed):
             with model.trace(prompt(model, ONE), images=ONE):
                 model.logits.save()
         assert not isinstance(raised.value, TransformersBug)
