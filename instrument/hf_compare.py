@@ -6,7 +6,7 @@ that failed to import). A **regression** is a test that passed without the
 rewrites and did not pass with them; any other difference is a **change**
 (a test that failed without and passes with, a skip that became a failure).
 `report` prints a row per family (the outcomes' counts of both runs, the
-regressions, the changes, the model classes the rules went on), then every
+regressions, the changes, the model classes the rules went on; a subtest is an id of its own), then every
 regression and change by id, and every model the rules could not go on.
 """
 
@@ -82,7 +82,7 @@ class FamilyResult:
 
 def report(results: list[FamilyResult]) -> str:
     """The table, then each regression, change and install error by family."""
-    rows = [("family", "tests", "without the rewrites", "with the rewrites", "regressions", "changes", "rules on")]
+    rows = [("family", "test ids", "without the rewrites", "with the rewrites", "regressions", "changes", "rules on")]
     for r in results:
         if r.error:
             rows.append((r.model_type, "", r.error, "", "", "", ""))

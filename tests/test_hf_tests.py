@@ -98,7 +98,7 @@ def test_the_report_names_each_regression_and_change_by_id():
     absent = hf_compare.FamilyResult("qwen3_5", error="no tests/models/qwen3_5/test_modeling_*.py in src")
     text = hf_compare.report([ok, bad, absent])
     rows = text.splitlines()
-    assert rows[0].split()[:2] == ["family", "tests"]
+    assert rows[0].split()[:3] == ["family", "test", "ids"]
     assert rows[1].split() == ["gemma3", "2", "1", "passed,", "1", "skipped", "1", "passed,", "1", "skipped", "0", "0", "1", "model", "classes"]
     assert rows[2].split()[:6] == ["llava", "2", "1", "passed,", "1", "failed"] and rows[2].split()[-4:] == ["1", "1", "model", "classes"]
     assert "no tests/models/qwen3_5/test_modeling_*.py in src" in rows[3]
@@ -177,6 +177,27 @@ def test_the_plugins_load_without_the_library(tmp_path):
              "print(sorted(m for m in ('nnsight', 'torch', 'transformers', 'instrument') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_plugin_finds_the_scatter_where_the_family_puts_it():
+    """The host's scatter on the wrapper, on the base model built alone, and on a root that scatters itself (Llama 4,
+    whose config transformers maps to the wrapper as its base model); a tower alone gets its class rules."""
+    from envoys import tiny
+    from instrument.hf_plugin import rules_for
+
+    def names(model):
+        return {rule.name for rule in rules_for(model)}
+
+    try:
+        llava, _ = tiny.build("llava-siglip")
+        llama4, _ = tiny.build("llama4")
+    except ValueError as absent:
+        pytest.skip(str(absent))
+    assert "llava.image-scatter" in names(llava) and "llava.image-scatter" in names(llava.model)
+    tower = names(llava.model.vision_tower)
+    assert "siglip.SiglipAttention" in tower and not any(name.endswith(".image-scatter") for name in tower)
+    assert "llama4.image-scatter" in names(llama4)
+    assert not any(name.endswith(".image-scatter") for name in names(llama4.vision_model))
 
 
 FAKE_TESTS = '''
