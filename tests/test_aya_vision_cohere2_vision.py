@@ -24,7 +24,7 @@ import nnsight
 import pytest
 import torch
 import torch.nn.functional as F
-from tower_body import tower_body
+from tower_body import assert_siglip_wrapper_names
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image, patch_coloured_image
@@ -41,23 +41,11 @@ PROCESSORS = {"aya_vision": ("AyaVisionProcessor", "GotOcr2ImageProcessor"),
               "cohere2_vision": ("Cohere2VisionProcessor", "Cohere2VisionImageProcessor")}
 
 
-@pytest.fixture(scope="module")
-def load(tiny_checkpoint):
-    loaded: dict[str, StandardizedTransformer] = {}
-
-    def get(name: str) -> StandardizedTransformer:
-        if name not in loaded:
-            loaded[name] = StandardizedTransformer(
-                tiny_checkpoint(name), task="image-text-to-text", device="cpu", attn_implementation="eager"
-            )
-        return loaded[name]
-
-    return get
-
-
 @pytest.fixture(scope="module", params=FAMILIES)
-def model(request, load):
-    return load(request.param)
+def model(request, tiny_checkpoint):
+    return StandardizedTransformer(
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+    )
 
 
 def prompt(model, images) -> str:
@@ -82,16 +70,8 @@ def projector_source(model):
 def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
     assert (type(model.processor).__name__, type(model.processor.image_processor).__name__) == PROCESSORS[
         model.family.model_type]
-    host = model._module.model
-    body = tower_body(host.vision_tower)
-    assert model.vision._module is host.vision_tower and model.projector._module is host.multi_modal_projector
-    assert [layer._module for layer in model.vision.layers] == list(body.encoder.layers)
-    assert model.vision.norm._module is body.post_layernorm
-    assert model.vision.patch_embed._module is body.embeddings.patch_embedding
-    text = host.language_model
-    assert [layer._module for layer in model.layers] == list(text.layers)
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
-    for block, native in zip(model.layers, text.layers):
+    assert_siglip_wrapper_names(model)
+    for block, native in zip(model.layers, model._module.model.language_model.layers):
         assert type(native).__name__ == "Cohere2DecoderLayer" and not hasattr(native, "post_attention_layernorm")
         # one norm feeds both sublayers: the MLP's pre-norm name answers with it
         assert block.post_attention_layernorm._module is native.input_layernorm

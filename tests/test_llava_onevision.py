@@ -19,7 +19,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from tower_body import tower_body
+from tower_body import assert_siglip_wrapper_names
 from transformers.image_processing_utils import select_best_resolution
 
 from envoys import StandardizedTransformer
@@ -96,14 +96,7 @@ def test_loads_with_its_stock_processor_and_names_reach_the_native_modules(model
     assert type(processor).__name__ == "LlavaOnevisionProcessor"
     assert type(processor.image_processor).__name__ in ("LlavaOnevisionImageProcessor", "LlavaOnevisionImageProcessorPil")
     assert type(processor.video_processor).__name__ == "LlavaOnevisionVideoProcessor"
-    host = model._module.model
-    body = tower_body(host.vision_tower)
-    assert model.vision._module is host.vision_tower and model.projector._module is host.multi_modal_projector
-    assert [layer._module for layer in model.vision.layers] == list(body.encoder.layers)
-    assert model.vision.norm._module is body.post_layernorm
-    assert model.vision.patch_embed._module is body.embeddings.patch_embedding
-    text = host.language_model
-    assert [layer._module for layer in model.layers] == list(text.layers)
+    assert_siglip_wrapper_names(model)
     assert type(model.layers[0].self_attn._module).__name__ == "Qwen2Attention"
     assert "one row per tile" in repr(model)
 

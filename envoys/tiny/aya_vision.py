@@ -29,7 +29,7 @@ from transformers import (
 )
 
 from .norms import randomise_norms
-from .sizes import text_sizes
+from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
 
 TILE = 32
@@ -89,8 +89,7 @@ def cohere_tokenizer(named: dict[str, str], template: str) -> TokenizersBackend:
 
 def siglip_tiles(**particular) -> SiglipVisionConfig:
     """The SigLIP tower: 2 blocks, width 32, 2 heads, MLP 64 wide, patch 4 on 32x32 tiles, no pooling head."""
-    return SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=TILE, patch_size=PATCH, vision_use_head=False, **particular)
+    return SiglipVisionConfig(**vision_sizes(image_size=TILE, patch_size=PATCH, vision_use_head=False, **particular))
 
 
 def cohere2_text(tokenizer: TokenizersBackend) -> Cohere2Config:

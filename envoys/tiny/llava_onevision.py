@@ -19,41 +19,27 @@ from transformers import (
     LlavaOnevisionImageProcessor,
     LlavaOnevisionProcessor,
     LlavaOnevisionVideoProcessor,
-    Qwen2Config,
-    SiglipVisionConfig,
 )
 
-from .llava import INTERLEAVE_TEMPLATE
+from .llava import IMAGE_SIZE as TILE
+from .llava import INTERLEAVE_TEMPLATE, interleave_tokenizer, qwen2_text, siglip_tower
+from .llava import PATCH_SIZE as PATCH
 from .norms import randomise_norms
-from .sizes import text_sizes
-from .tokenizer import TokenizersBackend, word_level_tokenizer
 
-TILE = 32
-PATCH = 8
 TOKENS_PER_TILE = (TILE // PATCH) ** 2  # 16
 #: The resolutions, (height, width) in pixels, an image may be resized and padded to: 1 to 6 tiles a side.
 GRID_PINPOINTS = [[TILE * rows, TILE * columns] for rows in range(1, 7) for columns in range(1, 7)]
 
 
-def _tokenizer() -> TokenizersBackend:
-    """Qwen2's ChatML turns (`envoys.tiny.llava.INTERLEAVE_TEMPLATE`), with ``<image>`` and ``<video>``."""
-    return word_level_tokenizer(
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        named_tokens={"image_token": "<image>", "video_token": "<video>"},
-        chat_template=INTERLEAVE_TEMPLATE,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-    )
-
-
 def build_llava_onevision() -> tuple[LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor]:
     """Imitates llava-hf/llava-onevision-qwen2-0.5b-ov-hf (its 384 pixel tiles of 14 pixel patches, 729 tokens a tile).
 
-    SigLIP tower (no CLS, no pooling head, ``post_layernorm`` over the
-    patches): 2 blocks, width 32, 2 heads, patch 8 on 32x32 tiles, 16 patches.
-    The projector reads the last block's output (``vision_feature_layer`` -1,
-    strategy "full", before ``post_layernorm``), every patch, so a tile gives
-    16 features. Qwen2 text model: 2 layers, width 32, 2 query heads / 1
+    SigLIP tower (`envoys.tiny.llava.siglip_tower`: no CLS, no pooling head,
+    ``post_layernorm`` over the patches): 2 blocks, width 32, 2 heads, patch 8
+    on 32x32 tiles, 16 patches. The projector reads the last block's output
+    (``vision_feature_layer`` -1, strategy "full", before ``post_layernorm``),
+    every patch, so a tile gives 16 features. Qwen2 text model
+    (`envoys.tiny.llava.qwen2_text`): 2 layers, width 32, 2 query heads / 1
     key-value head, tied embeddings. Every norm's weight and bias are drawn at
     random. The processor counts an image's tokens as the host packs them: a
     32x32 image is 2 tiles (the base tile and a 1x1 grid) and 36 tokens (16 +
@@ -63,24 +49,10 @@ def build_llava_onevision() -> tuple[LlavaOnevisionForConditionalGeneration, Lla
     shrunk by the interpolation). An image among several in one prompt
     (``images=[[a, b]]``) is one tile and 17 tokens (16 + 1 newline).
     """
-    tokenizer = _tokenizer()
-    vision = SiglipVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=TILE,
-        patch_size=PATCH,
-        vision_use_head=False,
-    )
-    text = Qwen2Config(**text_sizes(
-        tokenizer,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-    ))
+    tokenizer = interleave_tokenizer(video=True)
     config = LlavaOnevisionConfig(
-        vision_config=vision,
-        text_config=text,
+        vision_config=siglip_tower(),
+        text_config=qwen2_text(tokenizer),
         image_token_index=tokenizer.image_token_id,
         video_token_index=tokenizer.video_token_id,
         image_grid_pinpoints=GRID_PINPOINTS,
