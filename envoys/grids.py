@@ -11,8 +11,10 @@ Gathering rows into a grid (`gather`) and writing a grid's cells back
 value a grid's indices refer to, for the shapes a value may have.
 
 A layout reads only the `ImageInputs`: the processor's image tensors, the
-``input_ids``, the image-token mask, the model's config and, where a prompt
-marks tiles with tokens, the processor's tokenizer.
+``input_ids``, the image-token mask, the model's config, where a prompt
+marks tiles with tokens, the processor's tokenizer, and, where the processor
+tiles an image by its size but returns no sizes (Aya Vision, Cohere 2 Vision),
+the sizes of the images the trace handed the processor.
 """
 
 from __future__ import annotations
@@ -180,6 +182,8 @@ class ImageInputs:
     where the image tokens are (``out[mask]`` are the image tokens' rows, over
     the batch in order). ``config``: the model's config. ``processor``: the
     model's processor (its tokenizer names the tokens a prompt marks tiles with).
+    ``given_sizes``: ``(height, width)`` of each image the invokes handed the
+    processor (``images=``), in order, or None where they handed it pixels.
     """
 
     tensors: Mapping[str, torch.Tensor]
@@ -187,6 +191,7 @@ class ImageInputs:
     image_token_mask: torch.Tensor
     config: Any = field(repr=False, default=None)
     processor: Any = field(repr=False, default=None)
+    given_sizes: tuple[tuple[int, int], ...] | None = field(repr=False, default=None)
 
     def __getitem__(self, key: str) -> torch.Tensor:
         try:
@@ -248,11 +253,44 @@ class TokenRun:
     length: int
 
 
-def image_inputs_of(kwargs: Mapping[str, Any], mask: torch.Tensor, config: Any, processor: Any) -> ImageInputs:
+def image_inputs_of(kwargs: Mapping[str, Any], mask: torch.Tensor, config: Any, processor: Any,
+                    given_sizes: tuple[tuple[int, int], ...] | None = None) -> ImageInputs:
     """The `ImageInputs` of a batch's keyword inputs, detached: every tensor but the text's."""
     tensors = {key: value.detach() for key, value in kwargs.items()
                if isinstance(value, torch.Tensor) and key not in TEXT_KEYS}
-    return ImageInputs(tensors, kwargs["input_ids"].detach(), mask.detach(), config, processor)
+    return ImageInputs(tensors, kwargs["input_ids"].detach(), mask.detach(), config, processor, given_sizes)
+
+
+def image_size(image: Any) -> tuple[int, int]:
+    """``(height, width)`` of an image as a processor takes it: a PIL image, or an array or tensor (channels
+    first or last, as transformers infers them)."""
+    if hasattr(image, "size") and hasattr(image, "mode"):  # PIL: size is (width, height)
+        width, height = image.size
+        return int(height), int(width)
+    from transformers.image_utils import get_image_size, to_numpy_array
+
+    height, width = get_image_size(to_numpy_array(image))
+    return int(height), int(width)
+
+
+def given_sizes(invokes: Any) -> tuple[tuple[int, int], ...] | None:
+    """``(height, width)`` of every image the invokes hand the processor (their ``images=``, nested lists
+    flattened), in order; None where an invoke carries none that way (it passes pixels)."""
+    sizes: list[tuple[int, int]] = []
+
+    def walk(images: Any) -> None:
+        if isinstance(images, (list, tuple)):
+            for each in images:
+                walk(each)
+        else:
+            sizes.append(image_size(images))
+
+    for _, kwargs in invokes:
+        images = kwargs.get("images")
+        if images is None:
+            return None
+        walk(images)
+    return tuple(sizes)
 
 
 class GridLayout(Protocol):

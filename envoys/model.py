@@ -47,7 +47,7 @@ from instrument import adopt, install_all
 from .aliases import bind_rename
 from .bugs import BrokenLoad
 from .families import Family, family_for
-from .grids import ImageInputs, image_inputs_of
+from .grids import ImageInputs, given_sizes, image_inputs_of
 from .not_saved import bind_not_saved
 from .rules import rules_for_model
 from .standard import rows_over
@@ -262,15 +262,16 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
             raise
         kwargs = {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
-        self._record_image_inputs(kwargs)
+        self._record_image_inputs(kwargs, invokes)
         return args, kwargs
 
-    def _record_image_inputs(self, kwargs: dict[str, Any]) -> None:
-        """Keep a batch's image inputs as ``last_image_inputs`` when it carries images and its input_ids."""
+    def _record_image_inputs(self, kwargs: dict[str, Any], invokes: list) -> None:
+        """Keep a batch's image inputs as ``last_image_inputs`` when it carries images and its input_ids, with the
+        sizes of the images the invokes handed the processor."""
         if self.family.text_only or not _carries_images(kwargs) or not isinstance(kwargs.get("input_ids"), torch.Tensor):
             return
         mask = kwargs["input_ids"] == image_token_id(self.config)
-        self.last_image_inputs = image_inputs_of(kwargs, mask, self.config, self.processor)
+        self.last_image_inputs = image_inputs_of(kwargs, mask, self.config, self.processor, given_sizes(invokes))
 
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.

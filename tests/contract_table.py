@@ -15,6 +15,7 @@ family takes one whose tiling differs from the first's).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -37,7 +38,9 @@ class Layout:
       (every row as long as the others);
     - ``"packed"``: one row holding every image's positions, image after image,
       ``[1, sum of rows * positions, ...]``;
-    - ``"flat"``: no row axis, ``[sum of rows * positions, ...]``.
+    - ``"flat"``: no row axis, ``[sum of rows * positions, ...]``;
+    - ``"square"``: as ``"batched"``, each row's positions on a square grid, ``[sum of rows, side, side, ...]``
+      (``side * side`` positions: a pixel-shuffle projector's output, one position per folded block).
     """
 
     kind: str
@@ -46,9 +49,14 @@ class Layout:
     def shape(self, images: int) -> tuple[int, ...]:
         """The value's leading axes for the first ``images`` images (the width or the heads follow)."""
         chosen = self.per_image[:images]
-        if self.kind == "batched":
+        if self.kind in ("batched", "square"):
             (positions,) = {positions for _, positions in chosen}
-            return (sum(rows for rows, _ in chosen), positions)
+            rows = sum(rows for rows, _ in chosen)
+            if self.kind == "square":
+                side = math.isqrt(positions)
+                assert side * side == positions, f"{positions} positions are no square grid"
+                return (rows, side, side)
+            return (rows, positions)
         total = sum(rows * positions for rows, positions in chosen)
         return (1, total) if self.kind == "packed" else (total,)
 
@@ -75,6 +83,10 @@ def packed(*positions: int) -> Layout:
 
 def flat(*per_image: tuple[int, int]) -> Layout:
     return Layout("flat", per_image)
+
+
+def square(*per_image: tuple[int, int]) -> Layout:
+    return Layout("square", per_image)
 
 
 @dataclass(frozen=True)
@@ -174,6 +186,7 @@ CLIP_ATTENTION = attention("clip", "CLIPAttention")
 LLAMA_ATTENTION = attention("llama", "LlamaAttention")
 MISTRAL_ATTENTION = attention("mistral", "MistralAttention")
 PIXTRAL_ATTENTION = attention("pixtral", "PixtralAttention")
+COHERE2_ATTENTION = attention("cohere2", "Cohere2Attention")
 
 #: SigLIP and CLIP towers: width 32, 2 heads of 16, MLP 64 wide.
 SIGLIP = {"vision_hidden_size": 32, "num_heads": 2, "head_dim": 16, "intermediate_size": 64}
@@ -224,6 +237,42 @@ ROWS: dict[str, Row] = {
         prefix=1,
         features_are_projected=False,
         rules=(scatter("llava_next"), *CLIP_ATTENTION, *MISTRAL_ATTENTION),
+    ),
+    # envoys/tiny/llava_onevision.py: SigLIP on 32x32 tiles of 8 px patches (16 positions, no CLS), 2 blocks,
+    # post_layernorm; a 32x32 image is 2 tiles (base + 1x1 grid) and 36 image tokens (16 + 4x4 + 4 newlines), a 64 wide,
+    # 48 high one 5 tiles (base + 2x2) and 70 (16 + 6x8 + 6); the projector reads the last block before the norm, every
+    # patch, per tile, and the host unpads the grid and adds newline rows, so image_features is not its output.
+    "llava_onevision": Row(
+        image_tokens=(36, 70),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((2, 16), (5, 16)),
+        projected=batched((2, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+        features_are_projected=False,
+        rules=(scatter("llava_onevision"), *SIGLIP_ATTENTION, *attention("qwen2", "Qwen2Attention")),
+    ),
+    # envoys/tiny/aya_vision.py: SigLIP on 32 px tiles of 4 px patches (64 a tile), 2 blocks, post_layernorm; 16 tokens
+    # a tile after the 2x2 pixel shuffle, [tiles, 4, 4, hidden] out of the projector; a 32x32 image is 1 tile (16
+    # tokens), a 64 wide, 48 high one 2x2 tiles + the thumbnail (80); the projector reads the last block before the norm.
+    "aya_vision": Row(
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=square((1, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+        rules=(scatter("aya_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
+    ),
+    # envoys/tiny/cohere2_vision.py: Aya Vision's sizes and tiling; the projector reads tower_output (after the norm).
+    "cohere2_vision": Row(
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=square((1, 16), (5, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("cohere2_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
     ),
     # envoys/tiny/llava_pixtral.py: Pixtral, packed, 8 px patches and no merge: 32x32 is 16 patches and tokens,
     # 48 high x 64 wide 48; no final norm; LLaVA's projector reads the last block, every patch.

@@ -43,3 +43,12 @@ def tower_rooted(names: dict[str, str]) -> dict[str, str]:
     standard children, whichever release built it. Only for a family whose tower is such a vision model (under
     ``vision_tower``): elsewhere a ``vision_model`` child would be aliased from its parent."""
     return {**names, **{f"{VISION_MODEL}.{key}": name for key, name in names.items()}}
+
+
+#: A wrapper like `WRAPPER_RENAME`'s with a SigLIP tower whose ``post_layernorm`` normalises every patch (the tower's
+#: ``norm``): Gemma 3, LLaVA-OneVision, Aya Vision, Cohere 2 Vision.
+SIGLIP_WRAPPER_RENAME = {
+    **WRAPPER_RENAME,
+    **tower_rooted({**ENCODER_TOWER_RENAME, "post_layernorm": "norm"}),
+    **ENCODER_BLOCK_RENAME,
+}

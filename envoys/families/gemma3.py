@@ -40,9 +40,9 @@ from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..values import Unavailable
 from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
-from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
+from .encoder_names import SIGLIP_WRAPPER_RENAME
 
-RENAME = {**WRAPPER_RENAME, **tower_rooted({**ENCODER_TOWER_RENAME, "post_layernorm": "norm"}), **ENCODER_BLOCK_RENAME}
+RENAME = dict(SIGLIP_WRAPPER_RENAME)
 
 
 class GemmaAttention(SandwichAttention):

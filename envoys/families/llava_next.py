@@ -62,7 +62,10 @@ class Tiles(Layout):
 
 
 class TilePatches(Layout):
-    """[tiles, patches, vision_hidden_size]: the patch embedding's output, one row per tile, patches in raster order (no CLS)."""
+    """[tiles, patches, vision_hidden_size]: one row per tile, patches in raster order, no CLS.
+
+    A CLIP tower's patch embedding's output (LLaVA-NeXT); a SigLIP tower's stream (LLaVA-OneVision).
+    """
 
 
 class LlavaNextVision(Vision):
@@ -82,7 +85,7 @@ class LlavaNextVision(Vision):
         view=lambda grid: grid.flatten(2).transpose(1, 2),
         inverse=lambda written, current: written.transpose(1, 2).reshape(current.shape),
         doc="The patch embedding's output, ``[tiles, patches, vision_hidden_size]``, one row per tile, patches in "
-        "raster order, before the position embedding, the CLS token and ``pre_layrnorm``.",
+        "raster order, before the position embedding (and the CLS token and ``pre_layrnorm`` a CLIP tower adds).",
     )
 
     tower_output = value(
@@ -123,8 +126,14 @@ class TileLayer(VisionLayer):
     layer_input, attention_output, mlp_output, layer_output = stream_values(Tiles, no_images)
 
 
+class TilePatchLayer(VisionLayer):
+    """A SigLIP block on tiles (LLaVA-OneVision): ``layer_input + attention_output + mlp_output == layer_output``, each `TilePatches`."""
+
+    layer_input, attention_output, mlp_output, layer_output = stream_values(TilePatches, no_images)
+
+
 class TileAttention(VisionAttention):
-    """A CLIP block's attention on tiles: the interior has one row per tile, and a tile's positions attend to each other only."""
+    """A tower block's attention on tiles: the interior has one row per tile, and a tile's positions attend to each other only."""
 
     (
         attention_queries,
@@ -164,8 +173,7 @@ class LlavaNextGrids:
 
     stream_dims = 2
 
-    @staticmethod
-    def _tiles(inputs: ImageInputs, image: int) -> list[int]:
+    def _tiles(self, inputs: ImageInputs, image: int) -> list[int]:
         """How many tiles each image has (its base tile included)."""
         sizes = inputs["image_sizes"]
         check_image(image, sizes.shape[0])
@@ -183,6 +191,19 @@ class LlavaNextGrids:
         tiles = torch.stack([tile.patches((first_tile + 1 + t) * per_tile) for t in range(rows * columns)])
         return unpad_image(stitch(tiles, rows, columns)[None], size)[0]
 
+    def _feature_shape(self, inputs: ImageInputs, image: int) -> tuple[int, int]:
+        """``(rows, columns)`` of image ``image``'s feature grid, the tokens after its base tile's: its unpadded grid."""
+        side = TileRows.of(inputs.config).side
+        rows, columns = self._placed(inputs, image, 0, TileRows(side, 0, 0), side**2).shape
+        return rows, columns
+
+    def _token_cells(self, inputs: ImageInputs, image: int, start: int) -> tuple[torch.Tensor, int]:
+        """Image ``image``'s token grid when its tokens begin at ``start``, and where they end: the base tile's
+        tokens, then the feature grid with one newline token after each of its rows."""
+        rows, columns = self._feature_shape(inputs, image)
+        grid_start = start + TileRows.of(inputs.config).tokens
+        return raster(rows, columns + 1, grid_start)[:, :columns], grid_start + rows * (columns + 1)
+
     def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
         tiles, tile = self._tiles(inputs, image), TileRows.of(inputs.config)
         first = sum(tiles[:image])
@@ -191,16 +212,11 @@ class LlavaNextGrids:
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         check_image(image, inputs["image_sizes"].shape[0])
-        tile = TileRows.of(inputs.config)
         start = 0
-        for earlier in range(image + 1):
-            # the base tile's tokens, then the unpadded grid with one newline token after each of its rows
-            unpadded = self._placed(inputs, earlier, 0, TileRows(tile.side, 0, 0), tile.side**2)
-            grid_start = start + tile.tokens
-            rows, columns = unpadded.shape
-            start = grid_start + rows * (columns + 1)
-        cells = raster(rows, columns + 1, grid_start)[:, :columns]
-        return Grid(cells, slice(grid_start - tile.tokens, start))
+        for earlier in range(image):
+            _, start = self._token_cells(inputs, earlier, start)
+        cells, end = self._token_cells(inputs, image, start)
+        return Grid(cells, slice(start, end))
 
 
 SCATTER = Scatter(purpose="image features scattered into the embeddings, after the host unpads the tiles and adds image_newline rows")

@@ -21,7 +21,7 @@ from transformers import (
     SiglipVisionConfig,
 )
 
-from .sizes import text_sizes
+from .sizes import text_sizes, vision_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 IMAGE_SIZE = 32
@@ -57,14 +57,31 @@ VICUNA_TEMPLATE = (
 )
 
 
-def _interleave_tokenizer() -> TokenizersBackend:
+def interleave_tokenizer(video: bool = False) -> TokenizersBackend:
+    """llava-interleave-qwen's tokenizer: Qwen2's ChatML turns (`INTERLEAVE_TEMPLATE`) and ``<image>`` (and
+    ``<video>``, for LLaVA-OneVision's processor)."""
     return word_level_tokenizer(
         special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        named_tokens={"image_token": "<image>"},
+        named_tokens={"image_token": "<image>", **({"video_token": "<video>"} if video else {})},
         chat_template=INTERLEAVE_TEMPLATE,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
     )
+
+
+def siglip_tower() -> SiglipVisionConfig:
+    """A SigLIP tower (no CLS token, no pooling head): 2 blocks, width 32, 2 heads, patch 8 on 32x32 images."""
+    return SiglipVisionConfig(**vision_sizes(image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, vision_use_head=False))
+
+
+def qwen2_text(tokenizer: TokenizersBackend) -> Qwen2Config:
+    """A Qwen2 text model: 2 layers, width 32, 2 query heads / 1 key-value head, tied embeddings, the BOS
+    ``<|endoftext|>``."""
+    return Qwen2Config(**text_sizes(
+        tokenizer,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+    ))
 
 
 def vicuna_tokenizer() -> TokenizersBackend:
@@ -91,24 +108,10 @@ def build_llava_siglip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]
     gives 16 features and the processor writes 16 ``<image>`` tokens
     (``num_additional_image_tokens=0``).
     """
-    tokenizer = _interleave_tokenizer()
-    vision = SiglipVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=IMAGE_SIZE,
-        patch_size=PATCH_SIZE,
-        vision_use_head=False,
-    )
-    text = Qwen2Config(**text_sizes(
-        tokenizer,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-    ))
+    tokenizer = interleave_tokenizer()
     config = LlavaConfig(
-        vision_config=vision,
-        text_config=text,
+        vision_config=siglip_tower(),
+        text_config=qwen2_text(tokenizer),
         image_token_index=tokenizer.image_token_id,
         image_seq_length=IMAGE_TOKENS,
         vision_feature_layer=-1,
@@ -133,15 +136,8 @@ def build_llava_siglip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]
 
 def clip_tower() -> CLIPVisionConfig:
     """A CLIP tower (CLS token first, ``pre_layrnorm``): 3 blocks, width 32, 2 heads, patch 8 on 32x32 images."""
-    return CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        image_size=IMAGE_SIZE,
-        patch_size=PATCH_SIZE,
-        projection_dim=32,
-    )
+    return CLIPVisionConfig(**vision_sizes(num_hidden_layers=3, image_size=IMAGE_SIZE, patch_size=PATCH_SIZE,
+                                           projection_dim=32))
 
 
 def clip_processor(tokenizer: TokenizersBackend) -> LlavaProcessor:

@@ -21,3 +21,9 @@ def text_sizes(tokenizer: Any, **particular: Any) -> dict[str, Any]:
         "pad_token_id": tokenizer.pad_token_id,
         **particular,
     }
+
+
+def vision_sizes(**particular: Any) -> dict[str, Any]:
+    """Config fields of a tiny SigLIP or CLIP tower: 2 blocks of width 32, 2 heads, an MLP 64 wide; ``particular``
+    adds to them or overrides them (the image and patch sizes)."""
+    return {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, **particular}
