@@ -8,7 +8,8 @@ on ``self``) and says one of:
 - ``supported``: a family module serves it;
 - ``scatters``: a host scatters the features into the text stream (``*.masked_scatter``),
   so it is a family module and a builder away; the tower its default config
-  names, and whether a supported family already serves that tower;
+  names, and whether a supported family already serves that tower; where it
+  was looked at and left out, what serving it needs (`LEFT_OUT`);
 - ``elsewhere``: neither the inner model nor the root scatters, but another
   class of its modeling module does (a family would name it as its host);
 - ``not a scatter VLM``: an encoder-decoder (its config says so), a model of a
@@ -41,6 +42,36 @@ KINDS = {
     "chameleon": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
     "emu3": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
     "fuyu": "no tower: the image's patches are embedded linearly straight into the text stream",
+}
+
+#: Scatter VLMs looked at and left out for now: model_type -> what in its forward serving it needs that no
+#: family has yet. Facts read off transformers 5.24's modeling source; the census line shows it after what it finds.
+LEFT_OUT = {
+    "fast_vlm": "its tower is timm's FastViT-HD (TimmWrapper, `fastvit_mci3`): convolutional RepMixer stages before "
+                "attention stages, not a stack of pre-norm attention + MLP blocks; it needs a layout for timm's "
+                "hierarchical stages (and timm in the test extra)",
+    "perception_lm": "its tower is a timm vision transformer (TimmWrapper) whose attention calls torch's fused kernel "
+                     "inline, not transformers' interface; it needs a rule for timm's attention forward, timm in the test "
+                     "extra, and its adaptive-pooling projector's grid",
+    "molmo2": "its adapter concatenates several tower layers (`vision_feature_layer`) and pools them per image token "
+              "with a cross-attention over the patches the processor's `pooled_patches_idx` names (`image_pooling_2d`): "
+              "`projector.input` and the grids need that pooling layout",
+    "ovis2": "a visual tokenizer: the tower's output is folded (`hidden_stride`), mapped to a probability over a visual "
+             "vocabulary (`head_linear`, `head_norm`, softmax or straight-through argmax) and embedded by "
+             "`visual_embeddings_table`; the projector's standard values need that two-stage path named",
+    "step3p7": "the tower runs twice in one forward (the global views, then the local crops, two `self.vision_model` "
+               "calls in `get_image_features`), so each tower value has one occurrence per call to pin, and its text "
+               "blocks are sparse MoE (`Step3p7SparseMoeBlock`): the MoE text surface comes first",
+    "unlimited_ocr": "a SAM encoder and a ViT, each run twice in one forward (global views, then local crops), and MoE "
+                     "text blocks with reference sliding-window caches: it needs per-call tower values and the MoE text "
+                     "surface",
+    "minimax_m3_vl": "a packed tower whose attention splits at `cu_seqlens` into one kernel call per image (the Qwen "
+                     "ViT's layout) on a MoE text model with a sparse-attention indexer: it belongs with the packed "
+                     "towers and MoE text models",
+    "granite4_vision": "no one scatter of the image features: a window Q-Former downsamples the tower's layers and "
+                       "`Granite4VisionTextModel` adds them at several text layers inside its layer loop "
+                       "(`hidden_states.masked_scatter` per tap, a DeepStack of its own), which the DeepStack envoy "
+                       "does not read yet",
 }
 
 
@@ -134,6 +165,11 @@ def served_towers() -> dict[str, tuple[str, ...]]:
     return {tower: tuple(families) for tower, families in towers.items()}
 
 
+def left_out(model_type: str, found: str) -> str:
+    """What the census found for a scatter VLM not served, and why it is left out where it was looked at."""
+    return f"{found}; left out: {LEFT_OUT[model_type]}" if model_type in LEFT_OUT else found
+
+
 def entry(model_type: str, class_name: str, supported: Iterable[str], towers: dict[str, tuple[str, ...]]) -> Entry:
     """The census line of one model_type."""
     if model_type in set(supported):
@@ -156,13 +192,14 @@ def entry(model_type: str, class_name: str, supported: Iterable[str], towers: di
             tower = f"its tower, {vision}, is served ({', '.join(towers[vision])}): a family module and a builder away"
         else:
             tower = f"its tower, {vision}, is not served yet"
-        return Entry(model_type, SCATTERS, f"{found}; {tower}")
+        return Entry(model_type, SCATTERS, left_out(model_type, f"{found}; {tower}"))
     elsewhere = _module_scatterers(importlib.import_module(root.__module__))
     names = ", ".join(host.__qualname__ for host in hosts)
     if elsewhere:
         which = f"{elsewhere[0]} scatters in its own forward" if len(elsewhere) == 1 else (
             f"{', '.join(elsewhere)} scatter in their own forwards")
-        return Entry(model_type, ELSEWHERE, f"no scatter host found ({names}: no scatter in their forwards); {which}")
+        return Entry(model_type, ELSEWHERE,
+                     left_out(model_type, f"no scatter host found ({names}: no scatter in their forwards); {which}"))
     return Entry(model_type, NOT_SCATTER, f"no scatter host found: no forward of {root.__module__} calls masked_scatter")
 
 
@@ -184,10 +221,11 @@ def report(entries: list[Entry]) -> str:
     lines = [f"{e.model_type:<{width}}  {e.status:<{status_width}}  {e.reason}" for e in entries]
     counts = Counter(e.status for e in entries)
     scatter_vlms = counts[SUPPORTED] + counts[SCATTERS] + counts[ELSEWHERE]
+    looked_at = sum(e.status in (SCATTERS, ELSEWHERE) and e.model_type in LEFT_OUT for e in entries)
     lines.append(
         f"\ntransformers {transformers.__version__}: {len(entries)} image-text-to-text model_types; "
         f"{counts[SUPPORTED]} supported, {counts[SCATTERS]} more scatter at the host we look in, "
         f"{counts[ELSEWHERE]} scatter elsewhere, {counts[NOT_SCATTER]} are not scatter VLMs "
-        f"({counts[SUPPORTED]} of {scatter_vlms} scatter VLMs served)"
+        f"({counts[SUPPORTED]} of {scatter_vlms} scatter VLMs served; {looked_at} of the others left out, saying why)"
     )
     return "\n".join(lines) + "\n"

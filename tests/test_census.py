@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from envoys.census import ELSEWHERE, KINDS, NOT_SCATTER, SCATTERS, SUPPORTED, census, entry, image_text_to_text_classes
+from envoys.census import (
+    ELSEWHERE,
+    KINDS,
+    LEFT_OUT,
+    NOT_SCATTER,
+    SCATTERS,
+    SUPPORTED,
+    census,
+    entry,
+    image_text_to_text_classes,
+)
 from envoys.families import families
 from envoys.families.__main__ import main
 
@@ -65,7 +75,8 @@ def test_the_models_that_are_not_scatter_vlms_say_what_they_are(entries):
 def test_a_scatter_in_another_class_than_the_host_is_named(entries):
     needs(entries, "granite4_vision")
     granite = entries["granite4_vision"]
-    assert granite.status == ELSEWHERE and granite.reason.endswith("Granite4VisionTextModel scatters in its own forward")
+    found = granite.reason.partition("; left out: ")[0]
+    assert granite.status == ELSEWHERE and found.endswith("Granite4VisionTextModel scatters in its own forward")
 
 
 def test_the_command_prints_a_line_per_model_type_and_the_count(entries, capsys):
@@ -74,4 +85,17 @@ def test_the_command_prints_a_line_per_model_type_and_the_count(entries, capsys)
     assert len(out) == len(entries) + 2
     counts = {status: sum(e.status == status for e in entries.values()) for status in (SUPPORTED, SCATTERS, ELSEWHERE)}
     assert f"{counts[SUPPORTED]} supported, {counts[SCATTERS]} more scatter at the host we look in" in out[-1]
-    assert out[-1].endswith(f"({counts[SUPPORTED]} of {sum(counts.values())} scatter VLMs served)")
+    left_out = sum(t in LEFT_OUT for t, e in entries.items() if e.status in (SCATTERS, ELSEWHERE))
+    assert out[-1].endswith(f"({counts[SUPPORTED]} of {sum(counts.values())} scatter VLMs served; {left_out} of the others "
+                            "left out, saying why)")
+
+
+def test_a_scatter_vlm_left_out_says_why_after_what_was_found(entries):
+    present = [t for t in LEFT_OUT if t in entries]
+    assert present, "this transformers has none of the model_types left out"
+    for model_type in present:
+        line = entries[model_type]
+        assert line.status in (SCATTERS, ELSEWHERE), f"{model_type} is {line.status}: its LEFT_OUT entry is stale"
+        found, _, why = line.reason.partition("; left out: ")
+        assert why == LEFT_OUT[model_type] and found  # what was found comes first, then why it is left out
+    assert not {family.model_type for family in families()} & set(LEFT_OUT)
