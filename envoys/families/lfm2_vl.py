@@ -12,8 +12,9 @@ writes ``<|img_row_R_col_C|>`` before each tile's tokens and
 (``tower_output``, after ``post_layernorm``) and gathers, for every row, each
 ``downsample_factor`` x ``downsample_factor`` block of its real patches
 (``spatial_shapes`` says the row's grid) into a token slot, every row given
-as many slots as its padded length allows (``rows // factor**2``); slots past
-the row's real blocks read its first patch. The slots of every row, side by
+as many slots as its padded length allows (``rows // factor**2``); a slot
+past the row's real blocks reads the first row's first patch (the gather's
+index 0), so no slot reads a padded row. The slots of every row, side by
 side, make one patch grid, ``projector.input`` = ``[1, factor, slots * factor,
 vision_hidden_size]`` (patch ``(dy, slot * factor + dx)`` is patch ``(2r + dy,
 2c + dx)`` of the slot's block ``(r, c)``), which the projector
@@ -44,6 +45,8 @@ the same text names.
 
 from __future__ import annotations
 
+import re
+
 from transformers.models.lfm2.modeling_lfm2 import Lfm2Attention, Lfm2DecoderLayer, Lfm2MLP
 from transformers.models.siglip2.modeling_siglip2 import (
     Siglip2Attention,
@@ -52,6 +55,8 @@ from transformers.models.siglip2.modeling_siglip2 import (
     Siglip2VisionModel,
 )
 
+from ..cohere import unexpected
+from ..grids import Grid, ImageInputs, TiledImage, TiledLayout, TokenRun, check_image, raster
 from ..hybrid import HybridLayer
 from ..naflex import NaflexAttention, NaflexVision
 from ..text import Attention, Mlp
@@ -92,4 +97,61 @@ ENVOYS = {
     Lfm2MLP: Mlp,
 }
 
-FAMILY = Family("lfm2_vl", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("lfm2",))
+
+
+class Lfm2VlGrids(TiledLayout):
+    """Where each image's rows are: its tiles placed on its canvas by the prompt's markers, each row on its own grid.
+
+    The processor writes ``<|image_start|>``, then, for an image it split,
+    ``<|img_row_R_col_C|>`` and the tile's image tokens for each tile (from 1)
+    and ``<|img_thumbnail|>`` and the thumbnail's; for an image it did not
+    split, the image's tokens alone; then ``<|image_end|>``. Each run of image
+    tokens is one row of the tower, in order. On the tower's stream
+    (``[rows, padded patches, ...]``) a row's real patches lie in raster order
+    over its ``spatial_shapes`` grid, the padding after them in no cell; on the
+    image tokens a cell is one token, the ``downsample_factor`` square block
+    of patches the projector folds into it. A split image's grid is its tiles
+    stitched; its thumbnail is in its rows, off the grid.
+    """
+
+    stream_dims = 2
+
+    def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
+        processor = inputs.processor
+        start, thumbnail = processor.image_start_token, processor.image_thumbnail_token
+        marker = re.compile(r"<\|img_row_(\d+)_col_(\d+)\|>")
+        images: list[TiledImage] = []
+        pending: list[tuple[int, int, TokenRun]] = []
+        first = 0
+        for run in inputs.token_runs():
+            before = inputs.token_before(run) or ""
+            placed = marker.fullmatch(before)
+            if placed is not None:
+                pending.append((int(placed.group(1)) - 1, int(placed.group(2)) - 1, run))
+            elif (before == thumbnail and pending) or (before == start and not pending):
+                images.append(TiledImage(tuple(pending), run, first))
+                first += len(pending) + 1
+                pending = []
+            else:
+                raise unexpected(inputs, run, f"{start}, an <|img_row_R_col_C|> marker or {thumbnail}")
+        return images
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        images = self.tiled_images(inputs)
+        check_image(image, len(images))
+        tiled, shapes = images[image], inputs["spatial_shapes"]
+        rows = inputs["pixel_attention_mask"].shape[1]
+        cells = tiled.placed(lambda tile, run: raster(*(int(side) for side in shapes[tile]), tile * rows))
+        tiles = sum(each.count for each in images)
+        return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows), tiles * rows)
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        tiled, shapes = self._image(inputs, image), inputs["spatial_shapes"]
+        factor = inputs.config.downsample_factor
+        cells = tiled.placed(lambda tile, run: raster(*(int(side) // factor for side in shapes[tile]), run.first))
+        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
+        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))
+
+
+FAMILY = Family("lfm2_vl", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("lfm2",),
+                grid_layout=Lfm2VlGrids())
