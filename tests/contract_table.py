@@ -40,7 +40,9 @@ class Layout:
       ``[1, sum of rows * positions, ...]``;
     - ``"flat"``: no row axis, ``[sum of rows * positions, ...]``;
     - ``"square"``: as ``"batched"``, each row's positions on a square grid, ``[sum of rows, side, side, ...]``
-      (``side * side`` positions: a pixel-shuffle projector's output, one position per folded block).
+      (``side * side`` positions: a pixel-shuffle projector's output, one position per folded block);
+    - ``"slots"``: as ``"packed"`` under one more leading 1, ``[1, 1, sum of rows * positions, ...]`` (a projector that
+      unshuffles every row's slots side by side as one image: LFM2-VL's).
     """
 
     kind: str
@@ -58,6 +60,8 @@ class Layout:
                 return (rows, side, side)
             return (rows, positions)
         total = sum(rows * positions for rows, positions in chosen)
+        if self.kind == "slots":
+            return (1, 1, total)
         return (1, total) if self.kind == "packed" else (total,)
 
     def spans(self, images: int) -> list[tuple[int, int]]:
@@ -87,6 +91,10 @@ def flat(*per_image: tuple[int, int]) -> Layout:
 
 def square(*per_image: tuple[int, int]) -> Layout:
     return Layout("square", per_image)
+
+
+def slots(*per_image: tuple[int, int]) -> Layout:
+    return Layout("slots", per_image)
 
 
 @dataclass(frozen=True)
@@ -316,6 +324,22 @@ ROWS: dict[str, Row] = {
         projector_reads=None,
         padded=True,
         rules=(scatter("gemma4"), *attention("gemma4", "Gemma4TextAttention"), "gemma4.Gemma4VisionAttention"),
+    ),
+    # envoys/tiny/lfm2_vl.py: every row padded to 80 patches of 4 px (max_image_tokens 20 x 2**2); 32x32 is one row of
+    # 8x8 real patches and 16 tokens, 64 wide x 48 high 2x2 tiles of 8x8 + a 10x6 thumbnail (5 rows, 4 * 16 + 15 = 79
+    # tokens); post_layernorm; the projector gives every row 80 / 2**2 = 20 slots, padding slots included, which the
+    # host drops. Text blocks: a short convolution, then attention.
+    "lfm2_vl": Row(
+        image_tokens=(16, 79),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="spatial_shapes", **SIGLIP),
+        stream=batched((1, 80), (5, 80)),
+        projected=slots((1, 20), (5, 20)),
+        projector_reads=None,
+        final_norm=True,
+        padded=True,
+        features_are_projected=False,
+        text_gaps={"attention_output": (0,), "self_attn.": (0,)},
+        rules=(scatter("lfm2_vl"), *attention("siglip2", "Siglip2Attention"), *attention("lfm2", "Lfm2Attention")),
     ),
     # envoys/tiny/idefics3.py: 32 px tiles of 8 px patches (16 a tile), 4 tokens a tile; 32x32 is 2x2 tiles + the
     # global one (20 tokens), 64 wide x 32 high 1x2 + 1 (12); post_layernorm; the connector reads tower_output.
