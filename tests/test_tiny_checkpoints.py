@@ -46,6 +46,8 @@ CLASSES = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
+    "paligemma": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
+    "paligemma-2": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -69,6 +71,8 @@ IMAGE_TOKENS = {
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
     "nemotron_h_omni": (4, 12),
     "gemma4": (64, 63),
+    "paligemma": (16, 16),  # llava-siglip's tower: one token per patch
+    "paligemma-2": (16, 16),
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
