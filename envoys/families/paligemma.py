@@ -10,8 +10,8 @@ projector (``multi_modal_projector``, one ``Linear`` from the tower width to
 ``[images, patches, hidden_size]``, one image token per patch.
 ``PaliGemmaModel.forward`` scatters it into the token embeddings
 (``inputs_embeds_masked_scatter_0``, argument 1, still ``[images, patches,
-hidden]``), not rescaled (transformers before 5.0 divided it by
-``sqrt(hidden_size)`` first); the Gemma embedding scales the text tokens'
+hidden]``), not rescaled (as read on transformers 5.24.0; older releases
+are not checked here); the Gemma embedding scales the text tokens'
 embeddings by ``sqrt(hidden_size)`` itself. So ``image_features`` is
 ``projector.output`` flat, ``[image_tokens, hidden_size]``, image after image.
 
