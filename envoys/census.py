@@ -47,6 +47,11 @@ KINDS = {
 #: Scatter VLMs looked at and left out for now: model_type -> what in its forward serving it needs that no
 #: family has yet. Facts read off transformers 5.24's modeling source; the census line shows it after what it finds.
 LEFT_OUT = {
+    "shieldgemma2": "transformers loads a shieldgemma2 checkpoint for image-text-to-text as Gemma 3's wrapper, but the "
+                    "key renaming it applies to the model_type (a `model.` prefix meant for "
+                    "`ShieldGemma2ForImageClassification`) leaves the tower and projector randomly initialised; its own "
+                    "class returns only the last token's yes/no logits and cannot generate, and its processor builds "
+                    "one prompt per image and policy, discarding `text=`: serving it needs a loader of its own",
     "fast_vlm": "its tower is timm's FastViT-HD (TimmWrapper, `fastvit_mci3`): convolutional RepMixer stages before "
                 "attention stages, not a stack of pre-norm attention + MLP blocks; it needs a layout for timm's "
                 "hierarchical stages (and timm in the test extra)",

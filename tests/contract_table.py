@@ -313,6 +313,27 @@ ROWS: dict[str, Row] = {
         final_norm=True,
         rules=(scatter("gemma3"), *SIGLIP_ATTENTION, *attention("gemma3", "Gemma3Attention")),
     ),
+    # envoys/tiny/paligemma.py: llava-siglip's SigLIP tower (32x32, any input resized, 8 px patches: 16 patches,
+    # post_layernorm); the projector, one Linear, reads tower_output: one image token a patch, 16 an image.
+    "paligemma": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("paligemma"), *SIGLIP_ATTENTION, *attention("gemma", "GemmaAttention")),
+    ),
+    # envoys/tiny/paligemma.py, build_paligemma2: build_paligemma's tower, projector and processor; Gemma 2 text.
+    "paligemma-2": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("paligemma"), *SIGLIP_ATTENTION, *attention("gemma2", "Gemma2Attention")),
+    ),
     # envoys/tiny/gemma4.py: every image's row padded to 280 patches (70 soft tokens x 2**2); 32x32 has 256 real
     # patches and 64 tokens, 48 high x 64 wide 252 and 63; the encoder has no final norm; the projector reads the
     # pooler's real cells.

@@ -45,6 +45,7 @@ IMAGES = {
     "llava-clip": [(4, 4, 8), (8, 6, 8)],
     "llava_next": [(4, 4, 8), (6, 8, 8)],
     "gemma3": [(8, 8, 4), (4, 4, 8)],
+    "paligemma": [(4, 4, 8), (6, 8, 8)],
     "idefics3": [(8, 8, 8), (6, 8, 8), (2, 2, 8)],
     "smolvlm": [(8, 8, 8), (8, 6, 8)],
     "llama4": [(4, 4, 8), (4, 8, 8), (8, 8, 8)],
@@ -124,7 +125,7 @@ def tower_pixels(name, model, inputs):
 def placed(name, model, inputs):
     """Every image of the batch, as its tiles sit in the tower's tile order."""
     config, images = model.config, images_of(name)
-    if name in ("llava-siglip", "llava-clip", "gemma3"):
+    if name in ("llava-siglip", "llava-clip", "gemma3", "paligemma"):
         return [Placed([[i]]) for i in range(inputs["pixel_values"].shape[0])]
     if name == "llava_next":
         out, tile = [], 0
@@ -224,6 +225,8 @@ def token_sources(name, model, inputs):
         packed, _ = model._module.model.pack_image_features(per_image, inputs["image_sizes"], "default",
                                                              image_newline=torch.tensor([-1.0]))
         return torch.cat(packed).long()
+    if name == "paligemma":  # the projector is one Linear: each patch's own token
+        return index.reshape(-1, 1).long()
     if name == "gemma3":
         pool = model._module.model.multi_modal_projector.avg_pool
         one_hot = torch.eye(n * n).reshape(1, n * n, n, n)

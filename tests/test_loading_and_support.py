@@ -25,10 +25,10 @@ def test_a_local_directory_loads_with_its_processor(tiny_checkpoint):
 
 
 def test_an_unsupported_model_type_lists_the_supported_ones(tmp_path):
-    from transformers import PaliGemmaConfig
+    from transformers import ShieldGemma2Config
 
-    PaliGemmaConfig().save_pretrained(tmp_path)  # a config alone: the refusal comes before any weights
-    with pytest.raises(ValueError, match=r"model_type 'paligemma' is not supported; supported model_types: .*llava"):
+    ShieldGemma2Config().save_pretrained(tmp_path)  # a config alone: the refusal comes before any weights
+    with pytest.raises(ValueError, match=r"model_type 'shieldgemma2' is not supported; supported model_types: .*llava"):
         StandardizedTransformer(tmp_path, task="image-text-to-text")
 
 

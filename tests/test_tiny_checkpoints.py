@@ -47,6 +47,8 @@ CLASSES = {
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
     "lfm2_vl": ("Lfm2VlForConditionalGeneration", "Lfm2VlProcessor", "TokenizersBackend"),
+    "paligemma": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
+    "paligemma-2": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -71,6 +73,8 @@ IMAGE_TOKENS = {
     "nemotron_h_omni": (4, 12),
     "gemma4": (64, 63),
     "lfm2_vl": (16, 79),  # 4x4 blocks of one row; 2x2 tiles of 16 + a 5x3 thumbnail
+    "paligemma": (16, 16),  # llava-siglip's tower: one token per patch
+    "paligemma-2": (16, 16),
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
