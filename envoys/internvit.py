@@ -144,9 +144,17 @@ class LayerScaledLayer(VisionLayer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not has_drop_paths(self._module):
-            # nnsight's instrumented body labels the two scaled bindings; it is installed before any trace, so the
-            # forward that runs is the same one from the first trace on
+        self._install_source()
+
+    def __setstate__(self, state: dict) -> None:
+        # a copied or unpickled module runs its plain body again (nnsight's State keeps no instrumented body)
+        super().__setstate__(state)
+        self._install_source()
+
+    def _install_source(self) -> None:
+        """Run nnsight's instrumented body on this block, which labels the two scaled bindings; installed before any
+        trace, so the forward that runs is the same one from the first trace on."""
+        if isinstance(self._module, torch.nn.Module) and not has_drop_paths(self._module):
             install_source(self)
 
 
