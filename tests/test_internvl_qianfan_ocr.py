@@ -20,6 +20,8 @@ what is particular to them.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from nnsight.intervention.source import compiled, decorator_chain
@@ -140,6 +142,19 @@ def test_the_sublayers_answer_with_their_blocks_scaled_values(model):
         on_block_mlp = block.mlp_output.save()
         tracer.stop()
     assert torch.equal(on_attention, on_block) and torch.equal(on_mlp, on_block_mlp)
+
+
+def test_a_copy_serves_the_scaled_values_on_its_own_blocks(model):
+    """nnsight's State copies a module with its plain body; the copy's blocks run the instrumented one again."""
+    twin = copy.deepcopy(model)
+    with twin.trace(prompt(twin, TWO[:1]), images=TWO[:1]) as tracer:
+        block = twin.vision.layers[0]
+        attention = block.self_attn.output[0].save()
+        attention_output = block.attention_output.save()
+        tracer.stop()
+    native = native_blocks(twin)[0]
+    assert native is not native_blocks(model)[0]
+    assert torch.equal(attention_output, native.lambda_1 * attention)
 
 
 def test_qianfan_ocrs_values_are_its_drop_path_modules_outputs(model):
