@@ -126,7 +126,8 @@ class TiledLayout:
     """The grids of a tower that sees each image as tiles its prompt places (Idefics 3, SmolVLM, Llama 4).
 
     The tower's stream is ``[tiles, rows_per_tile, ...]``: each tile's patches
-    in raster order first (then any CLS row); the image tokens are one run per
+    in raster order, after ``rows_before_patches`` rows (a CLS first) or before
+    any CLS row; the image tokens are one run per
     tile, ``token_side`` x ``token_side`` in raster order. Each image's grid
     tiles are placed by the tokens its prompt puts before them (`tiled_images`,
     the family's reading of its processor's prompt); its whole-image tile is in
@@ -148,6 +149,10 @@ class TiledLayout:
         """Rows a tile holds in the tower's stream: its patches (and any CLS row after them)."""
         return self.patch_side(config) ** 2
 
+    def rows_before_patches(self, config: Any) -> int:
+        """Rows a tile holds before its patches in the tower's stream (a CLS first); 0 where its patches come first."""
+        return 0
+
     def token_side(self, config: Any) -> int:
         """Image tokens along a tile's side."""
         raise NotImplementedError
@@ -161,7 +166,8 @@ class TiledLayout:
         images = self.tiled_images(inputs)
         check_image(image, len(images))
         tiled, side, rows = images[image], self.patch_side(inputs.config), self.rows_per_tile(inputs.config)
-        cells = tiled.placed(lambda tile, run: raster(side, side, tile * rows))
+        before = self.rows_before_patches(inputs.config)
+        cells = tiled.placed(lambda tile, run: raster(side, side, tile * rows + before))
         tiles = sum(each.count for each in images)
         return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows), tiles * rows)
 

@@ -119,6 +119,8 @@ class Names:
     calls: list[tuple[cst.Call, str]] = field(default_factory=list)
     #: every label (calls and assignments) in nnsight's order
     order: list[str] = field(default_factory=list)
+    #: each value bound to a name by an assignment that nnsight labels, with the binding's label, in nnsight's order
+    bindings: list[tuple[cst.BaseExpression, str]] = field(default_factory=list)
 
 
 class _Namer:
@@ -167,7 +169,7 @@ class _Namer:
             return
         parts, rooted = dotted(target)
         if rooted:
-            self.number("_".join(parts))
+            self.names.bindings.append((value, self.number("_".join(parts))))
 
 
 def name_operations(function: cst.FunctionDef) -> Names:

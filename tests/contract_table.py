@@ -282,6 +282,31 @@ ROWS: dict[str, Row] = {
         final_norm=True,
         rules=(scatter("cohere2_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
     ),
+    # envoys/tiny/internvl.py: InternViT on 32 px tiles of 4 px patches, CLS first (1 + 64 rows a tile), 2 blocks, no
+    # final norm (mean pooling); 16 tokens a tile: a 32x32 image is 1 tile, a 64 wide, 48 high one 2x2 tiles + the
+    # thumbnail (80); the host drops the CLS and pixel-shuffles before the projector, [tiles, 16, hidden] out of it.
+    "internvl": Row(
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 65), (5, 65)),
+        projected=batched((1, 16), (5, 16)),
+        projector_reads=None,
+        prefix=1,
+        rules=(scatter("internvl"), *attention("internvl", "InternVLVisionAttention"),
+               *attention("qwen2", "Qwen2Attention")),
+    ),
+    # envoys/tiny/qianfan_ocr.py: InternVL's tower, tiles and tokens (1 + 64 rows a tile, 16 tokens; 1 tile and 2x2 +
+    # the thumbnail), drop-path modules in its blocks; a Qwen3 text model.
+    "qianfan_ocr": Row(
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 65), (5, 65)),
+        projected=batched((1, 16), (5, 16)),
+        projector_reads=None,
+        prefix=1,
+        rules=(scatter("qianfan_ocr"), *attention("qianfan_ocr", "QianfanOCRVisionAttention"),
+               *attention("qwen3", "Qwen3Attention")),
+    ),
     # envoys/tiny/llava_pixtral.py: Pixtral, packed, 8 px patches and no merge: 32x32 is 16 patches and tokens,
     # 48 high x 64 wide 48; no final norm; LLaVA's projector reads the last block, every patch.
     "llava-pixtral": Row(

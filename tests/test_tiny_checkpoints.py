@@ -40,6 +40,8 @@ CLASSES = {
     "llava_onevision": ("LlavaOnevisionForConditionalGeneration", "LlavaOnevisionProcessor", "TokenizersBackend"),
     "aya_vision": ("AyaVisionForConditionalGeneration", "AyaVisionProcessor", "TokenizersBackend"),
     "cohere2_vision": ("Cohere2VisionForConditionalGeneration", "Cohere2VisionProcessor", "TokenizersBackend"),
+    "internvl": ("InternVLForConditionalGeneration", "InternVLProcessor", "TokenizersBackend"),
+    "qianfan_ocr": ("QianfanOCRForConditionalGeneration", "QianfanOCRProcessor", "TokenizersBackend"),
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
     "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
@@ -66,6 +68,8 @@ IMAGE_TOKENS = {
     "llava_onevision": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6
     "aya_vision": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
     "cohere2_vision": (16, 80),
+    "internvl": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
+    "qianfan_ocr": (16, 80),  # InternVL's tiles
     "gemma3": (16, 16),
     "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
     "smolvlm": (20, 20),
@@ -78,12 +82,14 @@ IMAGE_TOKENS = {
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
-#: its begin-of-image token, which some releases also call image_token and older ones do not.)
-PLACEHOLDERS = {"gemma3": "boi_token"}
+#: its begin-of-image token, which some releases also call image_token and older ones do not. Qianfan-OCR's prompt
+#: writes <image>, which its processor expands into the image tokens.)
+PLACEHOLDERS = {"gemma3": "boi_token", "qianfan_ocr": "image_placeholder_token"}
 
 #: Where the config's image token is not the processor's image_token: the token the features go to.
-#: (Llama 4's prompt marks each image with one <|image|>, and the features go to its <|patch|> tokens.)
-FEATURE_TOKENS = {"llama4": "<|patch|>"}
+#: (Llama 4's prompt marks each image with one <|image|>, and the features go to its <|patch|> tokens; InternVL's
+#: and Qianfan-OCR's tokenizers name their image token context_image_token, as their processors read it.)
+FEATURE_TOKENS = {"llama4": "<|patch|>", "internvl": "<IMG_CONTEXT>", "qianfan_ocr": "<IMG_CONTEXT>"}
 
 #: Checkpoints whose plain transformers forward fails on every call while their family's known bug is present
 #: (`envoys.bugs`), and where that is covered instead.

@@ -104,6 +104,14 @@ def cohere2_text(tokenizer: TokenizersBackend) -> Cohere2Config:
     ))
 
 
+def gotocr2_tiles() -> GotOcr2ImageProcessor:
+    """GotOcr2's image processor cutting each image into 1 to ``MAX_TILES`` tiles of ``TILE`` pixels, a thumbnail
+    appended where there are several (Aya Vision's and InternVL's)."""
+    return GotOcr2ImageProcessor(
+        size={"height": TILE, "width": TILE}, crop_to_patches=True, min_patches=1, max_patches=MAX_TILES,
+    )
+
+
 def build_aya_vision() -> tuple[AyaVisionForConditionalGeneration, AyaVisionProcessor]:
     """Imitates CohereLabs/aya-vision-8b (its 364 pixel tiles of 14 pixel patches, 169 tokens a tile, up to 12 tiles).
 
@@ -129,9 +137,7 @@ def build_aya_vision() -> tuple[AyaVisionForConditionalGeneration, AyaVisionProc
         downsample_factor=DOWNSAMPLE,
     )
     processor = AyaVisionProcessor(
-        image_processor=GotOcr2ImageProcessor(
-            size={"height": TILE, "width": TILE}, crop_to_patches=True, min_patches=1, max_patches=MAX_TILES,
-        ),
+        image_processor=gotocr2_tiles(),
         tokenizer=tokenizer,
         patch_size=PATCH * DOWNSAMPLE,
         img_size=TILE,

@@ -1,0 +1,71 @@
+"""A tiny Qianfan-OCR checkpoint: InternVL's tower and host (stochastic depth in the tower), a Qwen3 text model.
+
+The builder returns an unsaved (`QianfanOCRForConditionalGeneration`,
+`QianfanOCRProcessor`) pair with random float32 weights (seed the torch
+generator first; :func:`envoys.tiny.build` does). The tower, the tiles and
+the tokens are the InternVL builder's (`envoys.tiny.internvl`): 32 pixel tiles
+of 4 pixel patches, 65 tower rows a tile (CLS first), 16 image tokens a tile;
+a 32x32 image is 1 tile (16 tokens), a 64 wide x 48 high one 2x2 tiles + the
+thumbnail (80). What differs: the tower's blocks sit at ``layers`` and pass
+each scaled sublayer output through a drop-path module (``drop_path_rate``
+0.1: an identity on block 0, a ``QianfanOCRDropPath`` on block 1, both
+identities in eval), the attention projections have biases, the text model is
+Qwen3, and the chat template writes each image as ``<image>``, which the
+processor expands into ``<img>``, the tiles' ``<IMG_CONTEXT>`` tokens and
+``</img>``.
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    QianfanOCRConfig,
+    QianfanOCRForConditionalGeneration,
+    QianfanOCRProcessor,
+    QianfanOCRVisionConfig,
+    Qwen3Config,
+)
+
+from .aya_vision import DOWNSAMPLE, TOKENS_PER_TILE, gotocr2_tiles
+from .internvl import IMAGE_TOKENS, internvit, internvl_tokenizer, randomise_internvit
+from .norms import randomise_norms
+from .sizes import text_sizes
+
+#: The placeholder Qianfan-OCR's chat template writes for an image (the processor's ``image_placeholder_token``).
+PLACEHOLDER = "<image>"
+
+
+def build_qianfan_ocr() -> tuple[QianfanOCRForConditionalGeneration, QianfanOCRProcessor]:
+    """Imitates baidu/Qianfan-OCR (InternViT tiles of 448 pixels, 256 tokens a tile, a Qwen3 text model).
+
+    InternViT tower as InternVL's builder makes it (`envoys.tiny.internvl.internvit`),
+    with Qianfan-OCR's attention biases and stochastic depth (``drop_path_rate``
+    0.1). Qwen3 text model: 2 blocks of width 32, 2 query heads / 1 key-value
+    head of 16, untied embeddings. The layer scales, the CLS token, the position
+    embeddings and every norm's weight and bias are drawn at random.
+    """
+    tokenizer = internvl_tokenizer(PLACEHOLDER)
+    config = QianfanOCRConfig(
+        vision_config=internvit(QianfanOCRVisionConfig, attention_bias=True, drop_path_rate=0.1),
+        text_config=Qwen3Config(**text_sizes(tokenizer, head_dim=16, tie_word_embeddings=False)),
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKENS["context_image_token"]),
+        image_seq_length=TOKENS_PER_TILE,
+        downsample_ratio=1 / DOWNSAMPLE,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+        tie_word_embeddings=False,
+    )
+    processor = QianfanOCRProcessor(
+        image_processor=gotocr2_tiles(),
+        tokenizer=tokenizer,
+        image_seq_length=TOKENS_PER_TILE,
+        chat_template=tokenizer.chat_template,
+        image_placeholder_token=PLACEHOLDER,
+    )
+    model = QianfanOCRForConditionalGeneration(config)
+    randomise_internvit(model.model.vision_tower)
+    randomise_norms(model)
+    return model, processor
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"qianfan_ocr": build_qianfan_ocr}
