@@ -144,8 +144,10 @@ SEVERAL_IMAGE_INVOKES = (
 
 
 def _carries_images(kwargs: dict[str, Any]) -> bool:
-    """Whether an invoke's keyword inputs hold images (``images=`` for the processor, or pixels)."""
-    return any(kwargs.get(name) is not None for name in ("images", "pixel_values", "pixel_values_videos", "videos"))
+    """Whether an invoke's keyword inputs hold images (``images=`` for the processor, or pixels: Video-LLaVA's
+    processor names an image's ``pixel_values_images``)."""
+    names = ("images", "pixel_values", "pixel_values_images", "pixel_values_videos", "videos")
+    return any(kwargs.get(name) is not None for name in names)
 
 
 def in_dtype(value: Any, dtype: torch.dtype) -> Any:

@@ -32,8 +32,9 @@ from .standard import Standard, child, missing_site, rows_over
 from .text import interior_values, own_output, stream_values
 from .values import Argument, EProperty, Field, Unavailable
 
-#: The forward arguments that carry an image (pixels, or what the tower made of them).
-IMAGE_INPUTS = ("pixel_values", "mm_encoder_outputs")
+#: The forward arguments that carry an image (pixels, or what the tower made of them; Video-LLaVA's processor names
+#: the pixels ``pixel_values_images``).
+IMAGE_INPUTS = ("pixel_values", "pixel_values_images", "mm_encoder_outputs")
 
 #: What an out-of-order read of a vision value adds to nnsight's error.
 VISION_ORDER = (
@@ -77,13 +78,18 @@ class NoTower:
 
 
 def no_images(envoy: Any) -> str | None:
-    """Why no image reaches the model ``envoy`` belongs to, or None: the one place that decides."""
+    """Why no image reaches the model ``envoy`` belongs to, or ``envoy`` itself, or None: the one place that decides.
+
+    ``envoy`` itself: a module the tower's envoys reach by its class that no
+    image runs through, which its family does not serve (`Family.unserved`).
+    """
     root = envoy.root
     if getattr(root, "processor", None) is None:
         return TEXT_ONLY
     if scatter_host(root) is None:
         return "this model's family names no module that scatters the image features into the text stream"
-    return None
+    family = getattr(root, "family", None)
+    return family.unserved(envoy) if family is not None else None
 
 
 def features_argument(scatter: Scatter) -> Argument:

@@ -260,6 +260,31 @@ ROWS: dict[str, Row] = {
         features_are_projected=False,
         rules=(scatter("llava_onevision"), *SIGLIP_ATTENTION, *attention("qwen2", "Qwen2Attention")),
     ),
+    # envoys/tiny/video_llava.py: llava-clip's CLIP tower (1 + 16 positions, 3 blocks) as the image tower, its
+    # processor's sizes (32x32 crops, 16 image tokens an image); the projector reads block -2 without its CLS token and
+    # the host scatters its output as it is.
+    "video_llava": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+        rules=(scatter("video_llava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
+    # envoys/tiny/llava_next_video.py: llava_next's tiles and pinpoints on llava-clip's CLIP tower (1 + 16 positions, 3
+    # blocks); a 32x32 image is 3 tiles and 36 image tokens, a 64 wide, 48 high one 5 tiles and 70; the projector reads
+    # block -2 without CLS, per tile, and the host unpads the grid and adds newline rows.
+    "llava_next_video": Row(
+        image_tokens=(36, 70),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((3, 17), (5, 17)),
+        projected=batched((3, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+        features_are_projected=False,
+        rules=(scatter("llava_next_video"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
     # envoys/tiny/aya_vision.py: SigLIP on 32 px tiles of 4 px patches (64 a tile), 2 blocks, post_layernorm; 16 tokens
     # a tile after the 2x2 pixel shuffle, [tiles, 4, 4, hidden] out of the projector; a 32x32 image is 1 tile (16
     # tokens), a 64 wide, 48 high one 2x2 tiles + the thumbnail (80); the projector reads the last block before the norm.

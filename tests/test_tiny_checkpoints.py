@@ -38,6 +38,8 @@ CLASSES = {
     "llava-pixtral": ("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava_next": ("LlavaNextForConditionalGeneration", "LlavaNextProcessor", "TokenizersBackend"),
     "llava_onevision": ("LlavaOnevisionForConditionalGeneration", "LlavaOnevisionProcessor", "TokenizersBackend"),
+    "video_llava": ("VideoLlavaForConditionalGeneration", "VideoLlavaProcessor", "TokenizersBackend"),
+    "llava_next_video": ("LlavaNextVideoForConditionalGeneration", "LlavaNextVideoProcessor", "TokenizersBackend"),
     "aya_vision": ("AyaVisionForConditionalGeneration", "AyaVisionProcessor", "TokenizersBackend"),
     "cohere2_vision": ("Cohere2VisionForConditionalGeneration", "Cohere2VisionProcessor", "TokenizersBackend"),
     "internvl": ("InternVLForConditionalGeneration", "InternVLProcessor", "TokenizersBackend"),
@@ -66,6 +68,8 @@ IMAGE_TOKENS = {
     "llava-pixtral": (16, 48),  # no merge: one token per 8 px patch, 4x4 and 6x8
     "llava_next": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6
     "llava_onevision": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6
+    "video_llava": (16, 16),  # llava-clip's tower and processor sizes
+    "llava_next_video": (36, 70),  # llava_next's tiles: base tile 16 + 4x4 + 4, 16 + 6x8 + 6
     "aya_vision": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
     "cohere2_vision": (16, 80),
     "internvl": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
@@ -219,8 +223,9 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
 
 def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The projected image features, all images concatenated in order."""
-    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_sizes", "image_grid_hw", "image_position_ids",
-                                     "spatial_shapes", "pixel_attention_mask")
+    # Video-LLaVA's image processor names the pixels pixel_values_images (its get_image_features takes either name)
+    kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
+                                     "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features

@@ -78,6 +78,9 @@ class Family:
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
     grid_layout: GridLayout | None = None  #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid``
+    #: why an envoy of the tower's classes is not served, or None: a module of a served class that no image runs
+    #: through (Video-LLaVA's video tower, a second CLIP tower), whose values are then all `Unavailable`
+    unserved: Callable[[Any], str | None] = field(default=lambda envoy: None)
 
     @property
     def root_scatter(self) -> str | None:

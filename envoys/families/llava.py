@@ -74,8 +74,12 @@ class LlavaGrids:
     stream_dims = 2
 
     @staticmethod
-    def _tiles(inputs: ImageInputs, image: int) -> TileRows:
-        check_image(image, inputs["pixel_values"].shape[0])
+    def _images(inputs: ImageInputs) -> int:
+        """How many images the batch carries: its ``pixel_values``' first axis."""
+        return inputs["pixel_values"].shape[0]
+
+    def _tiles(self, inputs: ImageInputs, image: int) -> TileRows:
+        check_image(image, self._images(inputs))
         return TileRows.of(inputs.config)
 
     def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
@@ -83,7 +87,7 @@ class LlavaGrids:
             return PIXTRAL_GRIDS.patch_grid(inputs, image)
         tile = self._tiles(inputs, image)
         start = image * tile.rows
-        stream = inputs["pixel_values"].shape[0] * tile.rows
+        stream = self._images(inputs) * tile.rows
         return Grid(tile.patches(start), slice(start, start + tile.rows), stream)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:

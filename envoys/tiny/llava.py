@@ -42,13 +42,15 @@ INTERLEAVE_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
-#: Vicuna style like llava-1.5: ``USER: <image>\n... ASSISTANT:``.
+#: Vicuna style like llava-1.5: ``USER: <image>\n... ASSISTANT:`` (a video item is ``<video>\n``, as Video-LLaVA's and
+#: LLaVA-NeXT-Video's templates write it).
 VICUNA_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] != 'system' %}{{ message['role'].upper() + ': ' }}{% endif %}"
     "{% if message['content'] is string %}{{ message['content'] + ' ' }}"
     "{% else %}{% for item in message['content'] %}"
     "{% if item['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif item['type'] == 'video' %}{{ '<video>\n' }}"
     "{% elif item['type'] == 'text' %}{{ item['text'] + ' ' }}{% endif %}"
     "{% endfor %}{% endif %}"
     "{% if message['role'] == 'assistant' %}{{ '</s>' }}{% endif %}"
@@ -84,11 +86,12 @@ def qwen2_text(tokenizer: TokenizersBackend) -> Qwen2Config:
     ))
 
 
-def vicuna_tokenizer() -> TokenizersBackend:
-    """Llava 1.5's tokenizer: the prompt ``USER: <image>\\n... ASSISTANT:`` (`VICUNA_TEMPLATE`), BOS prepended."""
+def vicuna_tokenizer(video: bool = False) -> TokenizersBackend:
+    """Llava 1.5's tokenizer: the prompt ``USER: <image>\\n... ASSISTANT:`` (`VICUNA_TEMPLATE`), BOS prepended (and
+    ``<video>``, for Video-LLaVA's and LLaVA-NeXT-Video's processors)."""
     return word_level_tokenizer(
         special_tokens=["<s>", "</s>", "<pad>"],
-        named_tokens={"image_token": "<image>"},
+        named_tokens={"image_token": "<image>", **({"video_token": "<video>"} if video else {})},
         chat_template=VICUNA_TEMPLATE,
         bos_token="<s>",
         add_bos_token=True,

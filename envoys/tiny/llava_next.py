@@ -58,6 +58,16 @@ def _mistral_tokenizer() -> TokenizersBackend:
     )
 
 
+def anyres_image_processor() -> LlavaNextImageProcessor:
+    """LLaVA-NeXT's image processor on 32x32 tiles: each image resized and padded to the best of `GRID_PINPOINTS` and
+    cut into tiles, after a base tile (the shortest edge resized to 32, then a 32x32 centre crop)."""
+    return LlavaNextImageProcessor(
+        size={"shortest_edge": TILE_SIZE},
+        crop_size={"height": TILE_SIZE, "width": TILE_SIZE},
+        image_grid_pinpoints=GRID_PINPOINTS,
+    )
+
+
 def build_llava_next() -> tuple[LlavaNextForConditionalGeneration, LlavaNextProcessor]:
     """Imitates llava-hf/llava-v1.6-mistral-7b-hf.
 
@@ -99,11 +109,7 @@ def build_llava_next() -> tuple[LlavaNextForConditionalGeneration, LlavaNextProc
         tie_word_embeddings=False,
     )
     processor = LlavaNextProcessor(
-        image_processor=LlavaNextImageProcessor(
-            size={"shortest_edge": TILE_SIZE},
-            crop_size={"height": TILE_SIZE, "width": TILE_SIZE},
-            image_grid_pinpoints=GRID_PINPOINTS,
-        ),
+        image_processor=anyres_image_processor(),
         tokenizer=tokenizer,
         patch_size=PATCH_SIZE,
         vision_feature_select_strategy="default",

@@ -1,0 +1,66 @@
+"""Video-LLaVA (model_type video_llava): two CLIP towers, one for images and one for videos, LLaVA's projector, a Llama text model.
+
+Llava 1.5's shape (`envoys.families.llava`) with one more tower:
+``VideoLlavaModel`` holds ``image_tower`` and ``video_tower``, two
+``CLIPVisionModel`` of one config and their own weights, and one
+``multi_modal_projector`` that both feed. ``model.vision`` is the image tower
+(``model.image_tower``): CLS first, no norm over the patches, one row per
+image, ``[images, 1 + patches, vision_hidden_size]``. The image processor
+returns the images as ``pixel_values_images`` (its legacy output, still the
+default in 5.24; ``pixel_values`` with ``return_legacy_image_output=False``),
+which the root's forward takes under either name. ``get_image_features``
+reads the image tower's ``hidden_states[vision_feature_layer]`` (-2, strategy
+"default": block -2's output without its CLS; the last block runs, unused),
+so ``projector.input`` is ``vision.layers[-2].layer_output[:, 1:]``, and
+``VideoLlavaModel.forward`` scatters the projector's output as it is
+(``inputs_embeds_masked_scatter_0``, argument 1: ``vision.image_features`` is
+``projector.output`` flattened), one image token a patch, as LLaVA's grids
+place them.
+
+Videos are not served yet: the video tower keeps its native name
+(``model.model.video_tower``, run on every frame of ``pixel_values_videos``;
+the projector reads its block -2 with the CLS kept) and the forward's second
+scatter (``inputs_embeds_masked_scatter_1``, the video features) is rewritten
+but bound to no standard name. The tower envoys, keyed by class, reach the
+video tower too: every value there is `Unavailable`, saying so (``unserved``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..feature_layers import with_feature_layer_gradients
+from ..grids import ImageInputs
+from . import Family
+from .llava import CLIP_ENVOYS, LlavaGrids
+from .llava import RENAME as LLAVA_RENAME
+
+#: The video tower's name under the wrapper's inner model (the image tower's is ``image_tower``).
+VIDEO_TOWER = "video_tower"
+
+RENAME = {**{key: name for key, name in LLAVA_RENAME.items() if name != "vision"}, "model.image_tower": "vision"}
+
+#: The projector reads hidden_states[vision_feature_layer]: the tower values past it have no gradient.
+ENVOYS = with_feature_layer_gradients(CLIP_ENVOYS)
+
+
+def video_tower(envoy: Any) -> str | None:
+    """Why ``envoy`` is not served: it is the video tower or in it (the envoys, keyed by class, reach both CLIP
+    towers); None elsewhere."""
+    if VIDEO_TOWER not in envoy.path.split("."):
+        return None
+    return ("this is Video-LLaVA's video tower, which no image runs through, and videos are not served yet: the "
+            "image's values are on model.vision (the image tower)")
+
+
+class VideoLlavaGrids(LlavaGrids):
+    """LLaVA's grids (`LlavaGrids`), the images counted on whichever name the processor gave their pixels."""
+
+    @staticmethod
+    def _images(inputs: ImageInputs) -> int:
+        pixels = inputs.get("pixel_values_images")
+        return (pixels if pixels is not None else inputs["pixel_values"]).shape[0]
+
+
+FAMILY = Family("video_llava", RENAME, ENVOYS, "model.language_model.layers", grid_layout=VideoLlavaGrids(),
+                unserved=video_tower)

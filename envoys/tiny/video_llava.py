@@ -1,0 +1,72 @@
+"""A tiny Video-LLaVA checkpoint: LLaVA 1.5's CLIP tower twice (images and videos), a Llama text model.
+
+The builder returns an unsaved (`VideoLlavaForConditionalGeneration`,
+`VideoLlavaProcessor`) pair with random float32 weights (seed the torch
+generator first; :func:`envoys.tiny.build` does): `llava.clip_tower` (3
+blocks, CLS first, 32x32 images of 8x8 patches) as both the image tower and
+the video tower, and a Llama text model as on the ``llava-clip`` checkpoint.
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    LlamaConfig,
+    VideoLlavaConfig,
+    VideoLlavaForConditionalGeneration,
+    VideoLlavaImageProcessor,
+    VideoLlavaProcessor,
+    VideoLlavaVideoProcessor,
+)
+
+from .llava import IMAGE_SIZE, IMAGE_TOKENS, PATCH_SIZE, VICUNA_TEMPLATE, clip_tower, vicuna_tokenizer
+from .norms import randomise_norms
+from .sizes import text_sizes
+
+#: Resize the shortest edge to 32, then centre-crop 32x32: the image processor's and the video processor's sizes.
+CLIP_SIZES = {"size": {"shortest_edge": IMAGE_SIZE}, "crop_size": {"height": IMAGE_SIZE, "width": IMAGE_SIZE}}
+
+
+def build_video_llava() -> tuple[VideoLlavaForConditionalGeneration, VideoLlavaProcessor]:
+    """Imitates LanguageBind/Video-LLaVA-7B-hf.
+
+    Two CLIP towers of one config (CLS first, ``pre_layrnorm``): 3 blocks,
+    width 32, 2 heads, patch 8 on 32x32 images, so 1 + 16 positions an image
+    (or a video frame). Llama text model: 2 layers, width 32, 2 heads, BOS
+    prepended by the tokenizer, ``<image>`` and ``<video>`` tokens. The
+    projector reads block -2's output without the CLS token
+    (``vision_feature_layer=-2``, strategy ``"default"``), so an image gives
+    16 features and the processor writes 16 + 1 (``num_additional_image_tokens``)
+    - 1 = 16 ``<image>`` tokens. The stock processor: VideoLlavaImageProcessor
+    and VideoLlavaVideoProcessor both resize the shortest edge to 32 and
+    centre-crop 32x32; the image processor returns the images as
+    ``pixel_values_images`` (its legacy output, the default in 5.24). A video
+    of ``frames`` frames is ``frames * 17`` ``<video>`` tokens (the CLS kept).
+    """
+    tokenizer = vicuna_tokenizer(video=True)
+    config = VideoLlavaConfig(
+        vision_config=clip_tower(),
+        text_config=LlamaConfig(**text_sizes(tokenizer, num_key_value_heads=2)),
+        image_token_index=tokenizer.image_token_id,
+        video_token_index=tokenizer.video_token_id,
+        image_seq_length=IMAGE_TOKENS,
+        video_seq_length=8 * (IMAGE_TOKENS + 1),
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        projector_hidden_act="gelu",
+    )
+    processor = VideoLlavaProcessor(
+        image_processor=VideoLlavaImageProcessor(**CLIP_SIZES),
+        video_processor=VideoLlavaVideoProcessor(**CLIP_SIZES),
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=VICUNA_TEMPLATE,
+    )
+    model = VideoLlavaForConditionalGeneration(config)
+    randomise_norms(model)  # ones and zeros at init: a norm that only standardises
+    return model, processor
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"video_llava": build_video_llava}

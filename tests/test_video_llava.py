@@ -1,0 +1,132 @@
+"""Video-LLaVA: what is particular to it, beyond the vision contracts (tests/test_vision_contracts.py).
+
+Two CLIP towers of one config: ``model.vision`` is the image tower, and the
+video tower (its own weights) is not served yet. The stock image processor
+names the images' pixels ``pixel_values_images``. Expected values come from the
+stock processor's outputs, the config, and the native modules run by hand
+outside the trace (the image path: the image tower, its block -2 without CLS,
+the projector).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tower_body import tower_body
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.grids import GridError
+from envoys.tiny import chat_prompt, noise_image
+
+IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
+SIDE = 4  # 32 pixel images of 8 pixel patches
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return StandardizedTransformer(tiny_checkpoint("video_llava"), task="image-text-to-text", device="cpu",
+                                   attn_implementation="eager")
+
+
+def prompt(model) -> str:
+    return chat_prompt(model.processor, len(IMAGES), "Describe the image.")
+
+
+def processed(model) -> dict[str, torch.Tensor]:
+    return model.processor(text=[prompt(model)], images=IMAGES, return_tensors="pt")
+
+
+def test_loads_with_its_stock_processor_and_vision_is_the_image_tower(model):
+    processor = model.processor
+    assert type(processor).__name__ == "VideoLlavaProcessor"
+    assert type(processor.image_processor).__name__ == "VideoLlavaImageProcessor"
+    assert type(processor.video_processor).__name__ == "VideoLlavaVideoProcessor"
+    host = model._module.model
+    assert model.vision._module is host.image_tower and model.vision._module is not host.video_tower
+    assert model.projector._module is host.multi_modal_projector
+    assert [layer._module for layer in model.vision.layers] == list(tower_body(host.image_tower).encoder.layers)
+    assert model.vision.patch_embed._module is tower_body(host.image_tower).embeddings.patch_embedding
+    assert [layer._module for layer in model.layers] == list(host.language_model.layers)
+    assert type(model.layers[0].self_attn._module).__name__ == "LlamaAttention"
+
+
+def test_a_video_free_prompt_runs_the_image_tower_alone_on_pixel_values_images_and_the_mask_sees_them(model):
+    inputs = processed(model)
+    assert "pixel_values_images" in inputs and "pixel_values" not in inputs and "pixel_values_videos" not in inputs
+    host = model._module.model
+    calls = {"image_tower": 0, "video_tower": 0}
+    hooks = [getattr(host, tower).register_forward_hook(lambda *_, t=tower: calls.__setitem__(t, calls[t] + 1))
+             for tower in calls]
+    try:
+        with model.trace(prompt(model), images=IMAGES):
+            mask = model.vision.image_token_mask.save()
+            pixels = model.vision.input.save()
+            features = model.vision.image_features.save()
+            first = model.layers[0].input.save()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert calls == {"image_tower": 1, "video_tower": 0}
+    assert torch.equal(mask, inputs["input_ids"] == model.config.image_token_id)
+    assert int(mask.sum()) == 2 * SIDE * SIDE
+    assert torch.equal(pixels, inputs["pixel_values_images"])
+    assert torch.equal(first[mask], features)
+
+
+def test_the_values_are_the_image_paths_not_the_video_towers(model):
+    """image_features is the projector on the image tower's block -2 without CLS, recomputed by hand; the video
+    tower, of the same config and other weights, gives other features from the same pixels."""
+    pixels = processed(model)["pixel_values_images"]
+    with model.trace(prompt(model), images=IMAGES):
+        block = model.vision.layers[-2].layer_output.save()
+        received = model.projector.input.save()
+        features = model.vision.image_features.save()
+    host = model._module.model
+    with torch.no_grad():
+        image_states = host.image_tower(pixels, output_hidden_states=True).hidden_states[-2]
+        video_states = host.video_tower(pixels, output_hidden_states=True).hidden_states[-2]
+        expected = host.multi_modal_projector(image_states[:, 1:]).flatten(0, 1)
+        from_video_tower = host.multi_modal_projector(video_states[:, 1:]).flatten(0, 1)
+    assert torch.equal(block, image_states) and torch.equal(received, image_states[:, 1:])
+    assert torch.equal(features, expected)
+    assert not torch.equal(features, from_video_tower)
+
+
+def test_an_image_tower_edit_reaches_only_its_images_tokens(model):
+    with model.trace(prompt(model), images=IMAGES):
+        clean = model.vision.image_features.save()
+    with model.trace(prompt(model), images=IMAGES):
+        model.vision.layers[-2].layer_output[1] = 0.0  # the second image's rows
+        edited = model.vision.image_features.save()
+    tokens = SIDE * SIDE
+    assert torch.equal(edited[:tokens], clean[:tokens])
+    assert not (edited[tokens:] == clean[tokens:]).all(-1).any()
+
+
+def test_the_grids_count_the_images_on_pixel_values_images(model):
+    with model.trace(prompt(model), images=IMAGES):
+        stream = model.vision.layers[0].layer_output.save()
+        features = model.vision.image_features.save()
+    for image in (0, 1):
+        assert torch.equal(model.vision.patch_grid(stream, image=image), stream[image, 1:].reshape(SIDE, SIDE, -1))
+        rows = features[image * SIDE * SIDE: (image + 1) * SIDE * SIDE]
+        assert torch.equal(model.vision.token_grid(features, image=image), rows.reshape(SIDE, SIDE, -1))
+    with pytest.raises(GridError, match=r"it holds 2 image\(s\)"):
+        model.vision.patch_grid(stream, image=2)
+
+
+def test_the_video_tower_shares_the_image_towers_classes_and_serves_no_value(model):
+    """The envoys are keyed by class, so they reach the video tower too; no image runs through it, and every value
+    there says why it is unavailable."""
+    tower = model.model.video_tower
+    assert tower._module is model._module.model.video_tower and type(tower) is type(model.vision)
+    block = tower.encoder.layers[0]
+    assert type(block) is type(model.vision.layers[0])
+    reason = "video tower, which no image runs through, and videos are not served yet.*model.vision"
+    for envoy, name in ((tower, "image_token_mask"), (tower, "image_features"), (tower, "tower_output"),
+                        (block, "layer_output"), (block.self_attn, "attention_probabilities"), (block.mlp, "mlp_output")):
+        with pytest.raises(Unavailable, match=reason):
+            getattr(envoy, name)
+    assert tower.support() == {}
+    support = model.vision.support()
+    assert support and all(why is None for why in support.values())
