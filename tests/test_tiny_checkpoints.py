@@ -41,6 +41,7 @@ CLASSES = {
     "aya_vision": ("AyaVisionForConditionalGeneration", "AyaVisionProcessor", "TokenizersBackend"),
     "cohere2_vision": ("Cohere2VisionForConditionalGeneration", "Cohere2VisionProcessor", "TokenizersBackend"),
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
+    "idefics2": ("Idefics2ForConditionalGeneration", "Idefics2Processor", "TokenizersBackend"),
     "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
@@ -64,6 +65,7 @@ IMAGE_TOKENS = {
     "aya_vision": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
     "cohere2_vision": (16, 80),
     "gemma3": (16, 16),
+    "idefics2": (4, 4),  # the perceiver's 4 latents an image, whatever its size
     "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
     "smolvlm": (20, 20),
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
@@ -207,7 +209,8 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
 
 def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The projected image features, all images concatenated in order."""
-    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_sizes", "image_grid_hw", "image_position_ids")
+    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_sizes", "image_grid_hw", "image_position_ids",
+                                     "pixel_attention_mask", "pixel_mask")  # the padded pixels (Idefics 2, Aria)
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
