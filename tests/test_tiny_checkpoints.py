@@ -42,6 +42,7 @@ CLASSES = {
     "cohere2_vision": ("Cohere2VisionForConditionalGeneration", "Cohere2VisionProcessor", "TokenizersBackend"),
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
     "idefics2": ("Idefics2ForConditionalGeneration", "Idefics2Processor", "TokenizersBackend"),
+    "aria": ("AriaForConditionalGeneration", "AriaProcessor", "TokenizersBackend"),
     "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
@@ -66,6 +67,7 @@ IMAGE_TOKENS = {
     "cohere2_vision": (16, 80),
     "gemma3": (16, 16),
     "idefics2": (4, 4),  # the perceiver's 4 latents an image, whatever its size
+    "aria": (4, 4),  # the projector's 4 queries for a 49-patch image
     "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
     "smolvlm": (20, 20),
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
