@@ -32,11 +32,17 @@ class PaddedImageGrids:
     mask: str  #: the processor output marking the real pixels
     whole: bool  #: a patch is real where all its pixels are (else where any is)
     tokens: str  #: why the image tokens have no grid (what they are)
+    #: the image processor's switch that cuts each image into crops, each a row of its own (Idefics 2's
+    #: ``do_image_splitting``), or None: while it is on, a row is no longer an image and no grid is served
+    splits: str | None = None
 
     stream_dims = 2  # [images, patches, ...]
 
     def real_patches(self, inputs: ImageInputs) -> torch.Tensor:
         """bool ``[images, grid_rows, grid_columns]``: which patches of each image the tower receives are real."""
+        if self.splits is not None and getattr(getattr(inputs.processor, "image_processor", None), self.splits, False):
+            raise Unavailable(f"the grids are unavailable while the image processor's {self.splits} is on: each "
+                              f"image is then several crops, each a row of the tower, and no grid places them")
         pixels = inputs[self.mask]
         pixels = pixels.reshape(-1, *pixels.shape[-2:]).bool()
         pixels = pixels[pixels.flatten(1).any(1)]  # images the host drops: no real pixel at all

@@ -116,3 +116,20 @@ def test_the_patch_grid_is_each_images_real_patches_and_the_latents_have_none(mo
         assert torch.equal(model.vision.patch_grid(patches, image=image), patches[image][real[image]].view(*shape, width))
     with pytest.raises(Unavailable, match="the image tokens have no grid: they are the perceiver's latents"):
         model.vision.token_grid(first[mask], image=0)
+
+
+def test_split_images_are_crops_on_no_grid(model):
+    """With ``do_image_splitting`` each image is its 4 quarters and itself, 5 rows of the tower and 5 runs of latents."""
+    latents = model.config.perceiver_config.resampler_n_latents
+    splitting = model.processor.image_processor.do_image_splitting
+    model.processor.image_processor.do_image_splitting = True
+    try:
+        with model.trace(prompt(model, IMAGES[:1]), images=IMAGES[:1]) as tracer:
+            mask = model.vision.image_token_mask.save()
+            patches = model.vision.patch_embeddings.save()
+            tracer.stop()
+        assert patches.shape[0] == 5 and int(mask.sum()) == 5 * latents
+        with pytest.raises(Unavailable, match="while the image processor's do_image_splitting is on"):
+            model.vision.patch_grid(patches, image=0)
+    finally:
+        model.processor.image_processor.do_image_splitting = splitting

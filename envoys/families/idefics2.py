@@ -34,7 +34,8 @@ What differs from Idefics 3 (`envoys.idefics`), read off
   ``[image_tokens, hidden_size]``) is ``vision.image_features`` (the scatter
   `INPUTS_MERGER`).
 - Grids (`envoys.padded`): ``vision.patch_grid`` puts an image's real
-  patches on its grid; ``token_grid`` is Unavailable, the latents being on
+  patches on its grid (Unavailable while the image processor splits
+  images into crops); ``token_grid`` is Unavailable, the latents being on
   no grid.
 """
 
@@ -83,6 +84,6 @@ ENVOYS = {
 }
 
 #: The patch grid of each image's real patches; its image tokens, the perceiver's latents, have none.
-GRIDS = PaddedImageGrids("pixel_attention_mask", whole=True, tokens="the perceiver's latents")
+GRIDS = PaddedImageGrids("pixel_attention_mask", whole=True, tokens="the perceiver's latents", splits="do_image_splitting")
 
 FAMILY = Family("idefics2", RENAME, ENVOYS, TEXT_LAYERS, scatter=INPUTS_MERGER, grid_layout=GRIDS)
