@@ -218,6 +218,8 @@ def test_the_grid_recipes_on_every_family_with_a_layout(any_model):
     batch = inputs(model)
     mask = image_mask(model, batch)
     outputs = block_outputs(model, batch)
+    with model.trace(prompt(model), images=IMAGES) as tracer:  # the batch the grids read
+        tracer.stop()
     try:
         model.vision.token_grid(outputs[0][mask], image=0)
     except Unavailable as unavailable:  # image tokens on no grid (a resampler's latents): the recipes say so too
