@@ -1,6 +1,6 @@
 """Which tower values a LLaVA-style wrapper computes nothing from, so they have no gradient.
 
-LLaVA, LLaVA-NeXT and VipLlava feed the projector the tower's ``hidden_states[k]`` for
+LLaVA, LLaVA-NeXT, VipLlava and Aria feed the projector the tower's ``hidden_states[k]`` for
 ``k`` in ``config.vision_feature_layer`` (an int or a list; ``hidden_states[i]``
 is block ``i``'s input, ``hidden_states[-1]`` the last block's output), never
 ``last_hidden_state``. Blocks past the deepest selected state still run, but
@@ -39,6 +39,11 @@ def block_index(envoy: Any) -> int | None:
     return None
 
 
+#: Towers whose ``last_hidden_state`` is after a final norm over every patch (CLIP's ``post_layernorm`` norms only its
+#: pooled CLS): SigLIP's, and Idefics 3's ViT in Aria.
+NORMED_TOWERS = ("siglip_vision_model", "idefics3_vision")
+
+
 class FeatureLayerGradients:
     """A mixin for a LLaVA-style tower's envoys: `gradient_reason` for the values the projector never reads from."""
 
@@ -50,7 +55,7 @@ class FeatureLayerGradients:
         index = block_index(self)
         if index is None:
             last = config.vision_config.num_hidden_layers
-            normed = config.vision_config.model_type == "siglip_vision_model"
+            normed = config.vision_config.model_type in NORMED_TOWERS
             if name != "tower_output" or (deepest == last and not normed):
                 return None
             read = f"vision.layers[{deepest - 1}].layer_output" if deepest else "vision.layers[0].layer_input"

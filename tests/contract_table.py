@@ -435,6 +435,34 @@ ROWS: dict[str, Row] = {
         final_norm=True,
         rules=(scatter("smolvlm"), *attention("smolvlm", "SmolVLMVisionAttention"), *LLAMA_ATTENTION),
     ),
+    # envoys/tiny/idefics2.py: 8 px patches, no tiles; 32x32 stays 32x32 (4x4 patches), 64 wide x 48 high becomes 32 x 24
+    # (4x3), padded to 4x4 beside the first (its padded keys masked); post_layernorm; the connector reads tower_output
+    # and its perceiver resamples each image to 4 latents, 4 image tokens an image.
+    "idefics2": Row(
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="pixel_attention_mask", **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        padded=True,
+        rules=(scatter("idefics2"), *attention("idefics2", "Idefics2VisionAttention"),
+               "idefics2.Idefics2PerceiverAttention", *MISTRAL_ATTENTION),
+    ),
+    # envoys/tiny/aria.py: Idefics 3's ViT on 980 px squares of 140 px patches (7x7 = 49 a row), 2 blocks,
+    # post_layernorm; 64 wide x 48 high is 980 x 735 padded to the square (42 real patches, the rest masked); the
+    # projector reads the last block before the norm and gives 4 queries an image, 4 image tokens.
+    "aria": Row(
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=140, image_size=980, **SIGLIP),
+        stream=batched((1, 49), (1, 49)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+        padded=True,
+        rules=(scatter("aria"), *attention("idefics3", "Idefics3VisionAttention"),
+               *attention("aria", "AriaTextAttention")),
+    ),
     # envoys/tiny/llama4.py: 32 px tiles of 8 px patches plus the CLS last (17 rows), 4 tokens a tile; 32x32 is 1
     # tile, 64 wide x 32 high 1x2 tiles + the global one; layernorm_post; the adapter inside the tower transforms
     # tower_output before the projector; MLP 128 wide (32 / 0.5**2).

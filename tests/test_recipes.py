@@ -9,6 +9,8 @@ exact (``torch.equal``).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -216,6 +218,17 @@ def test_the_grid_recipes_on_every_family_with_a_layout(any_model):
     batch = inputs(model)
     mask = image_mask(model, batch)
     outputs = block_outputs(model, batch)
+    with model.trace(prompt(model), images=IMAGES) as tracer:  # the batch the grids read
+        tracer.stop()
+    try:
+        model.vision.token_grid(outputs[0][mask], image=0)
+    except Unavailable as unavailable:  # image tokens on no grid (a resampler's latents): the recipes say so too
+        reason = re.escape(str(unavailable))
+        with pytest.raises(Unavailable, match=reason):
+            recipes.logit_lens(model, prompt(model), IMAGES, image=0, layers=[0, -1])
+        with pytest.raises(Unavailable, match=reason):
+            recipes.attention_to_image(model, prompt(model), IMAGES, layer=attention_blocks(model)[-1], image=0)
+        return
     layer = attention_blocks(model)[-1]
     pattern = attention_patterns(model, batch, [layer])[layer]
     for image in range(len(IMAGES)):

@@ -45,6 +45,8 @@ CLASSES = {
     "internvl": ("InternVLForConditionalGeneration", "InternVLProcessor", "TokenizersBackend"),
     "qianfan_ocr": ("QianfanOCRForConditionalGeneration", "QianfanOCRProcessor", "TokenizersBackend"),
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
+    "idefics2": ("Idefics2ForConditionalGeneration", "Idefics2Processor", "TokenizersBackend"),
+    "aria": ("AriaForConditionalGeneration", "AriaProcessor", "TokenizersBackend"),
     "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
@@ -75,6 +77,8 @@ IMAGE_TOKENS = {
     "internvl": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
     "qianfan_ocr": (16, 80),  # InternVL's tiles
     "gemma3": (16, 16),
+    "idefics2": (4, 4),  # the perceiver's 4 latents an image, whatever its size
+    "aria": (4, 4),  # the projector's 4 queries for a 49-patch image
     "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
     "smolvlm": (20, 20),
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
@@ -223,9 +227,11 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
 
 def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The projected image features, all images concatenated in order."""
-    # Video-LLaVA's image processor names the pixels pixel_values_images (its get_image_features takes either name)
+    # Video-LLaVA's image processor names the pixels pixel_values_images (its get_image_features takes either name);
+    # the padded pixels' masks: pixel_attention_mask (LFM2-VL, Idefics 2), pixel_mask (Aria)
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
-                                     "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask")
+                                     "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
+                                     "pixel_mask")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
