@@ -29,10 +29,11 @@ with two 3x3 stride-2 convolutions (to ``2 * output_channels``, then to the
 text width), flattens the folded grid in raster order and applies a linear
 layer: ``projector.output`` is ``[images, (height / 4) * (width / 4),
 hidden_size]``. Each image is one tile; the stock processor writes 256 image
-tokens for it (``num_image_tokens``). No grid layout is given
-(``vision.patch_grid`` / ``token_grid``): an image token is made from the
-overlapping 3x3 neighbourhoods of two strided convolutions, not from one
-block of patches.
+tokens for it (``num_image_tokens``). The grids (`GotOcr2Grids`) put each
+image's patches on its square grid and its tokens on the folded grid, a
+quarter of the side: token ``(r, c)`` is centred on patches ``4r..4r+3``,
+``4c..4c+3``, though the two 3x3 convolutions reach a patch or two beyond
+them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from transformers.models.got_ocr2.modeling_got_ocr2 import (
     GotOcr2VisionLayer,
 )
 
+from ..grids import Grid, ImageInputs, check_image, raster
 from ..sam import SamVision, SamVisionAttention, SamVisionLayer, SamVisionMlp
 from . import Family
 from .encoder_names import WRAPPER_RENAME
@@ -58,4 +60,36 @@ ENVOYS = {
     GotOcr2MLPBlock: SamVisionMlp,
 }
 
-FAMILY = Family("got_ocr2", RENAME, ENVOYS, "model.language_model.layers")
+
+
+def folded(side: int) -> int:
+    """The side of the projector's output grid: two 3x3 convolutions of stride 2 and padding 1, each ``ceil(n / 2)``."""
+    half = (side + 1) // 2
+    return (half + 1) // 2
+
+
+class GotOcr2Grids:
+    """One tower row per processor tile (an image, unless called with ``crop_to_patches=True``), its square patch
+    grid in raster order; on the image tokens, the projector's folded grid in raster order, tile after tile."""
+
+    stream_dims = 2
+
+    @staticmethod
+    def _side(inputs: ImageInputs, image: int) -> int:
+        check_image(image, inputs["pixel_values"].shape[0])
+        vision = inputs.config.vision_config
+        return vision.image_size // vision.patch_size
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        side = self._side(inputs, image)
+        rows = side * side
+        return Grid(raster(side, side, image * rows), slice(image * rows, (image + 1) * rows),
+                    inputs["pixel_values"].shape[0] * rows)
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        side = folded(self._side(inputs, image))
+        tokens = side * side
+        return Grid(raster(side, side, image * tokens), slice(image * tokens, (image + 1) * tokens))
+
+
+FAMILY = Family("got_ocr2", RENAME, ENVOYS, "model.language_model.layers", grid_layout=GotOcr2Grids())
