@@ -46,6 +46,8 @@ CLASSES = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
+    "got_ocr2": ("GotOcr2ForConditionalGeneration", "GotOcr2Processor", "TokenizersBackend"),
+    "pp_chart2table": ("GotOcr2ForConditionalGeneration", "PPChart2TableProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -69,11 +71,16 @@ IMAGE_TOKENS = {
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
     "nemotron_h_omni": (4, 12),
     "gemma4": (64, 63),
+    "got_ocr2": (256, 256),  # every image resized to 128x128: a 64x64 grid of patches folded 4x4 by the projector
+    "pp_chart2table": (64, 64),  # 64x64: a 32x32 grid folded to 8x8, the tokens written whole by the chat template
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
 #: its begin-of-image token, which some releases also call image_token and older ones do not.)
 PLACEHOLDERS = {"gemma3": "boi_token"}
+#: The placeholder token itself, where the processor names none: PP-Chart2Table's expands nothing, and its template
+#: writes each image's tokens whole after one <img>.
+PLACEHOLDER_TOKENS = {"pp_chart2table": "<img>"}
 
 #: Where the config's image token is not the processor's image_token: the token the features go to.
 #: (Llama 4's prompt marks each image with one <|image|>, and the features go to its <|patch|> tokens.)
@@ -280,7 +287,7 @@ def test_noise_image_is_deterministic_noise() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_chat_prompt_has_one_placeholder_per_image(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
     _, processor = loaded(name)
-    placeholder = getattr(processor, PLACEHOLDERS.get(name, "image_token"))
+    placeholder = PLACEHOLDER_TOKENS.get(name) or getattr(processor, PLACEHOLDERS.get(name, "image_token"))
     for n in (1, 2, 3):
         prompt = chat_prompt(processor, n, TEXT)
         assert prompt.count(placeholder) == n
