@@ -9,7 +9,7 @@ Two kinds, both data (`instrument.Rule`):
 - rules of particular forwards, one per target, each module holding one
   concern's (`LISTED`): the Qwen ViT's per-image attention, Qwen2.5-VL's
   windows, RADIO's attention, Qwen3-VL's DeepStack, Llama 4's text block, the
-  gated DeltaNet.
+  gated DeltaNet, the SAM encoder's softmax and windows (GOT-OCR 2.0).
 
 Each module defines its site labels once, as constants the envoys import.
 `rules_for_classes` gives the rules for the classes a model holds, but the
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from instrument import Rule
 from instrument.calls import defining_class
 
-from . import deepstack, deltanet, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention
+from . import deepstack, deltanet, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision
 from .attention import attention_rules
 
 #: The rules of particular forwards, by concern.
@@ -34,6 +34,7 @@ LISTED: tuple[Rule, ...] = (
     *deepstack.RULES,
     *llama4_feed_forward.RULES,
     *deltanet.RULES,
+    *sam_vision.RULES,
 )
 
 

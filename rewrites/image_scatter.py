@@ -56,6 +56,9 @@ class Scatter:
     argument: tuple[int, str] = (1, "source")  #: the features: that call's positional index and keyword name
     purpose: str = ""  #: what the features are at the scatter, where the default line says too little
     variants: tuple[Variant, ...] = ()  #: releases whose forward writes the features in differently
+    #: the model_type whose scatter rule this is, where the host is another family's class (PP-Chart2Table's model
+    #: is GOT-OCR 2.0's): one rule, one name, per forward
+    rule_of: str = ""
 
     @property
     def site(self) -> str:
@@ -99,7 +102,7 @@ def scatter_rule(model_type: str, host: type, scatter: Scatter = Scatter()) -> R
     stem = label_stem(scatter.callee)
     labels = tuple(f"{stem}_{index}" for index in range(max(found, scatter.image + 1)))
     return Rule(
-        f"{model_type}{SCATTER_SUFFIX}",
+        f"{scatter.rule_of or model_type}{SCATTER_SUFFIX}",
         f"{host.__module__}:{host.__qualname__}.forward",
         {scatter.callee: labels},
         purpose=scatter.purpose or default_purpose(len(labels), scatter.in_root),

@@ -149,6 +149,9 @@ class Row:
     final_norm: bool = False
     #: None where attention_probabilities is served; else a regex of the reason it is Unavailable
     pattern_unavailable: str | None = None
+    #: blocks whose pattern has other rows than the stream (a windowed block attends per window): block -> (rows for
+    #: both images, positions of a row)
+    pattern_rows: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     #: each image's row is padded to a fixed length, and the pattern is zero on the padded keys
     padded: bool = False
     #: image_features is projector.output, flattened over its leading axes
@@ -547,5 +550,32 @@ ROWS: dict[str, Row] = {
         text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
         rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
                *attention("qwen3_5", "Qwen3_5Attention")),
+    ),
+    # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
+    # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final
+    # norm; the neck then the projector's two stride-2 convolutions fold the grid to 16x16 = 256 image tokens (the
+    # projector reads the neck's output: tests/test_got_ocr2.py).
+    "got_ocr2": Row(
+        image_tokens=(256, 256),
+        sizes=Sizes(num_layers=2, patch_size=2, image_size=128, **SIGLIP),
+        stream=batched((1, 4096), (1, 4096)),
+        projected=batched((1, 256), (1, 256)),
+        projector_reads=None,
+        pattern_rows={0: (50, 196), 1: (50, 196)},
+        rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
+               *attention("qwen2", "Qwen2Attention")),
+    ),
+    # envoys/tiny/pp_chart2table.py: GOT-OCR 2.0's classes on 64x64 images of 2 px patches, a 32x32 grid (1024
+    # patches); block 0 in 14x14 windows (the grid padded to 42x42: 9 windows of 196 an image), block 1 global; 8x8 = 64
+    # image tokens, written whole by the chat template.
+    "pp_chart2table": Row(
+        image_tokens=(64, 64),
+        sizes=Sizes(num_layers=2, patch_size=2, image_size=64, **SIGLIP),
+        stream=batched((1, 1024), (1, 1024)),
+        projected=batched((1, 64), (1, 64)),
+        projector_reads=None,
+        pattern_rows={0: (18, 196)},
+        rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
+               *attention("qwen2", "Qwen2Attention")),
     ),
 }

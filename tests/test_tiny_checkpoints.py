@@ -55,6 +55,8 @@ CLASSES = {
     "lfm2_vl": ("Lfm2VlForConditionalGeneration", "Lfm2VlProcessor", "TokenizersBackend"),
     "paligemma": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
     "paligemma-2": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
+    "got_ocr2": ("GotOcr2ForConditionalGeneration", "GotOcr2Processor", "TokenizersBackend"),
+    "pp_chart2table": ("GotOcr2ForConditionalGeneration", "PPChart2TableProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -87,12 +89,17 @@ IMAGE_TOKENS = {
     "lfm2_vl": (16, 79),  # 4x4 blocks of one row; 2x2 tiles of 16 + a 5x3 thumbnail
     "paligemma": (16, 16),  # llava-siglip's tower: one token per patch
     "paligemma-2": (16, 16),
+    "got_ocr2": (256, 256),  # every image resized to 128x128: a 64x64 grid of patches folded 4x4 by the projector
+    "pp_chart2table": (64, 64),  # 64x64: a 32x32 grid folded to 8x8, the tokens written whole by the chat template
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
 #: its begin-of-image token, which some releases also call image_token and older ones do not. Qianfan-OCR's prompt
 #: writes <image>, which its processor expands into the image tokens.)
 PLACEHOLDERS = {"gemma3": "boi_token", "qianfan_ocr": "image_placeholder_token"}
+#: The placeholder token itself, where the processor names none: PP-Chart2Table's expands nothing, and its template
+#: writes each image's tokens whole after one <img>.
+PLACEHOLDER_TOKENS = {"pp_chart2table": "<img>"}
 
 #: Where the config's image token is not the processor's image_token: the token the features go to.
 #: (Llama 4's prompt marks each image with one <|image|>, and the features go to its <|patch|> tokens; InternVL's
@@ -304,7 +311,7 @@ def test_noise_image_is_deterministic_noise() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_chat_prompt_has_one_placeholder_per_image(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
     _, processor = loaded(name)
-    placeholder = getattr(processor, PLACEHOLDERS.get(name, "image_token"))
+    placeholder = PLACEHOLDER_TOKENS.get(name) or getattr(processor, PLACEHOLDERS.get(name, "image_token"))
     for n in (1, 2, 3):
         prompt = chat_prompt(processor, n, TEXT)
         assert prompt.count(placeholder) == n

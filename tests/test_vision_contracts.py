@@ -207,7 +207,8 @@ def test_the_pattern_or_why_it_is_unavailable(model, row):
     leading, heads = row.stream.shape(2), row.sizes.num_heads
     rows, positions = (leading[0], leading[1]) if row.stream.kind == "batched" else (1, leading[1])
     for index, pattern in enumerate(patterns):
-        assert pattern.shape == (rows, heads, positions, positions), index
+        block_rows, block_positions = row.pattern_rows.get(index, (rows, positions))  # a windowed block's: per window
+        assert pattern.shape == (block_rows, heads, block_positions, block_positions), index
         torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]), rtol=0, atol=1e-5)
         if row.stream.kind == "packed":  # one call under a block-diagonal mask: each image sees itself alone
             for i, (a, b) in enumerate(row.stream.spans(2)):
