@@ -9,7 +9,7 @@ a 32x32 image is 8x8 = 64 patches and 4x4 = 16 image tokens, a 48 (high) x 64
 
 The text model is Mistral Large 4's: 2 blocks of width 32, each with
 multi-head latent attention (2 heads; queries of 8 + 8 dims without and with
-rotary positions, keys and values expanded from a 16-wide latent, values 16
+rotary positions, keys and values expanded from a 16-wide latent, values 12
 wide) whose keys are chosen by a DeepSeek sparse-attention indexer (2 heads of
 16; each query attends to its top `INDEX_TOPK` = 8 keys by the indexer's
 score), then a dense gated MLP 64 wide on block 0 and, on block 1, a
@@ -60,7 +60,7 @@ def build_mistral_large4() -> tuple[MistralLarge4ForConditionalGeneration, Pixtr
 
     Pixtral tower and projector as the tiny Mistral 3's (`envoys.tiny.mistral3`: patch 4, a 2x2 merge, the projector
     reading the last block). Text model: 2 blocks of width 32, 2 heads of multi-latent attention (``kv_lora_rank``
-    16, ``qk_nope_head_dim`` 8, ``qk_rope_head_dim`` 8, ``v_head_dim`` 16) with a sparse-attention indexer keeping 8
+    16, ``qk_nope_head_dim`` 8, ``qk_rope_head_dim`` 8, ``v_head_dim`` 12) with a sparse-attention indexer keeping 8
     keys a query (2 heads of 16), block 0 a dense MLP 64 wide, block 1 a mixture of 4 experts, 2 a token, 32 wide,
     and one shared expert; untied head, logits soft-capped at 30.
     """
@@ -73,7 +73,7 @@ def build_mistral_large4() -> tuple[MistralLarge4ForConditionalGeneration, Pixtr
         kv_lora_rank=16,
         qk_nope_head_dim=8,
         qk_rope_head_dim=8,
-        v_head_dim=16,
+        v_head_dim=12,
         index_topk=INDEX_TOPK,
         index_n_heads=2,
         index_head_dim=16,
