@@ -31,7 +31,8 @@ def test_the_vision_side_is_mistral3s_and_the_text_blocks_are_dense_then_moe(mod
     from envoys.families import mistral3
 
     native = model._module.model
-    assert model.family.rename == mistral3.RENAME and model.family.envoys == mistral3.ENVOYS
+    assert model.family.rename == mistral3.RENAME
+    assert {cls: envoy for cls, envoy in model.family.envoys.items() if cls in mistral3.ENVOYS} == mistral3.ENVOYS
     assert model.vision._module is native.vision_tower and model.projector._module is native.multi_modal_projector
     text = native.language_model
     assert type(text).__name__ == "MistralLarge4TextModel"
@@ -122,6 +123,20 @@ def test_zeroing_a_moe_blocks_mlp_output_leaves_the_stream_after_attention(model
         output = block.layer_output.save()
     layer_input, attention = parts
     assert torch.equal(output, layer_input + attention)
+
+
+def test_a_skipped_block_passes_on_the_stream_and_the_choice_of_keys_it_received(model):
+    """A skipped block returns its input stream and the prev_topk_indices the loop gave it (block 0's choice), for a
+    later block that reuses a choice; a block returning one item would break the loop's unpacking."""
+    with model.trace(prompt(model, ONE), images=ONE):
+        chosen = model.layers[0].self_attn.indexer.output.save()
+        passed = model.layers[0].layer_output.save()
+        model.skip_layer(1)
+        returned = model.layers[1].output.save()
+        final = model.norm.input.save()
+    stream, choice = returned
+    assert torch.equal(choice, chosen) and chosen.shape[-1] == model.config.text_config.index_topk
+    assert torch.equal(stream, passed) and torch.equal(final, passed)
 
 
 # -- the root ---------------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ argument 1, found). What differs is the text model (``MistralLarge4TextModel``
 at ``model.language_model``), whose blocks are pre-norm attention + MLP on the
 residual stream (``input_layernorm``, ``self_attn``, ``post_attention_layernorm``,
 ``mlp``), so the standard block values hold as they are; a block returns
-``(hidden_states, topk_indices)``, and ``layer_output`` is the first.
+``(hidden_states, topk_indices)``, and ``layer_output`` is the first; a
+skipped block (`IndexedLayer`) passes on the ``prev_topk_indices`` it received.
 
 - The attention (``MistralLarge4TextAttention``) is multi-head latent attention
   with a DeepSeek sparse-attention indexer: queries ``[batch, heads, seq,
@@ -33,7 +34,11 @@ residual stream (``input_layernorm``, ``self_attn``, ``post_attention_layernorm`
 
 from __future__ import annotations
 
+from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4TextDecoderLayer
+
+from ..indexed import IndexedLayer
 from . import Family
 from .mistral3 import ENVOYS, GRIDS, RENAME
 
-FAMILY = Family("mistral_large4", RENAME, ENVOYS, "model.language_model.layers", grid_layout=GRIDS)
+FAMILY = Family("mistral_large4", RENAME, {**ENVOYS, MistralLarge4TextDecoderLayer: IndexedLayer},
+                "model.language_model.layers", grid_layout=GRIDS)
