@@ -122,7 +122,7 @@ class PixtralVision(Vision):
         "hidden states (Mistral 3: the last block, without the leading 1; Llava-Pixtral: the last block, as it "
         "is). For the last block that is this very tensor, so an in-place edit here reaches the projector, but an "
         "assignment replaces only the tower's output: assign ``vision.layers[-1].layer_output`` to replace what the "
-        "projector reads.",
+        "projector reads. LightOnOCR's projector reads this output itself, so there an assignment reaches it too.",
     )
 
     image_size = property(variable_resolution, doc="Unavailable: each image keeps its own size (variable_resolution).")

@@ -221,7 +221,8 @@ class TextRoot:
         ``skip_with`` defaults to block ``start``'s input, so the stream passes
         through unchanged. It is the block's output tensor, ``[batch, seq,
         hidden_size]`` (each block gets a copy); a block that returns a tuple
-        gets ``(skip_with,)``.
+        gets ``(skip_with,)``, or what its envoy's ``skipped_output`` makes of it
+        (`envoys.indexed`: the indexer's choice it received, passed on).
         Inside a trace, before anything of block ``start`` is read.
         """
         if not 0 <= self._block(start) <= self._block(end):
@@ -233,7 +234,11 @@ class TextRoot:
             # each block its own copy: a forward that edits a block's output in place (Qwen3-VL's DeepStack add on
             # 4.x) must not reach skip_with or the other blocks' outputs
             output = skip_with.clone() if isinstance(skip_with, torch.Tensor) else skip_with
-            block.skip((output,) if returns_tuple(type(block._module)) else output)
+            skipped = getattr(block, "skipped_output", None)  # a block envoy that says what a skipped block returns
+            if skipped is not None:
+                block.skip(skipped(output))
+            else:
+                block.skip((output,) if returns_tuple(type(block._module)) else output)
 
     def skip_layer(self, layer: int, skip_with: Any = None) -> None:
         """Skip block ``layer``: it does not run, and its output is ``skip_with`` (its input by default)."""

@@ -355,6 +355,27 @@ ROWS: dict[str, Row] = {
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
         rules=(scatter("mistral3"), *PIXTRAL_ATTENTION, *MISTRAL_ATTENTION),
     ),
+    # envoys/tiny/lighton_ocr.py: mistral3's tower, processor sizes and projector (64 and 192 patches, 16 and 48
+    # tokens); the projector reads the tower's last_hidden_state (no final norm: the last block's stream), unbatched.
+    "lighton_ocr": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        rules=(scatter("lighton_ocr"), *PIXTRAL_ATTENTION, *attention("qwen3", "Qwen3Attention")),
+    ),
+    # envoys/tiny/mistral_large4.py: mistral3's tower, processor and projector (64 and 192 patches, 16 and 48 tokens,
+    # the last block's packed row); the text model's latent attention on DeepSeek-V3.2's eager kernel.
+    "mistral_large4": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        rules=(scatter("mistral_large4"), *PIXTRAL_ATTENTION,
+               *attention("mistral_large4", "MistralLarge4TextAttention")),
+    ),
     # envoys/tiny/gemma3.py: SigLIP on 32x32 (any input resized), 4 px patches, 64 patches, post_layernorm; the
     # projector pools tower_output 2x2 to 16 tokens an image.
     "gemma3": Row(

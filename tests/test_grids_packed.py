@@ -55,6 +55,8 @@ SIZES = {
     "qwen3_5": [(32, 32), (48, 64)],
     "mistral3": [(32, 32), (48, 64)],
     "llava-pixtral": [(32, 32), (48, 64)],
+    "lighton_ocr": [(32, 32), (48, 64)],
+    "mistral_large4": [(32, 32), (48, 64)],
     "gemma4": [(64, 64), (56, 72)],
     "nemotron_h_omni": [(32, 32), (48, 64)],
 }
@@ -296,10 +298,10 @@ def test_a_write_inside_the_trace_reaches_the_patch_of_the_window_ordered_stream
     assert bool((vision.patch_grid(seen.reshape(1, -1, seen.shape[-1]), image=1)[0, 0] == 0).all())
 
 
-# -- Pixtral (Mistral 3, Llava-Pixtral) ------------------------------------------------------------
+# -- Pixtral (Mistral 3, Llava-Pixtral, LightOnOCR, Mistral Large 4) --------------------------------
 
 
-@pytest.fixture(scope="module", params=["mistral3", "llava-pixtral"])
+@pytest.fixture(scope="module", params=["mistral3", "llava-pixtral", "lighton_ocr", "mistral_large4"])
 def pixtral(request, load) -> Case:
     return load(request.param)
 

@@ -1,4 +1,5 @@
-"""What the Pixtral tower does on every checkpoint that carries it (Mistral 3, Llava-Pixtral), exact on float32.
+"""What the Pixtral tower does on every checkpoint that carries it (Mistral 3, Llava-Pixtral, LightOnOCR, Mistral Large
+4), exact on float32.
 
 The family modules test what differs (the projector, token counts, names);
 this one what the tower itself does: the packed patch embeddings, the block
@@ -15,7 +16,7 @@ from pixtral_inputs import ONE, TWO, patch_counts, patch_grids, processed, promp
 from envoys import StandardizedTransformer
 
 
-@pytest.fixture(scope="module", params=["mistral3", "llava-pixtral"])
+@pytest.fixture(scope="module", params=["mistral3", "llava-pixtral", "lighton_ocr", "mistral_large4"])
 def model(request, tiny_checkpoint):
     return StandardizedTransformer(
         tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
@@ -56,7 +57,11 @@ def test_block_values_add_up_and_tower_writes_reach_the_next_block(model):
     assert torch.equal(following, torch.ones_like(following))
 
 
-def test_an_in_place_edit_of_tower_output_reaches_the_projector_and_an_assignment_does_not(model):
+#: Hosts whose projector reads the tower's last_hidden_state (its output), not its hidden states at vision_feature_layer.
+READS_TOWER_OUTPUT = {"lighton_ocr"}
+
+
+def test_an_in_place_edit_of_tower_output_reaches_the_projector_and_an_assignment_only_where_it_reads_the_output(model):
     text = prompt(model, ONE)
     total = sum(patch_counts(model, ONE))
     with model.trace(text, images=ONE):
@@ -69,7 +74,8 @@ def test_an_in_place_edit_of_tower_output_reaches_the_projector_and_an_assignmen
         model.vision.layers[-1].layer_output = torch.zeros(1, total, model.vision.vision_hidden_size)
         via_block = model.projector.input.save()
     assert torch.equal(in_place, torch.zeros_like(in_place))
-    assert not torch.equal(assigned, torch.zeros_like(assigned))  # the projector read the block's hidden state
+    # the projector reads the tower's output (LightOnOCR), or the block's hidden state, which the assignment leaves
+    assert torch.equal(assigned, torch.zeros_like(assigned)) == (model.config.model_type in READS_TOWER_OUTPUT)
     assert torch.equal(via_block, torch.zeros_like(via_block))
 
 

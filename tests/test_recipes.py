@@ -53,18 +53,28 @@ def image_mask(model, batch) -> torch.Tensor:
 
 
 def plain_logits(model, batch, pre_hooks=(), hooks=()) -> torch.Tensor:
-    """The language-model head's output in a plain forward with torch hooks.
+    """The logits of a plain forward with torch hooks: the root's, after any soft cap (Mistral Large 4's).
 
-    Read at the head, since Llama 4's forward fails after it, on its last line (its family's known transformers
-    bug, tolerated here and nowhere else)."""
+    Read at the head where the forward fails after it: Llama 4's, on its last line (its family's known transformers
+    bug, tolerated here and nowhere else; its root adds nothing after the head)."""
     logits: list[torch.Tensor] = []
     try:
-        plain_forward(model, batch, pre_hooks, [*hooks, (model.lm_head._module, lambda m, a, o: logits.append(o))])
+        output = plain_forward(model, batch, pre_hooks, [*hooks, (model.lm_head._module, lambda m, a, o: logits.append(o))])
     except Exception as error:
         bug = model.family.forward_bug
         if bug is None or not bug.raised(error) or not logits:
             raise
-    return logits[-1]
+        return logits[-1]
+    return output.logits
+
+
+def final_head(model, hidden: torch.Tensor) -> torch.Tensor:
+    """The final norm and the head on ``hidden``, soft-capped where the root caps the head's output (Mistral Large 4's
+    ``final_logit_softcapping``, an attribute of its root)."""
+    cap = getattr(model._module, "final_logit_softcapping", None)
+    with torch.no_grad():
+        logits = model.lm_head._module(model.norm._module(hidden))
+        return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
 def grid_shapes(model, batch) -> list[tuple[int, int]]:
@@ -127,8 +137,7 @@ def test_project_on_vocab_is_the_final_norm_and_head_inside_and_outside_a_trace(
         last = model.layers[-1].layer_output.save()
         logits = model.logits.save()
         tracer.stop()
-    with torch.no_grad():
-        expected = model.lm_head._module(model.norm._module(first))
+    expected = final_head(model, first)
     assert torch.equal(inside, expected)
     assert torch.equal(model.project_on_vocab(first), expected)
     assert torch.equal(model.project_on_vocab(last), logits)  # the model's own head, on its own last block
@@ -235,7 +244,7 @@ def test_the_grid_recipes_on_every_family_with_a_layout(any_model):
         lens = recipes.logit_lens(model, prompt(model), IMAGES, image=image, layers=[0, -1])
         for index, output in enumerate([outputs[0], outputs[-1]]):
             with torch.no_grad():
-                top = model.lm_head._module(model.norm._module(output[mask])).softmax(-1).topk(1, dim=-1)
+                top = final_head(model, output[mask]).softmax(-1).topk(1, dim=-1)
             exactly(lens.probabilities[index], model.vision.token_grid(top.values, image=image))
         attention = recipes.attention_to_image(model, prompt(model), IMAGES, layer=layer, image=image, per_head=True)
         rows = pattern[0, :, -1][:, mask[0]].transpose(0, 1)
@@ -316,6 +325,13 @@ def attention_blocks(model) -> list[int]:
     return [i for i, block in enumerate(model.layers) if child(block, "self_attn") is not None]
 
 
+#: Why the knock-out is not recomputed by hand on a sparse-attention block (Mistral Large 4): the recipe sets the
+#: scores to -inf at the kernel, after the indexer's choice has put finfo.min on the keys it left out; a hook can edit
+#: only the mask the block receives, which the indexer reads too and whose -inf the choice's finfo.min overwrites, so
+#: the two differ on a text query whose chosen keys are all image keys.
+INDEXED_KNOCKOUT = "the knock-out by hand edits the mask before the sparse-attention indexer, the recipe the scores after it"
+
+
 def test_knockout_removes_the_text_queries_attention_to_the_image_keys(any_model):
     model = any_model
     batch = inputs(model)
@@ -323,12 +339,16 @@ def test_knockout_removes_the_text_queries_attention_to_the_image_keys(any_model
     cells = ((~mask)[:, :, None] & mask[:, None, :])[:, None]  # [batch, 1, query, key]: text query, image key
     layers = sorted({attention_blocks(model)[0], attention_blocks(model)[-1]})
 
+    attentions = [model.layers[i].self_attn._module for i in layers]
+    if any(getattr(attention, "indexer", None) is not None for attention in attentions):
+        pytest.skip(INDEXED_KNOCKOUT)
+
     def knock_out(m, args, kwargs):  # the same cells masked in the eager attention's additive mask
         attention_mask = kwargs["attention_mask"]
         assert attention_mask.is_floating_point()
         return args, {**kwargs, "attention_mask": attention_mask.masked_fill(cells, float("-inf"))}
 
-    knocked = plain_logits(model, batch, pre_hooks=[(model.layers[i].self_attn._module, knock_out) for i in layers])
+    knocked = plain_logits(model, batch, pre_hooks=[(attention, knock_out) for attention in attentions])
     clean = plain_logits(model, batch)
     result = recipes.knock_out_image_attention(model, prompt(model), IMAGES, layers=layers, k=3)
     assert result.layers == tuple(layers) and result.position == mask.shape[1] - 1

@@ -20,16 +20,13 @@ from transformers import (
     LlavaConfig,
     LlavaForConditionalGeneration,
     MistralConfig,
-    PixtralImageProcessor,
     PixtralProcessor,
-    PixtralVisionConfig,
 )
 
-from .mistral3 import CHAT_TEMPLATE, mistral_tokenizer
+from .mistral3 import CHAT_TEMPLATE, mistral_tokenizer, pixtral_image_processor, pixtral_tower
 from .sizes import text_sizes
 
 PATCH_SIZE = 8
-LONGEST_EDGE = 64
 
 
 def build_llava_pixtral() -> tuple[LlavaForConditionalGeneration, PixtralProcessor]:
@@ -44,15 +41,7 @@ def build_llava_pixtral() -> tuple[LlavaForConditionalGeneration, PixtralProcess
     of dim 16, untied head.
     """
     tokenizer = mistral_tokenizer()
-    vision = PixtralVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        patch_size=PATCH_SIZE,
-        image_size=LONGEST_EDGE,
-        hidden_act="silu",
-    )
+    vision = pixtral_tower(PATCH_SIZE)
     text = MistralConfig(**text_sizes(tokenizer, head_dim=16, sliding_window=None, tie_word_embeddings=False))
     config = LlavaConfig(
         vision_config=vision,
@@ -64,10 +53,7 @@ def build_llava_pixtral() -> tuple[LlavaForConditionalGeneration, PixtralProcess
         tie_word_embeddings=False,
     )
     processor = PixtralProcessor(
-        image_processor=PixtralImageProcessor(
-            size={"longest_edge": LONGEST_EDGE},
-            patch_size={"height": PATCH_SIZE, "width": PATCH_SIZE},
-        ),
+        image_processor=pixtral_image_processor(PATCH_SIZE),
         tokenizer=tokenizer,
         patch_size=PATCH_SIZE,
         spatial_merge_size=1,

@@ -26,7 +26,7 @@ from transformers import (
     PixtralVisionConfig,
 )
 
-from .sizes import text_sizes
+from .sizes import text_sizes, vision_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 PATCH_SIZE = 4
@@ -66,6 +66,20 @@ def mistral_tokenizer() -> TokenizersBackend:
     )
 
 
+def pixtral_tower(patch_size: int) -> PixtralVisionConfig:
+    """A Pixtral tower: 2 blocks, width 32, 2 heads (head_dim 16), gated SiLU MLP 64 wide, ``patch_size`` px patches,
+    2D axial rotary positions, no final norm; ``image_size`` (`LONGEST_EDGE`) is the longest side the processor keeps."""
+    return PixtralVisionConfig(**vision_sizes(patch_size=patch_size, image_size=LONGEST_EDGE, hidden_act="silu"))
+
+
+def pixtral_image_processor(patch_size: int) -> PixtralImageProcessor:
+    """The stock Pixtral image processor: an image keeps its size up to `LONGEST_EDGE` (scaled down beyond it), each
+    side rounded up to a multiple of ``patch_size`` px (the tower's patch times the projector's merge)."""
+    return PixtralImageProcessor(
+        size={"longest_edge": LONGEST_EDGE}, patch_size={"height": patch_size, "width": patch_size},
+    )
+
+
 def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor]:
     """Imitates mistralai/Mistral-Small-3.1-24B-Instruct-2503.
 
@@ -77,15 +91,7 @@ def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor
     width 32, 2 query heads / 1 key-value head of dim 16, untied head.
     """
     tokenizer = mistral_tokenizer()
-    vision = PixtralVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        patch_size=PATCH_SIZE,
-        image_size=LONGEST_EDGE,
-        hidden_act="silu",
-    )
+    vision = pixtral_tower(PATCH_SIZE)
     text = MistralConfig(**text_sizes(
         tokenizer,
         head_dim=16,
@@ -104,10 +110,7 @@ def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor
         tie_word_embeddings=False,
     )
     processor = PixtralProcessor(
-        image_processor=PixtralImageProcessor(
-            size={"longest_edge": LONGEST_EDGE},
-            patch_size={"height": PATCH_SIZE * MERGE, "width": PATCH_SIZE * MERGE},
-        ),
+        image_processor=pixtral_image_processor(PATCH_SIZE * MERGE),
         tokenizer=tokenizer,
         patch_size=PATCH_SIZE,
         spatial_merge_size=MERGE,
