@@ -69,9 +69,9 @@ def returns_tuple(block_class: type) -> bool:
 def softcaps_logits(head_owner: type) -> bool:
     """Whether the forward of ``head_owner`` (the module whose output holds the logits) squashes them after the head.
 
-    Gemma's causal LMs and Gemma 4's wrapper compute ``tanh(logits / cap) * cap``
-    with the text config's ``final_logit_softcapping``; Gemma 3's wrapper does
-    not. Read off the forward's source, so it holds on every release.
+    Gemma's causal LMs and Gemma 4's and PaliGemma's wrappers compute
+    ``tanh(logits / cap) * cap`` with the text config's
+    ``final_logit_softcapping``; Gemma 3's wrapper does not. Read off the forward's source, so it holds on every release.
     """
     try:
         return "final_logit_softcapping" in inspect.getsource(head_owner.forward)

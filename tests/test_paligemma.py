@@ -3,7 +3,8 @@
 The checkpoints (envoys.tiny.paligemma): SigLIP on 32x32 images of 8 px
 patches (16 patches, ``post_layernorm``), a one-Linear projector, 16 image
 tokens an image, a Gemma text model (``paligemma``) or a Gemma 2 one with
-soft-capped attention logits (``paligemma-2``); each test but the last runs on both. Particular to PaliGemma: the projector
+soft-capped attention logits and final logits (``paligemma-2``); each test
+but the last two runs on both. Particular to PaliGemma: the projector
 reads the tower's normed output; the features are scattered unscaled into
 embeddings Gemma scales; the prefix (image tokens and prompt, the
 processor's ``token_type_ids`` 0) attends both ways and a suffix causally;
@@ -189,3 +190,20 @@ def test_paligemma2s_scores_are_soft_capped_before_the_mask(tiny_checkpoint):
         assert torch.equal(score[..., allowed], expected[..., allowed])
         assert score[..., allowed].abs().max() < cap
         assert (score[..., ~allowed] < -1e30).all()  # the mask, added after the cap
+
+
+def test_paligemma2s_logits_are_the_head_soft_capped_at_30_and_project_on_vocab_caps_them_too(tiny_checkpoint):
+    """As on the paligemma2 checkpoints, the text config caps the final logits at 30, and PaliGemma's forward applies
+    it after the head: ``logits`` is ``tanh(head / 30) * 30`` of the head's output, and ``project_on_vocab`` of the
+    last block's output is the logits themselves."""
+    model = load(tiny_checkpoint, "paligemma-2")
+    cap = model.config.text_config.final_logit_softcapping
+    assert cap == 30.0
+    with model.trace(**encode(model)):
+        last = model.layers[-1].layer_output.save()
+        head = model.lm_head.output.save()
+        logits = model.logits.save()
+    squashed = torch.tanh(head / cap) * cap
+    assert not torch.equal(head, squashed)
+    assert torch.equal(logits, squashed)
+    assert torch.equal(model.project_on_vocab(last), logits)

@@ -10,6 +10,7 @@ exact (``torch.equal``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -53,28 +54,45 @@ def image_mask(model, batch) -> torch.Tensor:
 
 
 def plain_logits(model, batch, pre_hooks=(), hooks=()) -> torch.Tensor:
-    """The logits of a plain forward with torch hooks: the root's, after any soft cap (Mistral Large 4's).
+    """The logits of a plain forward with torch hooks, as the forward returns them (the head's output, soft-capped
+    where the forward caps it: PaliGemma 2's).
 
-    Read at the head where the forward fails after it: Llama 4's, on its last line (its family's known transformers
-    bug, tolerated here and nowhere else; its root adds nothing after the head)."""
+    Read off the outermost module that returns ``logits``: the root, or Llama 4's language model, since Llama 4's
+    forward fails after it, on its last line (its family's known transformers bug, tolerated here and nowhere else)."""
     logits: list[torch.Tensor] = []
+
+    def keep(m, a, output):
+        if isinstance(getattr(output, "logits", None), torch.Tensor):
+            logits.append(output.logits)  # inner modules' hooks run first: the last one kept is the outermost's
+
     try:
-        output = plain_forward(model, batch, pre_hooks, [*hooks, (model.lm_head._module, lambda m, a, o: logits.append(o))])
+        plain_forward(model, batch, pre_hooks, [*hooks, *((module, keep) for module in model._module.modules())])
     except Exception as error:
         bug = model.family.forward_bug
         if bug is None or not bug.raised(error) or not logits:
             raise
-        return logits[-1]
-    return output.logits
+    return logits[-1]
 
 
-def final_head(model, hidden: torch.Tensor) -> torch.Tensor:
-    """The final norm and the head on ``hidden``, soft-capped where the root caps the head's output (Mistral Large 4's
-    ``final_logit_softcapping``, an attribute of its root)."""
-    cap = getattr(model._module, "final_logit_softcapping", None)
+def through_head(model, hidden: torch.Tensor, after: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """The logits ``hidden`` gives after the last block, by hand: the final norm, the head, and ``after``, what the
+    forward does to the head's output (`after_head`)."""
     with torch.no_grad():
-        logits = model.lm_head._module(model.norm._module(hidden))
-        return logits if cap is None else torch.tanh(logits / cap) * cap
+        return after(model.lm_head._module(model.norm._module(hidden)))
+
+
+def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What the forward does to its head's output, read off a plain forward: nothing (its logits are the head's output),
+    or the soft cap ``tanh(head / cap) * cap`` at the text config's ``final_logit_softcapping`` (PaliGemma 2's);
+    AssertionError where its logits are neither."""
+    heads: list[torch.Tensor] = []
+    logits = plain_logits(model, inputs(model), hooks=[(model.lm_head._module, lambda m, a, o: heads.append(o))])
+    if torch.equal(logits, heads[-1]):
+        return lambda head: head
+    cap = model.text_config.final_logit_softcapping
+    assert cap is not None, "the forward changes the head's output and the text config sets no final soft cap"
+    assert torch.equal(logits, torch.tanh(heads[-1] / cap) * cap), "the forward's logits are not the soft-capped head"
+    return lambda head: torch.tanh(head / cap) * cap
 
 
 def grid_shapes(model, batch) -> list[tuple[int, int]]:
@@ -137,15 +155,16 @@ def test_project_on_vocab_is_the_final_norm_and_head_inside_and_outside_a_trace(
         last = model.layers[-1].layer_output.save()
         logits = model.logits.save()
         tracer.stop()
-    expected = final_head(model, first)
+    expected = through_head(model, first, after_head(model))
     assert torch.equal(inside, expected)
     assert torch.equal(model.project_on_vocab(first), expected)
     assert torch.equal(model.project_on_vocab(last), logits)  # the model's own head, on its own last block
 
 
-@pytest.mark.parametrize("name", ["gemma4", "gemma3"])
+@pytest.mark.parametrize("name", ["gemma4", "gemma3", "paligemma"])
 def test_project_on_vocab_squashes_the_logits_where_the_model_does(name, tiny_checkpoint):
-    """Gemma 4's wrapper applies final_logit_softcapping after its head; Gemma 3's wrapper does not."""
+    """Gemma 4's and PaliGemma's wrappers apply final_logit_softcapping after their head (PaliGemma's whatever its text
+    model: here Gemma's, which has no cap of its own); Gemma 3's wrapper does not."""
     model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", device="cpu",
                                     attn_implementation="eager")
     cap = 0.5
@@ -157,7 +176,7 @@ def test_project_on_vocab_squashes_the_logits_where_the_model_does(name, tiny_ch
         head = model.lm_head._module(model.norm._module(last))
     squashed = torch.tanh(head / cap) * cap
     assert not torch.equal(head, squashed)
-    assert torch.equal(logits, squashed if name == "gemma4" else head)  # what transformers' forward does
+    assert torch.equal(logits, head if name == "gemma3" else squashed)  # what transformers' forward does
     assert torch.equal(model.project_on_vocab(last), logits)
 
 
@@ -165,12 +184,12 @@ def test_logit_lens_is_each_blocks_image_tokens_through_the_norm_and_head(model)
     batch = inputs(model)
     mask = image_mask(model, batch)
     outputs = block_outputs(model, batch)
+    after = after_head(model)
     for image in range(len(IMAGES)):
         lens = recipes.logit_lens(model, prompt(model), IMAGES, image=image, k=2)
         assert lens.layers == tuple(range(model.num_layers))
         for index, output in enumerate(outputs):
-            with torch.no_grad():
-                top = model.lm_head._module(model.norm._module(output[mask])).softmax(-1).topk(2, dim=-1)
+            top = through_head(model, output[mask], after).softmax(-1).topk(2, dim=-1)
             assert torch.equal(lens.probabilities[index], by_hand(model, batch, top.values, image))
             assert torch.equal(lens.token_ids[index], by_hand(model, batch, top.indices, image))
             decoded = [[model.tokenizer.decode([int(i)]) for i in row] for row in by_hand(model, batch, top.indices, image)[..., 0]]
@@ -240,11 +259,11 @@ def test_the_grid_recipes_on_every_family_with_a_layout(any_model):
         return
     layer = attention_blocks(model)[-1]
     pattern = attention_patterns(model, batch, [layer])[layer]
+    after = after_head(model)
     for image in range(len(IMAGES)):
         lens = recipes.logit_lens(model, prompt(model), IMAGES, image=image, layers=[0, -1])
         for index, output in enumerate([outputs[0], outputs[-1]]):
-            with torch.no_grad():
-                top = final_head(model, output[mask]).softmax(-1).topk(1, dim=-1)
+            top = through_head(model, output[mask], after).softmax(-1).topk(1, dim=-1)
             exactly(lens.probabilities[index], model.vision.token_grid(top.values, image=image))
         attention = recipes.attention_to_image(model, prompt(model), IMAGES, layer=layer, image=image, per_head=True)
         rows = pattern[0, :, -1][:, mask[0]].transpose(0, 1)

@@ -125,11 +125,9 @@ def build_paligemma2() -> tuple[PaliGemmaForConditionalGeneration, PaliGemmaProc
     The tower, projector and processor of `build_paligemma`; a Gemma 2 text
     model: 2 sandwich-norm layers (layer 0 sliding, window 4096; layer 1
     global), width 32, 2 query heads / 1 key-value head of 16, attention
-    logits soft-capped at 50, embeddings scaled by sqrt(32), tied head. The
-    final logits are not capped (the checkpoints cap them at 30): with the
-    cap, the recipes' logits differed from their plain-forward references in
-    the last bits (tests/test_recipes.py's patching, knockout and grid
-    recipes), and the logit lens's test assumes no cap.
+    logits soft-capped at 50, embeddings scaled by sqrt(32), tied head; the
+    final logits soft-capped at 30, as on the checkpoints (PaliGemma's
+    forward computes ``tanh(logits / 30) * 30`` after the head).
     """
     return _paligemma(lambda tokenizer: Gemma2Config(**text_sizes(
         tokenizer,
@@ -138,7 +136,7 @@ def build_paligemma2() -> tuple[PaliGemmaForConditionalGeneration, PaliGemmaProc
         sliding_window=SLIDING_WINDOW,
         layer_types=["sliding_attention", "full_attention"],
         attn_logit_softcapping=50.0,
-        final_logit_softcapping=None,
+        final_logit_softcapping=30.0,
     )))
 
 
