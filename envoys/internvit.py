@@ -38,13 +38,10 @@ import textwrap
 from functools import cache
 from typing import Any
 
-import libcst as cst
 import torch
-from libcst import matchers as m
 from nnsight.intervention.source import install_source
 
 from instrument.calls import innermost
-from instrument.naming import name_operations
 
 from .cohere import ShuffledTileGrids, unexpected
 from .grids import ImageInputs, TokenRun
@@ -59,8 +56,10 @@ SCALES = {"attention_output": "lambda_1", "mlp_output": "lambda_2"}
 DROP_PATHS = {"attention_output": "drop_path1", "mlp_output": "drop_path2"}
 
 
-def _scaled_by(scale: str) -> m.BaseMatcherNode:
-    """``self.<scale> * anything``: a sublayer's output scaled before it joins the stream."""
+def _scaled_by(scale: str) -> Any:
+    """``self.<scale> * anything``: a sublayer's output scaled before it joins the stream (a libcst matcher)."""
+    from libcst import matchers as m
+
     return m.BinaryOperation(left=m.Attribute(value=m.Name("self"), attr=m.Name(scale)), operator=m.Multiply())
 
 
@@ -69,8 +68,15 @@ def scaled_binding(block_class: type, scale: str) -> str:
     """nnsight's label of the assignment in ``block_class.forward`` that binds ``self.<scale> * ...``.
 
     Raises `Unavailable` naming the class when the forward binds no such
-    product, or more than one (a release that rewrote the block).
+    product, or more than one (a release that rewrote the block). Asked when
+    a value is first located, not at build, so a build from a warm cache
+    still imports no libcst.
     """
+    import libcst as cst
+    from libcst import matchers as m
+
+    from instrument.naming import name_operations
+
     forward = innermost(block_class.forward)  # under transformers' checkpointing wrapper, as nnsight peels it
     if forward is None:
         raise Unavailable(f"{block_class.__qualname__}.forward is wrapped in a decorator this library does not know")
