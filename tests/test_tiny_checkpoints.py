@@ -46,6 +46,8 @@ CLASSES = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
+    "deepseek_vl": ("DeepseekVLForConditionalGeneration", "DeepseekVLProcessor", "TokenizersBackend"),
+    "deepseek_vl_hybrid": ("DeepseekVLHybridForConditionalGeneration", "DeepseekVLHybridProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -69,6 +71,8 @@ IMAGE_TOKENS = {
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
     "nemotron_h_omni": (4, 12),
     "gemma4": (64, 63),
+    "deepseek_vl": (16, 16),  # every image resized and padded to 32x32: 4x4 patches of 8 px
+    "deepseek_vl_hybrid": (16, 16),  # the low-res side's: as deepseek_vl
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
@@ -207,8 +211,8 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
 
 def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The projected image features, all images concatenated in order."""
-    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_sizes", "image_grid_hw", "image_position_ids")
-              if k in inputs}
+    kwargs = {k: inputs[k] for k in ("pixel_values", "image_grid_thw", "image_sizes", "image_grid_hw", "image_position_ids",
+                                     "high_res_pixel_values") if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
     configs = (model.config, getattr(model.config, "vision_config", None))
