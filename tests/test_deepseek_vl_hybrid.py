@@ -1,8 +1,9 @@
 """DeepSeek-VL-Hybrid: its two towers, beyond the vision contracts (tests/test_vision_contracts.py, on ``model.vision``).
 
 The SigLIP low-res tower is ``model.vision``; the SAM high-res tower is
-``model.high_res_vision`` (`envoys.sam_high_res`), whose blocks serve the stream
-values of a pre-norm block on the patch grid flattened in raster order. The
+``model.high_res_vision`` (`envoys.sam`, GOT-OCR 2.0's envoys), whose blocks serve
+the stream values of a pre-norm block on the patch grid flattened in raster
+order, and the attention's interior at its modules and its softmax. The
 aligner reads both. The tiny checkpoint (envoys/tiny/deepseek_vl_hybrid.py):
 SAM on 64x64 images of 8 px patches (an 8x8 grid), 2 blocks of width 32, 2
 heads, MLP 64 wide, block 0 global, block 1 in 3x3 windows (the grid padded
@@ -170,18 +171,61 @@ def test_an_edit_of_the_high_res_tower_reaches_image_features_through_the_aligne
     assert not torch.equal(edited, clean)
 
 
-def test_the_sam_attention_interior_is_unavailable_with_the_reason(model):
+@pytest.mark.parametrize("index", [GLOBAL, WINDOWED], ids=["global", "windowed"])
+def test_the_sam_attention_interior_is_the_softmax_of_the_scores_per_row_of_the_attentions_batch(model, index):
+    """The scores are the scaled query-key products plus the relative position terms (the module's own
+    ``get_decomposed_rel_pos``); the probabilities are their softmax, each row summing to 1, and what the module
+    returns as its weights (the softmax site's output); the head outputs are the probabilities times the values.
+    The rows are the attention's batch: an image on the global block, a 3x3 window of the 9x9 padded grid (9 an
+    image) on the windowed one."""
+    block = model.high_res_vision.layers[index]
+    rows, side = (2, GRID) if index == GLOBAL else (2 * 9, WINDOW)
+    with model.trace(prompt(model), images=IMAGES) as tracer:
+        queries = block.self_attn.attention_queries.save()
+        keys = block.self_attn.attention_keys.save()
+        values = block.self_attn.attention_values.save()
+        scores = block.self_attn.attention_scores.save()
+        probabilities = block.self_attn.attention_probabilities.save()
+        heads = block.self_attn.attention_head_outputs.save()
+        weights = block.self_attn.output[1].save()
+        tracer.stop()
+    assert queries.shape == keys.shape == values.shape == (rows, 2, side * side, 16)
+    assert scores.shape == probabilities.shape == (rows, 2, side * side, side * side)
+    attention = block.self_attn._module
+    flat_queries = queries.flatten(0, 1)
+    with torch.no_grad():
+        relative = attention.get_decomposed_rel_pos(flat_queries, attention.rel_pos_h, attention.rel_pos_w,
+                                                    (side, side), (side, side))
+    products = (flat_queries * attention.scale) @ keys.flatten(0, 1).transpose(-2, -1)
+    assert torch.equal(scores.flatten(0, 1), products + relative.reshape(products.shape))
+    assert torch.equal(probabilities, torch.softmax(scores, dim=-1))
+    assert torch.allclose(probabilities.sum(dim=-1), torch.ones(rows, 2, side * side))
+    assert torch.equal(probabilities.flatten(0, 1), weights)
+    joined = (probabilities.flatten(0, 1) @ values.flatten(0, 1)).unflatten(0, (rows, 2))
+    assert heads.shape == (rows, side * side, 2, 16)
+    assert torch.equal(heads, joined.transpose(1, 2))
+
+
+@pytest.mark.parametrize("index", [GLOBAL, WINDOWED], ids=["global", "windowed"])
+def test_zero_queries_written_make_the_sam_pattern_uniform(model, index):
+    """The queries enter both the query-key products and the relative position terms: zeroed, every score is 0."""
+    attention = model.high_res_vision.layers[index].self_attn
+    with model.trace(prompt(model), images=IMAGES) as tracer:
+        attention.attention_queries = torch.zeros_like(attention.attention_queries)
+        probabilities = attention.attention_probabilities.save()
+        tracer.stop()
+    assert torch.equal(probabilities, torch.full_like(probabilities, 1 / probabilities.shape[-1]))
+
+
+def test_the_sam_tower_supports_every_value_on_every_block(model):
     support = model.high_res_vision.support()
     for value in ("patch_embeddings", "tower_output", "layer_input", "attention_output", "mlp_output", "layer_output",
                   "mlp.mlp_output"):
         assert support[value] is None, value
     interior = [name for name in support if name.startswith("self_attn.")]
-    assert len(interior) == 6
-    for name in interior:
-        assert set(support[name]) == {0, 1} and all("attention interface" in why for why in support[name].values())
-    with pytest.raises(Unavailable, match=r"high_res_vision\.layers\[1\]\.self_attn\.attention_probabilities is "
-                                          r"unavailable: SAM's attention does not call"):
-        model.high_res_vision.layers[1].self_attn.attention_probabilities
+    assert sorted(interior) == sorted(f"self_attn.attention_{name}" for name in (
+        "output", "queries", "keys", "values", "scores", "probabilities", "head_outputs"))
+    assert all(support[name] is None for name in interior)
     assert not [name for name in model.support() if name.startswith("high_res_vision")]  # the SAM tower's own
 
 
@@ -190,3 +234,15 @@ def test_a_text_only_load_has_no_high_res_values(tiny_checkpoint):
     assert model.high_res_vision.support() == {}
     with pytest.raises(Unavailable, match=r"task='image-text-to-text'"):
         model.high_res_vision.layers[0].layer_output
+
+
+def test_under_sdpa_the_sam_pattern_is_unavailable_and_the_rest_served(tiny_checkpoint):
+    """SAM's SDPA attention (``SamVisionSdpaAttention``) has a forward of its own, with no softmax."""
+    model = StandardizedTransformer(tiny_checkpoint("deepseek_vl_hybrid"), task="image-text-to-text", device="cpu",
+                                    attn_implementation="sdpa")
+    support = model.high_res_vision.support()
+    for name in ("self_attn.attention_scores", "self_attn.attention_probabilities"):
+        assert set(support[name]) == {0, 1} and all("SamVisionSdpaAttention.forward" in why
+                                                    for why in support[name].values()), name
+    for name in ("self_attn.attention_queries", "self_attn.attention_head_outputs", "attention_output"):
+        assert support[name] is None, name

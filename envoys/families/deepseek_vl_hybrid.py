@@ -6,8 +6,8 @@ two towers on each image and the aligner reads both. The SigLIP tower
 DeepSeek-VL: its ``tower_output`` (after ``post_layernorm``) is the aligner's
 first argument, ``projector.input``, ``[images, patches, vision_hidden_size]``.
 The SAM tower (``model.high_res_vision_model``, on ``high_res_pixel_values``,
-`envoys.sam_high_res`) is ``model.high_res_vision``, its blocks
-``high_res_vision.layers[i]`` with the stream values of a pre-norm block on
+`envoys.sam`, `envoys.sam.SamSecondTower`) is ``model.high_res_vision``, its
+blocks ``high_res_vision.layers[i]`` with the stream values of a pre-norm block on
 its patch grid, flattened in raster order. The host
 (``get_high_res_image_features``) takes the tower's neck output and the
 output of its first global block (``global_attn_indexes[0]``, through the
@@ -25,8 +25,12 @@ through the aligner; ``model.vision`` is the SigLIP tower, whose patches are
 the image tokens one for one, as on DeepSeek-VL. The SigLIP tower runs
 first (``get_low_res_image_features``, then ``get_high_res_image_features``),
 so reads of ``model.vision`` come before those of ``model.high_res_vision``,
-and both before the projector's. The SAM blocks' attention interior is
-unavailable (`envoys.sam_high_res.SAM_INTERIOR`). The image processor
+and both before the projector's. The SAM tower's envoys are GOT-OCR 2.0's
+(transformers generates both class families from one source): its blocks'
+attention interior is served at the attention's modules and its softmax, and
+a windowed block's ``attention_output`` at its return from windows
+(`rewrites.sam_vision`), under eager attention; under SDPA SAM's attention
+has no softmax, so its scores and probabilities are unavailable. The image processor
 makes both pixel tensors from each image: the longer side resized to SAM's
 ``image_size`` and padded to a square, and that square resized to SigLIP's.
 ``model.support()`` lists ``model.vision``'s values; ``model.high_res_vision.support()``
@@ -35,7 +39,7 @@ lists the SAM tower's.
 
 from __future__ import annotations
 
-from ..sam_high_res import SAM_ENVOYS, SAM_RENAME
+from ..sam import SAM_ENVOYS, SAM_RENAME
 from . import Family
 from .deepseek_vl import ENVOYS as DEEPSEEK_ENVOYS
 from .deepseek_vl import RENAME as DEEPSEEK_RENAME

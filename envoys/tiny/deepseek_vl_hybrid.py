@@ -72,7 +72,8 @@ def build_deepseek_vl_hybrid() -> tuple[DeepseekVLHybridForConditionalGeneration
         text_config=llama_text(tokenizer).to_dict(),
         image_token_id=tokenizer.image_token_id,
     )
-    model = DeepseekVLHybridForConditionalGeneration(config)
+    # SAM picks its attention class when built: eager, as every load of the saved checkpoint gets (`tiny._save`)
+    model = DeepseekVLHybridForConditionalGeneration._from_config(config, attn_implementation="eager")
     randomise_norms(model)
     randomise_zero_inits(model)
     processor = DeepseekVLHybridProcessor(
