@@ -1,7 +1,7 @@
 """A SAM-style vision encoder: a spatial stream, windowed and global blocks, an inline attention kernel with relative
 position terms, a convolutional neck. GOT-OCR 2.0's ``GotOcr2VisionEncoder`` (``model.vision``) and
 transformers' SAM ``SamVisionModel`` (DeepSeek-VL-Hybrid's high-res tower, ``model.high_res_vision``): their
-classes are generated from one modular source, and the same envoys serve both (`SAM_ENVOYS`).
+classes are generated from one modular source, and the same envoys serve both (`GOT_OCR2_ENVOYS`, `SAM_ENVOYS`).
 
 The stream is spatial, ``[images, height, width, vision_hidden_size]``: the
 patch embedding's convolution output channels-last, plus an absolute position
