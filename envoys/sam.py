@@ -1,12 +1,15 @@
-"""A SAM-style vision encoder (GOT-OCR 2.0's ``GotOcr2VisionEncoder``): a spatial stream, windowed and global blocks,
-an inline attention kernel with relative position terms, a convolutional neck.
+"""A SAM-style vision encoder: a spatial stream, windowed and global blocks, an inline attention kernel with relative
+position terms, a convolutional neck. GOT-OCR 2.0's ``GotOcr2VisionEncoder`` (``model.vision``) and
+transformers' SAM ``SamVisionModel`` (DeepSeek-VL-Hybrid's high-res tower, ``model.high_res_vision``): their
+classes are generated from one modular source, and the same envoys serve both (`GOT_OCR2_ENVOYS`, `SAM_ENVOYS`).
 
 The stream is spatial, ``[images, height, width, vision_hidden_size]``: the
 patch embedding's convolution output channels-last, plus an absolute position
 embedding. Every stream value here is served as `Patches`, the grid flattened
 in raster order, ``[images, height * width, vision_hidden_size]``: a view of
 the module's tensor (so in-place edits reach the model), and a written value
-is reshaped back to the grid.
+is reshaped back to the grid (`onto_grid`: the module's own tensor where the
+value is the unedited view).
 
 A block is pre-norm (``layer_norm1``, attention, residual; ``layer_norm2``,
 MLP, residual). A windowed block (the config's ``window_size``, every block
@@ -24,13 +27,16 @@ Its interior is read at its modules and at its softmax (the site
 `rewrites.sam_vision.SOFTMAX_SITE`); the batch axis of every interior value
 is the attention's own, one row per window of each image on a windowed block
 (window after window in raster order over the padded grid, image after
-image; the padded patches included), one per image on a global block.
+image; the padded patches included), one per image on a global block. SAM's
+SDPA attention (``SamVisionSdpaAttention``, under ``attn_implementation="sdpa"``)
+has no softmax: its scores and probabilities are unavailable, with the reason.
 
 The tower's ``last_hidden_state`` is the neck's output (two convolutions and
-channels-first norms, ``[images, output_channels, height, width]``), which is
-what the projector reads: an adapter, so ``tower_output`` is the last block's
-stream (the tower has no final norm over the patches) and the neck's output is
-``projector.input``.
+channels-first norms, ``[images, output_channels, height, width]``): an
+adapter, so ``tower_output`` is the last block's stream (the tower has no
+final norm over the patches). On GOT-OCR the neck's output is
+``projector.input``; on DeepSeek-VL-Hybrid the host reads it and a global
+block's output (see `envoys.families.deepseek_vl_hybrid`).
 """
 
 from __future__ import annotations
@@ -38,14 +44,23 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from transformers.models.got_ocr2.modeling_got_ocr2 import (
+    GotOcr2MLPBlock,
+    GotOcr2VisionAttention,
+    GotOcr2VisionEncoder,
+    GotOcr2VisionLayer,
+)
+from transformers.models.sam.modeling_sam import SamMLPBlock, SamVisionModel
+from transformers.models.sam.modeling_sam import SamVisionAttention as NativeSamAttention
+from transformers.models.sam.modeling_sam import SamVisionLayer as NativeSamLayer
 
 from rewrites.sam_vision import SOFTMAX_SITE, UNPARTITION_SITE
 
 from .layouts import HeadOutputs, Keys, Patches, Pattern, Queries, Values
-from .standard import child, missing_site
+from .standard import Standard, child, missing_site, rows_over
 from .text import either, own_output, stream_values, value
 from .values import Argument, EProperty, First
-from .vision import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
+from .vision import FIRST_STEP_ONLY, VISION_ORDER, Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
 
 
 def flat_grid(grid: torch.Tensor) -> torch.Tensor:
@@ -54,7 +69,16 @@ def flat_grid(grid: torch.Tensor) -> torch.Tensor:
 
 
 def onto_grid(written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-    """`Patches` back on the module's grid, the shape of ``current``."""
+    """`Patches` back on the grid of the module's own tensor ``current``: ``current`` itself where ``written`` is
+    the view `flat_grid` made of it (an edit in place has reached it already).
+
+    So an unedited value, or one edited in place, leaves the model going on with its own tensor: DeepSeek-VL-Hybrid's
+    host reads a block's output twice (the next block, and the tower's ``hidden_states`` for its global path), and a
+    reshaped copy would reach only the first, changing how the two gradients add up.
+    """
+    view = flat_grid(current)
+    if written.data_ptr() == view.data_ptr() and written.shape == view.shape and written.stride() == view.stride():
+        return current
     return written.reshape(current.shape)
 
 
@@ -90,8 +114,9 @@ class SamVisionLayer(VisionLayer):
     """A SAM block, its grid flattened: ``layer_input + attention_output + mlp_output == layer_output``, each
     ``[images, patches, vision_hidden_size]``.
 
-    Its norms answer to the standard names here, not in the family's
-    ``rename`` (the neck's norms have the same native names).
+    Its norms answer to the standard names through `SAM_BLOCK_RENAME`
+    (``input_layernorm`` is ``layer_norm1``: on a windowed block the attention
+    receives its output cut into windows).
     """
 
     layer_input, mlp_output, layer_output = STREAM[0], STREAM[2], STREAM[3]
@@ -99,17 +124,6 @@ class SamVisionLayer(VisionLayer):
         "attention_output", Patches, "what the attention adds to the stream, back on the grid", added, First(),
         either(no_images, no_window_return), view=flat_grid, inverse=onto_grid, doc=ATTENTION_OUTPUT_DOC,
     )
-
-    @property
-    def input_layernorm(self) -> Any:
-        """The norm before the attention, ``layer_norm1`` (on a windowed block the attention receives its output cut
-        into windows)."""
-        return child(self, "layer_norm1")
-
-    @property
-    def post_attention_layernorm(self) -> Any:
-        """The norm before the MLP, ``layer_norm2``."""
-        return child(self, "layer_norm2")
 
     @property
     def windowed(self) -> bool:
@@ -237,15 +251,18 @@ class SamVisionMlp(VisionMlp):
     mlp_output = own_output("mlp_output", Patches, "what the MLP adds to the stream", no_images, flat_grid, onto_grid)
 
 
-class SamVision(Vision):
-    """A SAM-style encoder at ``model.vision``: a spatial stream, served flattened as `Patches`.
+class SamTower(Standard):
+    """A SAM tower's own values and sizes, wherever the tower is (`SamVision`, `SamSecondTower`).
 
     ``patch_embeddings`` is the patch convolution's output, channels-last,
     flattened, before the absolute position embedding; ``tower_output`` the
-    last block's stream (no final norm; the neck after it is an adapter, whose
-    output the projector reads). Sizes: ``intermediate_size`` is the config's
-    ``mlp_dim``; ``output_channels`` the neck's width.
+    last block's stream (no final norm; the neck after it is an adapter).
+    Sizes: ``intermediate_size`` is the config's ``mlp_dim``;
+    ``output_channels`` the neck's width.
     """
+
+    order_hint = VISION_ORDER
+    first_step_only = FIRST_STEP_ONLY
 
     patch_embeddings = value(
         "patch_embeddings", Patches, "the patch embedding's output, before the position embedding",
@@ -259,8 +276,8 @@ class SamVision(Vision):
         "tower_output", Patches, "the last block's stream (no final norm; the neck follows)",
         lambda v: f"{v.layers[-1].path}.output", First(), no_images, view=flat_grid, inverse=onto_grid,
         doc="The last block's stream, ``[images, patches, vision_hidden_size]``: the tower has no final norm over "
-        "the patches. The tower's ``last_hidden_state`` is the neck's output after it (``projector.input``, "
-        "``[images, output_channels, height, width]``).",
+        "the patches. The tower's ``last_hidden_state`` is the neck's output after it, ``[images, output_channels, "
+        "height, width]``.",
     )
 
     @property
@@ -270,5 +287,79 @@ class SamVision(Vision):
 
     @property
     def output_channels(self) -> int:
-        """The neck's width, what the projector reads per patch: the config's ``output_channels``."""
+        """The neck's width, ``last_hidden_state``'s channels: the config's ``output_channels``."""
         return self.vision_config.output_channels
+
+    @property
+    def window_size(self) -> int:
+        """The side, in patches, of the windows the blocks not in ``global_attn_indexes`` attend within."""
+        return self.vision_config.window_size
+
+    @property
+    def global_attn_indexes(self) -> tuple[int, ...]:
+        """The blocks that attend over the whole grid."""
+        return tuple(self.vision_config.global_attn_indexes)
+
+
+class SamVision(SamTower, Vision):
+    """A SAM-style encoder at ``model.vision`` (GOT-OCR 2.0's): `SamTower`'s values and sizes, and the tower root's
+    (`envoys.vision.Vision`: ``image_token_mask``, ``image_features``, the grids); the neck's output is
+    ``projector.input``."""
+
+
+class SamSecondTower(SamTower):
+    """A SAM tower beside ``model.vision`` (DeepSeek-VL-Hybrid's ``model.high_res_vision``): `SamTower`'s values and
+    sizes, off its own config; the text-side values (``image_token_mask``, ``image_features``) and the grids are
+    ``model.vision``'s."""
+
+    vision_config = Vision.vision_config
+    num_layers = Vision.num_layers
+    vision_hidden_size = Vision.vision_hidden_size
+    num_heads = Vision.num_heads
+    head_dim = Vision.head_dim
+    patch_size = Vision.patch_size
+    image_size = Vision.image_size
+
+    def support(self, layer: int | None = None) -> dict[str, Any]:
+        """Which values this tower has, as `envoys.vision.Vision.support` says them: its own and every block's."""
+        if no_images(self) is not None:
+            return {}
+        rows = rows_over(list(self.layers), layer)
+        return rows if layer is not None else {**super().support(), **rows}
+
+
+#: The envoys of GOT-OCR 2.0's SAM encoder at ``model.vision``.
+GOT_OCR2_ENVOYS = {
+    GotOcr2VisionEncoder: SamVision,
+    GotOcr2VisionLayer: SamVisionLayer,
+    GotOcr2VisionAttention: SamVisionAttention,
+    GotOcr2MLPBlock: SamVisionMlp,
+}
+
+#: The envoys of transformers' SAM tower as a second tower (``SamVisionSdpaAttention`` is a ``SamVisionAttention``).
+SAM_ENVOYS = {
+    SamVisionModel: SamSecondTower,
+    NativeSamLayer: SamVisionLayer,
+    NativeSamAttention: SamVisionAttention,
+    SamMLPBlock: SamVisionMlp,
+}
+
+#: A SAM block's native names under the standard ones: the attention (``attn``) as ``self_attn``, its norms and
+#: projections as a SigLIP block's (`encoder_names.ENCODER_BLOCK_RENAME`). The neck's norms have the blocks' native
+#: names, so they answer to the same aliases.
+SAM_BLOCK_RENAME = {
+    "attn": "self_attn",
+    "layer_norm1": "input_layernorm",
+    "layer_norm2": "post_attention_layernorm",
+    "attn.proj": "attn.o_proj",
+    "mlp.lin1": "mlp.up_proj",
+    "mlp.lin2": "mlp.down_proj",
+}
+
+#: Transformers' ``SamVisionModel`` as a second tower: its encoder's parts on the tower, and its blocks' names.
+SAM_RENAME = {
+    "vision_encoder.layers": "layers",
+    "vision_encoder.patch_embed": "patch_embed",
+    "vision_encoder.neck": "neck",
+    **SAM_BLOCK_RENAME,
+}

@@ -9,7 +9,7 @@ Two kinds, both data (`instrument.Rule`):
 - rules of particular forwards, one per target, each module holding one
   concern's (`LISTED`): the Qwen ViT's per-image attention, Qwen2.5-VL's
   windows, RADIO's attention, Qwen3-VL's DeepStack, Llama 4's text block, the
-  gated DeltaNet, the SAM encoder's softmax and windows (GOT-OCR 2.0).
+  gated DeltaNet, the SAM encoder's softmax and windows (GOT-OCR 2.0, SAM).
 
 Each module defines its site labels once, as constants the envoys import.
 `rules_for_classes` gives the rules for the classes a model holds, but the

@@ -236,6 +236,31 @@ ROWS: dict[str, Row] = {
         prefix=1,
         rules=(scatter("vipllava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
     ),
+    # envoys/tiny/deepseek_vl.py: llava-siglip's SigLIP tower (32x32 images of 8 px patches, 16 patches, no CLS, 2
+    # blocks, post_layernorm); every image resized and padded to 32x32; the aligner reads tower_output (after the
+    # norm), patch by patch: 16 image tokens an image.
+    "deepseek_vl": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("deepseek_vl"), *SIGLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
+    # envoys/tiny/deepseek_vl_hybrid.py: deepseek_vl's SigLIP tower (model.vision) and 16 image tokens an image; the
+    # aligner's first argument is its tower_output (the second, the SAM tower's, tests/test_deepseek_vl_hybrid.py); the
+    # SAM tower's blocks run the rules of GOT-OCR 2.0's (rewrites/sam_vision.py).
+    "deepseek_vl_hybrid": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("deepseek_vl_hybrid"), "sam.vision-attention", "sam.vision-windows", *SIGLIP_ATTENTION,
+               *LLAMA_ATTENTION),
+    ),
     # envoys/tiny/llava_next.py: CLIP on 32x32 tiles (1 + 16 positions), 3 blocks; a 32x32 image is 3 tiles and 36
     # image tokens, a 64 wide, 48 high one 5 tiles and 70; the projector reads block -2 without CLS, per tile, and the
     # host unpads the grid and adds newline rows, so image_features is not the projector's output.

@@ -59,6 +59,8 @@ CLASSES = {
     "paligemma-2": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
     "got_ocr2": ("GotOcr2ForConditionalGeneration", "GotOcr2Processor", "TokenizersBackend"),
     "pp_chart2table": ("GotOcr2ForConditionalGeneration", "PPChart2TableProcessor", "TokenizersBackend"),
+    "deepseek_vl": ("DeepseekVLForConditionalGeneration", "DeepseekVLProcessor", "TokenizersBackend"),
+    "deepseek_vl_hybrid": ("DeepseekVLHybridForConditionalGeneration", "DeepseekVLHybridProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -95,6 +97,8 @@ IMAGE_TOKENS = {
     "paligemma-2": (16, 16),
     "got_ocr2": (256, 256),  # every image resized to 128x128: a 64x64 grid of patches folded 4x4 by the projector
     "pp_chart2table": (64, 64),  # 64x64: a 32x32 grid folded to 8x8, the tokens written whole by the chat template
+    "deepseek_vl": (16, 16),  # every image resized and padded to 32x32: 4x4 patches of 8 px
+    "deepseek_vl_hybrid": (16, 16),  # the low-res side's: as deepseek_vl
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
@@ -239,10 +243,11 @@ def _scattered_rows(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.
 def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The projected image features, all images concatenated in order."""
     # Video-LLaVA's image processor names the pixels pixel_values_images (its get_image_features takes either name);
-    # the padded pixels' masks: pixel_attention_mask (LFM2-VL, Idefics 2), pixel_mask (Aria)
+    # the padded pixels' masks: pixel_attention_mask (LFM2-VL, Idefics 2), pixel_mask (Aria); DeepSeek-VL-Hybrid's
+    # high-res tower's pixels: high_res_pixel_values
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
                                      "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
-                                     "pixel_mask")
+                                     "pixel_mask", "high_res_pixel_values")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features

@@ -38,27 +38,15 @@ them.
 
 from __future__ import annotations
 
-from transformers.models.got_ocr2.modeling_got_ocr2 import (
-    GotOcr2MLPBlock,
-    GotOcr2VisionAttention,
-    GotOcr2VisionEncoder,
-    GotOcr2VisionLayer,
-)
-
 from ..grids import Grid, ImageInputs, check_image, raster
-from ..sam import SamVision, SamVisionAttention, SamVisionLayer, SamVisionMlp
+from ..sam import GOT_OCR2_ENVOYS, SAM_BLOCK_RENAME
 from . import Family
 from .encoder_names import WRAPPER_RENAME
 
-#: The wrapper's names, and the block's attention (``attn``) as ``self_attn``.
-RENAME = {**WRAPPER_RENAME, "attn": "self_attn"}
+#: The wrapper's names, and a SAM block's.
+RENAME = {**WRAPPER_RENAME, **SAM_BLOCK_RENAME}
 
-ENVOYS = {
-    GotOcr2VisionEncoder: SamVision,
-    GotOcr2VisionLayer: SamVisionLayer,
-    GotOcr2VisionAttention: SamVisionAttention,
-    GotOcr2MLPBlock: SamVisionMlp,
-}
+ENVOYS = dict(GOT_OCR2_ENVOYS)
 
 
 
