@@ -55,7 +55,7 @@ from .text_root import TextRoot
 from .tree import standard_tree
 from .turns import TurnTakingBatcher, TurnTakingInterleaver
 from .values import standard_values
-from .vision import NoTower, Vision, image_token_id, no_images
+from .vision import IMAGE_INPUTS, NoTower, Vision, image_token_id, no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
@@ -144,10 +144,9 @@ SEVERAL_IMAGE_INVOKES = (
 
 
 def _carries_images(kwargs: dict[str, Any]) -> bool:
-    """Whether an invoke's keyword inputs hold images (``images=`` for the processor, or pixels: Video-LLaVA's
-    processor names an image's ``pixel_values_images``)."""
-    names = ("images", "pixel_values", "pixel_values_images", "pixel_values_videos", "videos")
-    return any(kwargs.get(name) is not None for name in names)
+    """Whether an invoke's keyword inputs hold images (``images=`` or ``videos=`` for the processor, or what the
+    forward takes: `envoys.vision.IMAGE_INPUTS`, video pixels)."""
+    return any(kwargs.get(name) is not None for name in ("images", "videos", "pixel_values_videos", *IMAGE_INPUTS))
 
 
 def in_dtype(value: Any, dtype: torch.dtype) -> Any:

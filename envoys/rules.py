@@ -30,7 +30,7 @@ from .families import Family, family_for
 def rules_for_model(model: torch.nn.Module, family: Family) -> tuple[Rule, ...]:
     """Every rule ``model`` runs: its host's scatter first, then the rules for the classes it holds."""
     host = family.host_class(model)
-    scatter = (scatter_rule(family.model_type, host, family.scatter),) if host is not None else ()
+    scatter = (scatter_rule(host, family.scatter),) if host is not None else ()
     return scatter + rules_for_classes(type(module) for module in model.modules())
 
 

@@ -83,7 +83,7 @@ def rules_for(model: Any) -> tuple:
     except (KeyError, ValueError):
         base = None
     if family.host_class(model) is None and type(model) is base:  # the base model alone: the host, as a wrapper's part
-        return (scatter_rule(family.model_type, family.scatter.host or type(model), family.scatter), *classes)
+        return (scatter_rule(family.scatter.host or type(model), family.scatter), *classes)
     return rules_for_model(model, family)
 
 

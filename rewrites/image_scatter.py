@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from instrument import Rule, Variant
 from instrument.calls import calls, defining_class, innermost, label_stem
 
+from .attention import model_type_of
+
 #: The call that scatters features into the token embeddings at a mask.
 SCATTER = "inputs_embeds.masked_scatter"
 #: The image's scatter where a host scatters images first (every host we serve): argument 1 is the features.
@@ -56,9 +58,6 @@ class Scatter:
     argument: tuple[int, str] = (1, "source")  #: the features: that call's positional index and keyword name
     purpose: str = ""  #: what the features are at the scatter, where the default line says too little
     variants: tuple[Variant, ...] = ()  #: releases whose forward writes the features in differently
-    #: the model_type whose scatter rule this is, where the host is another family's class (PP-Chart2Table's model
-    #: is GOT-OCR 2.0's): one rule, one name, per forward
-    rule_of: str = ""
 
     @property
     def site(self) -> str:
@@ -89,8 +88,12 @@ def default_purpose(count: int, in_root: bool) -> str:
     return f"the root scatters {carried} in its own forward" if in_root else f"{carried} scattered into the embeddings"
 
 
-def scatter_rule(model_type: str, host: type, scatter: Scatter = Scatter()) -> Rule:
+def scatter_rule(host: type, scatter: Scatter = Scatter()) -> Rule:
     """The rule for ``host``'s forward: every call of ``scatter.callee`` in it, labelled as nnsight labels them.
+
+    Named after the model_type of the modeling module the forward is in
+    (``got_ocr2.image-scatter``), so one forward has one rule whichever family
+    runs it (PP-Chart2Table runs GOT-OCR 2.0's host).
 
     At least the image's call is expected, so a forward without it fails to
     build with the compiler's `DriftError` (naming the rule, the class and what
@@ -102,7 +105,7 @@ def scatter_rule(model_type: str, host: type, scatter: Scatter = Scatter()) -> R
     stem = label_stem(scatter.callee)
     labels = tuple(f"{stem}_{index}" for index in range(max(found, scatter.image + 1)))
     return Rule(
-        f"{scatter.rule_of or model_type}{SCATTER_SUFFIX}",
+        f"{model_type_of(host.__module__)}{SCATTER_SUFFIX}",
         f"{host.__module__}:{host.__qualname__}.forward",
         {scatter.callee: labels},
         purpose=scatter.purpose or default_purpose(len(labels), scatter.in_root),

@@ -182,7 +182,7 @@ def test_the_listed_rules_claim_their_forwards_from_the_attention_finder():
 
 
 def test_every_scatter_call_of_the_host_is_a_site_labelled_as_nnsight_labels_it(hosts):
-    rule = scatter_rule("hosts", hosts.Host)
+    rule = scatter_rule(hosts.Host)
     assert rule.name == "hosts.image-scatter" and rule.target == "modeling_hosts:Host.forward"
     assert rule.sites == {"inputs_embeds.masked_scatter": (IMAGE_SITE, "inputs_embeds_masked_scatter_1")}
     assert rule.purpose == "image (_0) and video (_1) features scattered into the embeddings"
@@ -190,17 +190,17 @@ def test_every_scatter_call_of_the_host_is_a_site_labelled_as_nnsight_labels_it(
 
 
 def test_a_host_without_the_scatter_fails_to_build_saying_what_it_found(hosts):
-    rule = scatter_rule("hosts", hosts.NoScatter)
+    rule = scatter_rule(hosts.NoScatter)
     with pytest.raises(DriftError, match=r"rule 'hosts\.image-scatter': NoScatter\.forward .*expected call sites "
                                          r"\['inputs_embeds_masked_scatter_0'\] of `inputs_embeds\.masked_scatter`, found none"):
         compile_rule(rule)
 
 
 def test_a_family_states_only_what_differs_a_helper_or_the_images_call(hosts):
-    merger = scatter_rule("hosts", hosts.Merger, Scatter(callee="self.inputs_merger", argument=(2, "image_hidden_states")))
+    merger = scatter_rule(hosts.Merger, Scatter(callee="self.inputs_merger", argument=(2, "image_hidden_states")))
     assert merger.sites == {"self.inputs_merger": ("self_inputs_merger_0",)}
     assert Scatter(image=1).site == "inputs_embeds_masked_scatter_1"
-    assert scatter_rule("hosts", hosts.Host, Scatter(image=1)).sites["inputs_embeds.masked_scatter"][-1] == (
+    assert scatter_rule(hosts.Host, Scatter(image=1)).sites["inputs_embeds.masked_scatter"][-1] == (
         "inputs_embeds_masked_scatter_1")
 
 

@@ -11,13 +11,7 @@ without images.
 
 from __future__ import annotations
 
-from rewrites.image_scatter import Scatter
-
 from . import Family
 from .got_ocr2 import ENVOYS, RENAME, GotOcr2Grids
 
-#: GOT-OCR 2.0's host, so GOT-OCR 2.0's scatter rule.
-SCATTER = Scatter(rule_of="got_ocr2")
-
-FAMILY = Family("pp_chart2table", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER,
-                grid_layout=GotOcr2Grids())
+FAMILY = Family("pp_chart2table", RENAME, ENVOYS, "model.language_model.layers", grid_layout=GotOcr2Grids())
