@@ -77,6 +77,24 @@ LEFT_OUT = {
                        "`Granite4VisionTextModel` adds them at several text layers inside its layer loop "
                        "(`hidden_states.masked_scatter` per tap, a DeepStack of its own), which the DeepStack envoy "
                        "does not read yet",
+    "apertus1p5": "VQ image tokens with no tower of blocks: a convolutional VQ tokenizer (ResNet stages, "
+                  "`Apertus1p5VisionTokenizerModel`) turns each image into codes of the text vocabulary, which the "
+                  "text model's own embedding table embeds before the scatter; there are no tower blocks, attention "
+                  "or projector to name, only `image_token_mask` and `image_features`",
+    "gemma3n": "its tower is timm's MobileNetV5 (TimmWrapper, `mobilenetv5_300m_enc`): convolutional stages with "
+               "attention inside timm, not a stack of pre-norm blocks; and its text blocks carry AltUp's parallel "
+               "copies of the stream (`altup.predict`/`correct`) plus per-layer inputs, so no single stream satisfies "
+               "layer_input + attention_output + mlp_output == layer_output: it needs a layout for timm's stages "
+               "(timm in the test extra) and a text surface for AltUp",
+    "diffusion_gemma": "a block-diffusion model: the image is scattered into an autoregressive encoder "
+                       "(`DiffusionGemmaEncoderModel`, Gemma 4's tower and scatter) whose key-value cache a "
+                       "bidirectional diffusion decoder reads; the logits come from the decoder over canvas tokens, "
+                       "not from the stream the image enters, so `layers` and `logits` need a definition across the "
+                       "two text stacks first",
+    "inkling_mm_model": "its tower is a hierarchical MLP patch encoder (`InklingVisionModel.encoder_layers`: linear "
+                        "projections over space-and-time folds, its last stage projecting to the text width): no "
+                        "attention, no residual blocks and no projector, so the tower's standard block values do "
+                        "not exist; it needs a layout for folded MLP stages",
 }
 
 
