@@ -23,7 +23,7 @@ from transformers import (
     PixtralProcessor,
 )
 
-from .mistral3 import CHAT_TEMPLATE, mistral_tokenizer, pixtral_image_processor, pixtral_tower
+from .mistral3 import mistral_tokenizer, pixtral_processor, pixtral_tower
 from .sizes import text_sizes
 
 PATCH_SIZE = 8
@@ -52,14 +52,7 @@ def build_llava_pixtral() -> tuple[LlavaForConditionalGeneration, PixtralProcess
         projector_hidden_act="gelu",
         tie_word_embeddings=False,
     )
-    processor = PixtralProcessor(
-        image_processor=pixtral_image_processor(PATCH_SIZE),
-        tokenizer=tokenizer,
-        patch_size=PATCH_SIZE,
-        spatial_merge_size=1,
-        chat_template=CHAT_TEMPLATE,
-    )
-    return LlavaForConditionalGeneration(config), processor
+    return LlavaForConditionalGeneration(config), pixtral_processor(tokenizer, PATCH_SIZE, merge=1)
 
 
 #: The checkpoints this module builds, by name.

@@ -80,6 +80,24 @@ def pixtral_image_processor(patch_size: int) -> PixtralImageProcessor:
     )
 
 
+#: What Mistral 3's wrapper config sets beside its tower and text model: the projector merges 2x2 patches of the last
+#: block through a GELU MLP without biases; untied head.
+WRAPPER = {"spatial_merge_size": MERGE, "vision_feature_layer": -1, "projector_hidden_act": "gelu",
+           "multimodal_projector_bias": False, "tie_word_embeddings": False}
+
+
+def pixtral_processor(tokenizer: TokenizersBackend, patch_size: int = PATCH_SIZE, merge: int = MERGE) -> PixtralProcessor:
+    """The stock `PixtralProcessor` over ``tokenizer``: `pixtral_image_processor` rounding sides to the merged patch
+    (``patch_size`` x ``merge`` px; ``merge`` 1 where no projector merges patches), Mistral's instruction template."""
+    return PixtralProcessor(
+        image_processor=pixtral_image_processor(patch_size * merge),
+        tokenizer=tokenizer,
+        patch_size=patch_size,
+        spatial_merge_size=merge,
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
 def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor]:
     """Imitates mistralai/Mistral-Small-3.1-24B-Instruct-2503.
 
@@ -99,24 +117,9 @@ def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor
         sliding_window=None,
         tie_word_embeddings=False,
     ))
-    config = Mistral3Config(
-        vision_config=vision,
-        text_config=text,
-        image_token_index=tokenizer.image_token_id,
-        spatial_merge_size=MERGE,
-        vision_feature_layer=-1,
-        projector_hidden_act="gelu",
-        multimodal_projector_bias=False,
-        tie_word_embeddings=False,
-    )
-    processor = PixtralProcessor(
-        image_processor=pixtral_image_processor(PATCH_SIZE * MERGE),
-        tokenizer=tokenizer,
-        patch_size=PATCH_SIZE,
-        spatial_merge_size=MERGE,
-        chat_template=CHAT_TEMPLATE,
-    )
-    return Mistral3ForConditionalGeneration(config), processor
+    config = Mistral3Config(vision_config=vision, text_config=text, image_token_index=tokenizer.image_token_id,
+                            **WRAPPER)
+    return Mistral3ForConditionalGeneration(config), pixtral_processor(tokenizer)
 
 
 #: The checkpoints this module builds, by name.

@@ -29,7 +29,7 @@ from transformers import (
     PixtralProcessor,
 )
 
-from .mistral3 import CHAT_TEMPLATE, MERGE, PATCH_SIZE, mistral_tokenizer, pixtral_image_processor, pixtral_tower
+from .mistral3 import PATCH_SIZE, WRAPPER, mistral_tokenizer, pixtral_processor, pixtral_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
 
@@ -88,19 +88,9 @@ def build_mistral_large4() -> tuple[MistralLarge4ForConditionalGeneration, Pixtr
         vision_config=pixtral_tower(PATCH_SIZE).to_dict(),
         text_config=text.to_dict(),
         image_token_index=tokenizer.image_token_id,
-        spatial_merge_size=MERGE,
-        vision_feature_layer=-1,
-        projector_hidden_act="gelu",
-        multimodal_projector_bias=False,
-        tie_word_embeddings=False,
+        **WRAPPER,
     )
-    processor = PixtralProcessor(
-        image_processor=pixtral_image_processor(PATCH_SIZE * MERGE),
-        tokenizer=tokenizer,
-        patch_size=PATCH_SIZE,
-        spatial_merge_size=MERGE,
-        chat_template=CHAT_TEMPLATE,
-    )
+    processor = pixtral_processor(tokenizer)
     model = MistralLarge4ForConditionalGeneration(config)
     randomise_identities(model)
     return model, processor
