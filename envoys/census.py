@@ -65,11 +65,11 @@ LEFT_OUT = {
              "vocabulary (`head_linear`, `head_norm`, softmax or straight-through argmax) and embedded by "
              "`visual_embeddings_table`; the projector's standard values need that two-stage path named",
     "step3p7": "the tower runs twice in one forward (the global views, then the local crops, two `self.vision_model` "
-               "calls in `get_image_features`), so each tower value has one occurrence per call to pin, and its text "
-               "blocks are sparse MoE (`Step3p7SparseMoeBlock`): the MoE text surface comes first",
-    "unlimited_ocr": "a SAM encoder and a ViT, each run twice in one forward (global views, then local crops), and MoE "
-                     "text blocks with reference sliding-window caches: it needs per-call tower values and the MoE text "
-                     "surface",
+               "calls in `get_image_features`), so each tower value has one occurrence per call to pin; its sparse "
+               "MoE text blocks (`Step3p7SparseMoeBlock`) are of a kind already served (Aria's, Mistral Large 4's)",
+    "unlimited_ocr": "a SAM encoder and a ViT, each run twice in one forward (global views, then local crops): it needs "
+                     "per-call tower values; its MoE text blocks are of a kind already served, their reference "
+                     "sliding-window caches untested",
     "minimax_m3_vl": "a packed tower whose attention splits at `cu_seqlens` into one kernel call per image (the Qwen "
                      "ViT's layout) on a MoE text model with a sparse-attention indexer: it belongs with the packed "
                      "towers and MoE text models",
@@ -77,6 +77,14 @@ LEFT_OUT = {
                        "`Granite4VisionTextModel` adds them at several text layers inside its layer loop "
                        "(`hidden_states.masked_scatter` per tap, a DeepStack of its own), which the DeepStack envoy "
                        "does not read yet",
+    "deepseek_ocr2": "the tower runs twice in one forward whenever the processor crops (an image whose longer side is "
+                     "over its `tile_size`, 768 px): `get_image_features` calls `self.vision_tower` and "
+                     "`self.multi_modal_projector` on the 1024 px global view, then on the 768 px local crops, so each "
+                     "tower and projector value has two occurrences of different shapes to pin; the tower is itself two "
+                     "stacks (a SAM ViT with its neck, then a Qwen2-style decoder over the SAM patches and learned "
+                     "queries, of which only the query rows leave it), and each image's scattered rows are its crops', "
+                     "its global view's and a learned `view_separator`: it needs per-call tower values and a layout for "
+                     "the query rows and the two views",
     "apertus1p5": "VQ image tokens with no tower of blocks: a convolutional VQ tokenizer (ResNet stages, "
                   "`Apertus1p5VisionTokenizerModel`) turns each image into codes of the text vocabulary, which the "
                   "text model's own embedding table embeds before the scatter; there are no tower blocks, attention "
