@@ -30,15 +30,20 @@ does, so every image is one tile of ``num_image_tokens`` image tokens
 ``<begin_of_image>`` and ``<end_of_image>`` for each placeholder; the grids
 are DeepSeek-VL's (`DeepseekGrids`).
 
-Image generation is not served and not named. The VQ-VAE
-(``model.vqmodel``), the generation embeddings, aligner and head
-(``model.generation_embeddings``, ``model.generation_aligner``,
-``model.generation_head``) keep their native paths and run in no forward an
-image-understanding trace makes: ``generate(generation_mode="image")`` drives
-the text model itself, step by step, from the generation embeddings, and
-reads its last stream through ``generation_head``, never calling the root's
-forward, so no value of the spec (the logits, the image pathway) is defined
-there.
+Image generation is not served and not named: the spec has no value on it.
+The VQ-VAE (``model.vqmodel``) and the generation embeddings, aligner and
+head (``model.generation_embeddings``, ``model.generation_aligner``,
+``model.generation_head``) keep their native paths (plain envoys) and run in
+no forward an image-understanding trace or text generation makes. Janus's
+own ``generate(generation_mode="image")`` drives the text model itself, step
+by step, from the generation embeddings, and reads its last stream through
+``generation_head``, never calling the root's forward, so neither the logits
+nor the image pathway exist there. Through nnsight it does not run on
+transformers 5.24: ``generation_mode`` beside a text prompt goes to the
+processor (which appends ``<begin_of_image>``) and the model generates text;
+beside ``input_ids`` it reaches Janus's ``generate``, whose image branch
+refuses the ``streamer`` nnsight passes (``model_kwargs are not used by the
+model: ['streamer']``).
 """
 
 from __future__ import annotations
