@@ -248,6 +248,18 @@ ROWS: dict[str, Row] = {
         final_norm=True,
         rules=(scatter("deepseek_vl"), *SIGLIP_ATTENTION, *LLAMA_ATTENTION),
     ),
+    # envoys/tiny/janus.py: Janus's tower, SigLIP's shape (32x32 images of 8 px patches, 16 patches, no CLS, 2 blocks,
+    # width 32, 2 heads, MLP 64 wide from mlp_ratio 2, post_layernorm); every image resized and padded to 32x32; the
+    # aligner reads tower_output (after the norm), patch by patch: 16 image tokens an image.
+    "janus": Row(
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("janus"), *attention("janus", "JanusVisionAttention"), *LLAMA_ATTENTION),
+    ),
     # envoys/tiny/deepseek_vl_hybrid.py: deepseek_vl's SigLIP tower (model.vision) and 16 image tokens an image; the
     # aligner's first argument is its tower_output (the second, the SAM tower's, tests/test_deepseek_vl_hybrid.py); the
     # SAM tower's blocks run the rules of GOT-OCR 2.0's (rewrites/sam_vision.py).
