@@ -46,42 +46,54 @@ Gate = Callable[[Any], "str | None"] | None
 
 class SandwichNorms:
     """A sandwich block's norms after its sublayers under names that say what they norm (a mixin for a block's
-    envoy): ``attention_output_norm`` (the native ``post_attention_layernorm``) and ``mlp_output_norm``
-    (``post_feedforward_layernorm``), whose outputs are ``attention_output`` and ``mlp_output``."""
+    envoy): ``attention_output_norm`` (Gemma's native ``post_attention_layernorm``) and ``mlp_output_norm``
+    (``post_feedforward_layernorm``), whose outputs are ``attention_output`` and ``mlp_output``. A block that spells
+    them otherwise (GLM-4's ``post_self_attn_layernorm`` and ``post_mlp_layernorm``) sets the two class attributes."""
+
+    attention_post_norm: str = ATTENTION_POST_NORM  #: the native name of the norm after the attention
+    mlp_post_norm: str = MLP_POST_NORM  #: the native name of the norm after the MLP
 
     @property
     def attention_output_norm(self) -> Any:
-        """The norm of the attention's output (the block's own ``post_attention_layernorm``): its output is ``attention_output``."""
-        return child(self, ATTENTION_POST_NORM)
+        """The norm of the attention's output (Gemma's own ``post_attention_layernorm``): its output is ``attention_output``."""
+        return child(self, self.attention_post_norm)
 
     @property
     def mlp_output_norm(self) -> Any:
-        """The norm of the MLP's output (``post_feedforward_layernorm``): its output is ``mlp_output``."""
-        return child(self, MLP_POST_NORM)
+        """The norm of the MLP's output (Gemma's ``post_feedforward_layernorm``): its output is ``mlp_output``."""
+        return child(self, self.mlp_post_norm)
 
 
 def _doc(text: str, layout: type, rows: str) -> str:
     return f"{text}, ``{layout.shape()}``. {rows}".strip()
 
 
-def sandwich_stream_values(layout: type, gate: Gate = None, rows: str = "") -> tuple[EProperty, ...]:
+def sandwich_stream_values(
+    layout: type,
+    gate: Gate = None,
+    rows: str = "",
+    attention_norm: str = ATTENTION_POST_NORM,
+    mlp_norm: str = MLP_POST_NORM,
+) -> tuple[EProperty, ...]:
     """A sandwich-norm block's stream values in ``layout``: layer_input, attention_output, mlp_output, layer_output.
 
     ``gate`` is checked before each value's own reason (a tower's `no_images`);
-    ``rows`` is added to each docstring (what a row is, how padding shows).
+    ``rows`` is added to each docstring (what a row is, how padding shows);
+    ``attention_norm`` and ``mlp_norm`` are the native names of the norms after
+    the sublayers (Gemma's by default).
     """
     return (
         value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
               either(gate, None), doc=_doc("The stream entering the block", layout, rows)),
-        value("attention_output", layout, "what the attention adds to the stream (after post_attention_layernorm)",
-              lambda block: f"{child(block, ATTENTION_POST_NORM).path}.output", First(),
-              either(gate, lacks(ATTENTION_POST_NORM)),
-              doc=_doc("What the attention adds to the stream: its output after ``post_attention_layernorm`` "
+        value("attention_output", layout, f"what the attention adds to the stream (after {attention_norm})",
+              lambda block: f"{child(block, attention_norm).path}.output", First(),
+              either(gate, lacks(attention_norm)),
+              doc=_doc(f"What the attention adds to the stream: its output after ``{attention_norm}`` "
                        "(``self_attn.output`` is before that norm)", layout, rows)),
-        value("mlp_output", layout, "what the MLP adds to the stream (after post_feedforward_layernorm)",
-              lambda block: f"{child(block, MLP_POST_NORM).path}.output", First(),
-              either(gate, lacks(MLP_POST_NORM)),
-              doc=_doc("What the MLP adds to the stream: its output after ``post_feedforward_layernorm`` "
+        value("mlp_output", layout, f"what the MLP adds to the stream (after {mlp_norm})",
+              lambda block: f"{child(block, mlp_norm).path}.output", First(),
+              either(gate, lacks(mlp_norm)),
+              doc=_doc(f"What the MLP adds to the stream: its output after ``{mlp_norm}`` "
                        "(``mlp.output`` is before that norm)", layout, rows)),
         value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None),
               doc=_doc("The stream leaving the block", layout, rows)),

@@ -179,6 +179,8 @@ class Row:
 QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: RADIO's attention calls its kernel once per image too, at attention_interface_3 when several images are packed.
 RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
+#: The GLM ViT's attention calls its kernel once per image too, at attention_interface_2.
+GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -609,6 +611,27 @@ ROWS: dict[str, Row] = {
         rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
                *attention("qwen3_5", "Qwen3_5Attention")),
     ),
+    # envoys/tiny/glm.py: the GLM ViT, packed, 8 px patches merged 2x2: 32x32 is 16 patches and 4 tokens, 48x64 is 48
+    # and 12; a final norm (post_layernorm); a convolution folds each merge block before the merger (the projector),
+    # so the projector does not read a tower value as it is (tests/test_glm.py says how); 2 blocks, width 32, 2 heads
+    # of 16; GLM-4.1V's tower MLP is out_hidden_size (32) wide, GLM-OCR's intermediate_size (64).
+    **{name: Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=width, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        final_norm=True,
+        pattern_unavailable=GLM_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter(host), f"{tower}.vision-attention", *attention(name if name == "glm_ocr" else "glm4v", text)),
+    ) for name, host, tower, text, width in (
+        ("glm4v", "glm4v", "glm4v", "Glm4vTextAttention", 32),
+        ("glm46v", "glm46v", "glm4v", "Glm4vTextAttention", 32),
+        ("glmga", "glm46v", "glm4v", "Glm4vTextAttention", 32),
+        ("glm_ocr", "glm_ocr", "glm_ocr", "GlmOcrTextAttention", 64),
+    )},
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final
     # norm; the neck then the projector's two stride-2 convolutions fold the grid to 16x16 = 256 image tokens (the

@@ -62,6 +62,10 @@ CLASSES = {
     "deepseek_vl": ("DeepseekVLForConditionalGeneration", "DeepseekVLProcessor", "TokenizersBackend"),
     "deepseek_vl_hybrid": ("DeepseekVLHybridForConditionalGeneration", "DeepseekVLHybridProcessor", "TokenizersBackend"),
     "janus": ("JanusForConditionalGeneration", "JanusProcessor", "TokenizersBackend"),
+    "glm4v": ("Glm4vForConditionalGeneration", "Glm4vProcessor", "TokenizersBackend"),
+    "glm46v": ("Glm46VForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
+    "glmga": ("Glm46VForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
+    "glm_ocr": ("GlmOcrForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -101,6 +105,10 @@ IMAGE_TOKENS = {
     "deepseek_vl": (16, 16),  # every image resized and padded to 32x32: 4x4 patches of 8 px
     "deepseek_vl_hybrid": (16, 16),  # the low-res side's: as deepseek_vl
     "janus": (16, 16),  # every image resized and padded to 32x32: 4x4 patches of 8 px
+    "glm4v": (4, 12),  # 8 px patches merged 2x2: 4x4 patches, 6x8
+    "glm46v": (4, 12),
+    "glmga": (4, 12),
+    "glm_ocr": (4, 12),
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
