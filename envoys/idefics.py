@@ -36,7 +36,10 @@ from typing import Any
 
 from .families.encoder_names import ENCODER_RENAME
 from .grids import GridError, ImageInputs, TiledImage, TiledLayout
-from .vision import Vision
+from .layouts import Patches
+from .standard import child
+from .text import value
+from .vision import Vision, no_images
 
 #: The native names of the tower, the connector and the Llama text model under the standard ones.
 TILED_RENAME = {
@@ -80,6 +83,43 @@ class TiledVision(Vision):
     def image_seq_len(self) -> int:
         """Image tokens per tile: ``(image_size // patch_size) ** 2 // scale_factor ** 2``."""
         return (self.image_size // self.patch_size) ** 2 // self.scale_factor**2
+
+
+def _norm_output(vision: Any) -> str:
+    return f"{child(vision, 'norm').path}.output"
+
+
+class ConnectedTiledVision(TiledVision):
+    """A tiled tower that holds its connector (Granite-Docling's ``GraniteDoclingVisionModel``): `TiledVision`'s
+    rows and sizes, the connector run inside the tower's forward.
+
+    The connector (``model.projector``, the tower's child ``connector``)
+    receives the tower's ``post_layernorm`` output, and the tower returns
+    after it, so ``tower_output`` is served at ``post_layernorm``'s output
+    (the tower's ``last_hidden_state``, the same tensor), before the
+    connector's values, where a write reaches the connector. The pixel
+    shuffle's factor is the vision config's ``scale_factor`` (the coarse path;
+    the fine path, when the processor is called with ``fine_route=True``,
+    shuffles by half of it: four times as many image tokens a tile).
+    """
+
+    tower_output = value(
+        "tower_output", Patches, "the last block's stream after post_layernorm, what the connector receives",
+        _norm_output, None, no_images,
+        doc="The last block's stream after ``post_layernorm`` (the tower's ``last_hidden_state``), "
+            "``[tiles, patches, vision_hidden_size]``: what the connector receives, read before the connector runs.",
+    )
+
+    @property
+    def scale_factor(self) -> int:
+        """The side, in patches, of the square block the coarse path's pixel shuffle folds into one image token."""
+        return self.vision_config.scale_factor
+
+    @property
+    def image_seq_len(self) -> int:
+        """Image tokens per tile on the coarse path: ``(image_size // patch_size) ** 2 // scale_factor ** 2`` (four
+        times as many on the fine path)."""
+        return super().image_seq_len
 
 
 #: The token before a grid tile's image tokens: ``<row_{r}_col_{c}>``, both counted from 1.
