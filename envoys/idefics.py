@@ -126,18 +126,36 @@ class ConnectedTiledVision(TiledVision):
 ROW_COLUMN = re.compile(r"<row_(\d+)_col_(\d+)>")
 
 
-def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
+def tiled_images(inputs: ImageInputs, unsplit_tile: bool = False) -> list[TiledImage]:
     """The batch's images as their prompts lay out their tiles: each run of image tokens is a tile, placed by the
-    ``<row_r_col_c>`` token before it; the run after the global-image token is the whole image, and closes it."""
+    ``<row_r_col_c>`` token before it; the run after the global-image token is the whole image, and closes it.
+
+    ``unsplit_tile``: an image the processor did not split is one tile placed at ``<row_1_col_1>``, with no
+    global image after it (Granite-Docling's prompts), closed by the next image's first tile or the batch's end.
+    """
     whole_image = getattr(inputs.processor, "global_image_token", "<global-img>")
     images: list[TiledImage] = []
     pending: list = []
     tile = 0
+
+    def close_unsplit() -> None:
+        nonlocal pending, tile
+        if len(pending) != 1:
+            raise GridError(f"the prompt's tiles {[placed[:2] for placed in pending]} are not followed by the "
+                            f"{whole_image} token, and an image that was not split is one tile: the prompt is not one "
+                            f"the processor wrote, so its tiles cannot be placed")
+        images.append(TiledImage((), pending[0][2], tile))
+        tile += 1
+        pending = []
+
     for run in inputs.token_runs():
         before = inputs.token_before(run)
         placed = ROW_COLUMN.fullmatch(before or "")
         if placed is not None:
-            pending.append((int(placed.group(1)) - 1, int(placed.group(2)) - 1, run))
+            row, column = int(placed.group(1)) - 1, int(placed.group(2)) - 1
+            if unsplit_tile and (row, column) == (0, 0) and pending:  # a new image: the one before was not split
+                close_unsplit()
+            pending.append((row, column, run))
         elif before == whole_image:
             images.append(TiledImage(tuple(pending), run, tile))
             tile += len(pending) + 1
@@ -146,6 +164,8 @@ def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
             raise GridError(f"the image tokens at position {run.position} of prompt {run.batch} follow {before!r}, "
                             f"neither a <row_r_col_c> nor the {whole_image} token: the prompt is not one the "
                             f"processor wrote, so its tiles cannot be placed")
+    if unsplit_tile and pending:
+        close_unsplit()
     return images
 
 
@@ -164,3 +184,20 @@ class TiledGrids(TiledLayout):
 
     def token_side(self, config: Any) -> int:
         return self.patch_side(config) // config.scale_factor
+
+
+class ConnectedTiledGrids(TiledGrids):
+    """The grids of Granite-Docling: `TiledGrids`'s, but an image the processor did not split is one grid tile (the
+    whole image, ``<row_1_col_1>`` before its tokens, no global image), and the pixel shuffle's factor is the vision
+    config's ``scale_factor``, halved on a batch the processor routed to the fine path (``tile_fine_mask``)."""
+
+    def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
+        return tiled_images(inputs, unsplit_tile=True)
+
+    def token_side(self, config: Any) -> int:
+        return self.patch_side(config) // config.vision_config.scale_factor
+
+    def batch_token_side(self, inputs: ImageInputs) -> int:
+        if inputs.get("tile_fine_mask") is not None:
+            return self.patch_side(inputs.config) // (inputs.config.vision_config.scale_factor // 2)
+        return self.token_side(inputs.config)

@@ -172,6 +172,23 @@ def test_the_fine_route_shuffles_2x2_blocks_four_times_as_many_tokens(model):
     assert added.shape == features.shape
 
 
+def test_the_token_grid_follows_the_route(model):
+    """An image not split is one tile of image_seq_len tokens on its grid (2x2 coarse); on the fine route a tile is
+    4x4 tokens, the 2x2 tiles of the second image 8x8, placed by their <row_r_col_c> tokens, the thumbnail off it."""
+    with model.trace(prompt(model, TWO), images=TWO):
+        model.vision.image_features.save()
+    coarse = [model.vision.token_grid(torch.arange(24), image=i) for i in range(2)]
+    assert torch.equal(coarse[0], torch.arange(4).reshape(2, 2))
+    tile = lambda first: torch.arange(first, first + 4).reshape(2, 2)  # noqa: E731
+    assert torch.equal(coarse[1], torch.cat([torch.cat([tile(4), tile(8)], 1), torch.cat([tile(12), tile(16)], 1)]))
+    with model.trace(**processed(model, TWO, fine_route=True)):
+        model.vision.image_features.save()
+    fine = [model.vision.token_grid(torch.arange(96), image=i) for i in range(2)]
+    assert torch.equal(fine[0], torch.arange(16).reshape(4, 4))
+    assert fine[1].shape == (8, 8) and torch.equal(fine[1][:4, :4], torch.arange(16, 32).reshape(4, 4))
+    assert torch.equal(fine[1][4:, 4:], torch.arange(64, 80).reshape(4, 4))  # tile (2, 2); the thumbnail is 80..95
+
+
 # -- the Granite text model's multipliers ----------------------------------------------------------
 
 

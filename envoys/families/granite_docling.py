@@ -36,6 +36,11 @@ the spec's equalities hold with its multipliers (the text config's), exactly:
 
 The root divides the head's output by ``logits_scaling``
 (``model.logits`` is after it, and so is ``project_on_vocab``).
+
+The grids (``vision.patch_grid`` / ``token_grid``) place each tile by the
+``<row_r_col_c>`` token before its image tokens, an image not split being
+its one tile, and fold ``scale_factor`` (halved on the fine route) patches a
+side into a token (`ConnectedTiledGrids`).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from transformers.models.granite_docling.modeling_granite_docling import (
 )
 
 from ..deepstack import DeepstackLayer
-from ..idefics import TEXT_LAYERS, TILED_RENAME, ConnectedTiledVision
+from ..idefics import TEXT_LAYERS, TILED_RENAME, ConnectedTiledGrids, ConnectedTiledVision
 from ..vision import VisionAttention, VisionLayer, VisionMlp
 from . import Family
 
@@ -72,4 +77,4 @@ ENVOYS = {
     GraniteDoclingVisionMLP: VisionMlp,
 }
 
-FAMILY = Family("granite_docling", RENAME, ENVOYS, TEXT_LAYERS)
+FAMILY = Family("granite_docling", RENAME, ENVOYS, TEXT_LAYERS, grid_layout=ConnectedTiledGrids())
