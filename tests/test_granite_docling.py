@@ -93,6 +93,27 @@ def test_each_row_is_one_of_the_processors_tiles_in_order(model):
     assert pixels.shape[0] == 1 + 5 and torch.equal(patches, expected)
 
 
+def test_padding_tiles_are_not_rows_and_the_grids_place_each_prompts_image(model):
+    """Two prompts, 1 and 5 tiles: the processor pads the first with 4 tiles that pixel_attention_mask marks, which
+    the host drops, so the tower has 6 rows, the real tiles in order; each prompt's image is on its own grid."""
+    text = prompt(model, ONE)
+    inputs = model.processor(text=[text, text], images=[[TWO[0]], [TWO[1]]], return_tensors="pt", padding=True)
+    real = inputs["pixel_attention_mask"]
+    assert real.sum(1).tolist() == [1, 5] and real.shape == (2, 5)
+    with model.trace(**inputs):
+        mask = model.vision.image_token_mask.save()
+        patches = model.vision.patch_embeddings.save()
+        features = model.vision.image_features.save()
+        first = model.layers[0].input.save()
+    with torch.no_grad():
+        expected = model.vision.patch_embed._module(inputs["pixel_values"][real]).flatten(2).transpose(1, 2)
+    assert torch.equal(patches, expected)
+    assert mask.sum(1).tolist() == [4, 20] and torch.equal(first[mask], features * multipliers(model)[0])
+    assert model.vision.patch_grid(patches, image=0).shape[:2] == (8, 8)  # one tile of 8x8 patches
+    assert model.vision.patch_grid(patches, image=1).shape[:2] == (16, 16)  # 2x2 tiles, the thumbnail off the grid
+    assert torch.equal(model.vision.token_grid(features, image=0), features[:4].reshape(2, 2, -1))
+
+
 def test_tower_output_is_what_the_connector_receives_and_the_towers_last_hidden_state(model):
     """tower_output is post_layernorm's output, read before the connector runs inside the tower's forward; the tower
     returns it as its last_hidden_state after the connector."""
