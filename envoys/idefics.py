@@ -27,6 +27,12 @@ tile in the tower's order, each tile's tokens in raster order of its blocks,
 as the prompt holds the image tokens (the processor writes
 ``<fake_token_around_image><row_r_col_c>`` before each tile's tokens, and
 ``<global-img>`` before the global image's).
+
+Granite-Docling's tower is the same ViT on the same kind of tiles, with the
+connector inside it and two differences the ``Connected*`` classes serve: an
+image its processor does not split is one grid tile (``<row_1_col_1>``, no
+global image), and ``tower_output`` is read at ``post_layernorm`` before the
+connector runs (`ConnectedTiledVision`, `ConnectedTiledGrids`).
 """
 
 from __future__ import annotations
