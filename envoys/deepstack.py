@@ -1,9 +1,11 @@
-"""Qwen3-VL's DeepStack: what the text model adds at the image positions after each of its first blocks.
+"""DeepStack (Qwen3-VL, Granite-Docling): what the text model adds at the image positions after each of its first
+blocks.
 
 The tower taps some of its blocks (``vision_config.deepstack_visual_indexes``)
-and merges each tap with its own ``vision.deepstack_merger_list[k]``; the text
-model's forward adds merger k's output at the image positions after text block
-k, outside the block, with ``self._deepstack_process(hidden_states,
+and merges each tap with its own merger (Qwen3-VL's
+``vision.deepstack_merger_list[k]``, Granite-Docling's connector path's
+``deepstack_mergers[k]``); the text model's forward adds merger k's output at
+the image positions after text block k, outside the block, with ``self._deepstack_process(hidden_states,
 visual_pos_masks, visual_embeds)`` (site ``self__deepstack_process_0``, one
 line of the layer loop). So on the blocks that receive a feature::
 
@@ -99,7 +101,8 @@ class DeepstackEProperty(PinnedEProperty):
 
 
 class DeepstackLayer(Layer):
-    """A Qwen3-VL text block: `Layer`'s values, and the DeepStack feature added after it (``deepstack_output``)."""
+    """A DeepStack text block (Qwen3-VL's): `Layer`'s values, and the DeepStack feature added after it
+    (``deepstack_output``)."""
 
     @DeepstackEProperty(
         description="what the text model adds at the image positions after this block [image_tokens, hidden_size]",
@@ -109,8 +112,8 @@ class DeepstackLayer(Layer):
         """What the text model adds at the image positions after this block, ``[image_tokens, hidden_size]``.
 
         ``layers[k+1].input[mask] == layers[k].layer_output[mask] + layers[k].deepstack_output``,
-        the rest of the stream unchanged: block k's tap, merged by
-        ``vision.deepstack_merger_list[k]``. Assign (zeros remove it) or edit
+        the rest of the stream unchanged: block k's tap, merged by its merger
+        (Qwen3-VL's ``vision.deepstack_merger_list[k]``). Assign (zeros remove it) or edit
         in place. Unavailable on the blocks past the taps.
         """
         return feature

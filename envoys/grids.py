@@ -157,6 +157,11 @@ class TiledLayout:
         """Image tokens along a tile's side."""
         raise NotImplementedError
 
+    def batch_token_side(self, inputs: ImageInputs) -> int:
+        """Image tokens along a tile's side in this batch: `token_side`, unless the batch's inputs choose
+        another (Granite-Docling's fine route)."""
+        return self.token_side(inputs.config)
+
     def _image(self, inputs: ImageInputs, image: int) -> TiledImage:
         images = self.tiled_images(inputs)
         check_image(image, len(images))
@@ -172,7 +177,7 @@ class TiledLayout:
         return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows), tiles * rows)
 
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        tiled, side = self._image(inputs, image), self.token_side(inputs.config)
+        tiled, side = self._image(inputs, image), self.batch_token_side(inputs)
         cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
         first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
         return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))

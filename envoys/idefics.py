@@ -27,6 +27,12 @@ tile in the tower's order, each tile's tokens in raster order of its blocks,
 as the prompt holds the image tokens (the processor writes
 ``<fake_token_around_image><row_r_col_c>`` before each tile's tokens, and
 ``<global-img>`` before the global image's).
+
+Granite-Docling's tower is the same ViT on the same kind of tiles, with the
+connector inside it and two differences the ``Connected*`` classes serve: an
+image its processor does not split is one grid tile (``<row_1_col_1>``, no
+global image), and ``tower_output`` is read at ``post_layernorm`` before the
+connector runs (`ConnectedTiledVision`, `ConnectedTiledGrids`).
 """
 
 from __future__ import annotations
@@ -36,7 +42,10 @@ from typing import Any
 
 from .families.encoder_names import ENCODER_RENAME
 from .grids import GridError, ImageInputs, TiledImage, TiledLayout
-from .vision import Vision
+from .layouts import Patches
+from .standard import child
+from .text import value
+from .vision import Vision, no_images
 
 #: The native names of the tower, the connector and the Llama text model under the standard ones.
 TILED_RENAME = {
@@ -82,22 +91,77 @@ class TiledVision(Vision):
         return (self.image_size // self.patch_size) ** 2 // self.scale_factor**2
 
 
+def _norm_output(vision: Any) -> str:
+    return f"{child(vision, 'norm').path}.output"
+
+
+class ConnectedTiledVision(TiledVision):
+    """A tiled tower that holds its connector (Granite-Docling's ``GraniteDoclingVisionModel``): `TiledVision`'s
+    rows and sizes, the connector run inside the tower's forward.
+
+    The connector (``model.projector``, the tower's child ``connector``)
+    receives the tower's ``post_layernorm`` output, and the tower returns
+    after it, so ``tower_output`` is served at ``post_layernorm``'s output
+    (the tower's ``last_hidden_state``, the same tensor), before the
+    connector's values, where a write reaches the connector. The pixel
+    shuffle's factor is the vision config's ``scale_factor`` (the coarse path;
+    the fine path, when the processor is called with ``fine_route=True``,
+    shuffles by half of it: four times as many image tokens a tile).
+    """
+
+    tower_output = value(
+        "tower_output", Patches, "the last block's stream after post_layernorm, what the connector receives",
+        _norm_output, None, no_images,
+        doc="The last block's stream after ``post_layernorm`` (the tower's ``last_hidden_state``), "
+            "``[tiles, patches, vision_hidden_size]``: what the connector receives, read before the connector runs.",
+    )
+
+    @property
+    def scale_factor(self) -> int:
+        """The side, in patches, of the square block the coarse path's pixel shuffle folds into one image token."""
+        return self.vision_config.scale_factor
+
+    @property
+    def image_seq_len(self) -> int:
+        """Image tokens per tile on the coarse path: ``(image_size // patch_size) ** 2 // scale_factor ** 2`` (four
+        times as many on the fine path)."""
+        return super().image_seq_len
+
+
 #: The token before a grid tile's image tokens: ``<row_{r}_col_{c}>``, both counted from 1.
 ROW_COLUMN = re.compile(r"<row_(\d+)_col_(\d+)>")
 
 
-def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
+def tiled_images(inputs: ImageInputs, unsplit_tile: bool = False) -> list[TiledImage]:
     """The batch's images as their prompts lay out their tiles: each run of image tokens is a tile, placed by the
-    ``<row_r_col_c>`` token before it; the run after the global-image token is the whole image, and closes it."""
+    ``<row_r_col_c>`` token before it; the run after the global-image token is the whole image, and closes it.
+
+    ``unsplit_tile``: an image the processor did not split is one tile placed at ``<row_1_col_1>``, with no
+    global image after it (Granite-Docling's prompts), closed by the next image's first tile or the batch's end.
+    """
     whole_image = getattr(inputs.processor, "global_image_token", "<global-img>")
     images: list[TiledImage] = []
     pending: list = []
     tile = 0
+
+    def close_unsplit() -> None:
+        nonlocal pending, tile
+        if len(pending) != 1:
+            raise GridError(f"the prompt's tiles {[placed[:2] for placed in pending]} are not followed by the "
+                            f"{whole_image} token, and an image that was not split is one tile: the prompt is not one "
+                            f"the processor wrote, so its tiles cannot be placed")
+        images.append(TiledImage((), pending[0][2], tile))
+        tile += 1
+        pending = []
+
     for run in inputs.token_runs():
         before = inputs.token_before(run)
         placed = ROW_COLUMN.fullmatch(before or "")
         if placed is not None:
-            pending.append((int(placed.group(1)) - 1, int(placed.group(2)) - 1, run))
+            row, column = int(placed.group(1)) - 1, int(placed.group(2)) - 1
+            if unsplit_tile and (row, column) == (0, 0) and pending:  # a new image: the one before was not split
+                close_unsplit()
+            pending.append((row, column, run))
         elif before == whole_image:
             images.append(TiledImage(tuple(pending), run, tile))
             tile += len(pending) + 1
@@ -106,6 +170,8 @@ def tiled_images(inputs: ImageInputs) -> list[TiledImage]:
             raise GridError(f"the image tokens at position {run.position} of prompt {run.batch} follow {before!r}, "
                             f"neither a <row_r_col_c> nor the {whole_image} token: the prompt is not one the "
                             f"processor wrote, so its tiles cannot be placed")
+    if unsplit_tile and pending:
+        close_unsplit()
     return images
 
 
@@ -124,3 +190,20 @@ class TiledGrids(TiledLayout):
 
     def token_side(self, config: Any) -> int:
         return self.patch_side(config) // config.scale_factor
+
+
+class ConnectedTiledGrids(TiledGrids):
+    """The grids of Granite-Docling: `TiledGrids`'s, but an image the processor did not split is one grid tile (the
+    whole image, ``<row_1_col_1>`` before its tokens, no global image), and the pixel shuffle's factor is the vision
+    config's ``scale_factor``, halved on a batch the processor routed to the fine path (``tile_fine_mask``)."""
+
+    def tiled_images(self, inputs: ImageInputs) -> list[TiledImage]:
+        return tiled_images(inputs, unsplit_tile=True)
+
+    def token_side(self, config: Any) -> int:
+        return self.patch_side(config) // config.vision_config.scale_factor
+
+    def batch_token_side(self, inputs: ImageInputs) -> int:
+        if inputs.get("tile_fine_mask") is not None:
+            return self.patch_side(inputs.config) // (inputs.config.vision_config.scale_factor // 2)
+        return self.token_side(inputs.config)

@@ -1,4 +1,5 @@
-"""Qwen3-VL's DeepStack: the text model adds a tapped tower block's merged features after its first blocks.
+"""DeepStack (Qwen3-VL, Granite-Docling): the text model adds a tapped tower block's merged features after its
+first blocks.
 
 ``self._deepstack_process(hidden_states, visual_pos_masks, visual_embeds)``
 runs inside the text model's layer loop, once per tap, on the prompt pass
@@ -15,6 +16,12 @@ RULES = (
     Rule(
         "qwen3_vl.deepstack",
         "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextModel.forward",
+        {"self._deepstack_process": (DEEPSTACK_SITE,)},
+        "the DeepStack feature added after each of the first text blocks",
+    ),
+    Rule(
+        "granite_docling.deepstack",
+        "transformers.models.granite_docling.modeling_granite_docling:GraniteDoclingTextModel.forward",
         {"self._deepstack_process": (DEEPSTACK_SITE,)},
         "the DeepStack feature added after each of the first text blocks",
     ),

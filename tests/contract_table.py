@@ -156,7 +156,13 @@ class Row:
     padded: bool = False
     #: image_features is projector.output, flattened over its leading axes
     features_are_projected: bool = True
-    #: text blocks after which DeepStack adds a tapped feature (Qwen3-VL)
+    #: the projector returns a tuple (Granite-Docling's connector: its features, then its DeepStack features): the
+    #: item that is its features; None where it returns the features alone
+    projector_item: int | None = None
+    #: the text model multiplies its input embeddings by this after the scatter (Granite's embedding_multiplier), so
+    #: layers[0].input[mask] == image_features * embedding_multiplier
+    embedding_multiplier: float = 1.0
+    #: text blocks after which DeepStack adds a tapped feature (Qwen3-VL, Granite-Docling)
     deepstack_taps: int = 0
     #: rows of vision.support() unavailable on this tower besides the pattern: row -> regex of the reason
     vision_unavailable: Mapping[str, str] = field(default_factory=dict)
@@ -497,6 +503,24 @@ ROWS: dict[str, Row] = {
         second_image=(64, 32),
         final_norm=True,
         rules=(scatter("smolvlm"), *attention("smolvlm", "SmolVLMVisionAttention"), *LLAMA_ATTENTION),
+    ),
+    # envoys/tiny/granite_docling.py: 32 px tiles of 4 px patches (64 a tile), 4 tokens a tile on the coarse path (4x4
+    # shuffle); 32x32 is 1 tile (no thumbnail), 64 wide x 48 high 2x2 tiles + the thumbnail (20); post_layernorm; the
+    # connector (inside the tower) reads tower_output and returns (features, DeepStack features), its features flat;
+    # DeepStack taps after text blocks 0 and 1 of 3; the Granite text model multiplies the embeddings by 12.
+    "granite_docling": Row(
+        image_tokens=(4, 20),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=flat((1, 4), (5, 4)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        projector_item=0,
+        embedding_multiplier=12.0,
+        deepstack_taps=2,
+        text_gaps={"deepstack_output": (2,)},
+        rules=(scatter("granite_docling"), "granite_docling.deepstack",
+               *attention("granite_docling", "GraniteDoclingVisionAttention"), "granite_docling.GraniteDoclingTextAttention"),
     ),
     # envoys/tiny/idefics2.py: 8 px patches, no tiles; 32x32 stays 32x32 (4x4 patches), 64 wide x 48 high becomes 32 x 24
     # (4x3), padded to 4x4 beside the first (its padded keys masked); post_layernorm; the connector reads tower_output

@@ -1,7 +1,7 @@
 """Values on the image's own grid (`envoys.grids`, ``vision.patch_grid`` / ``token_grid`` and their inverses), exact.
 
 Per family of the batched towers (LLaVA with SigLIP and CLIP, LLaVA-NeXT,
-Gemma 3, Idefics 3, SmolVLM, Llama 4), on images whose patches each have a
+Gemma 3, Idefics 3, SmolVLM, Granite-Docling, Llama 4), on images whose patches each have a
 colour of their own (`patch_coloured_image`):
 
 - the patch grid puts every patch embedding where its patch is: the test
@@ -48,6 +48,7 @@ IMAGES = {
     "paligemma": [(4, 4, 8), (6, 8, 8)],
     "idefics3": [(8, 8, 8), (6, 8, 8), (2, 2, 8)],
     "smolvlm": [(8, 8, 8), (8, 6, 8)],
+    "granite_docling": [(8, 8, 4), (8, 16, 4), (16, 16, 4)],  # 1 tile (not split); 1x2 and 2x2 tiles + the thumbnail
     "llama4": [(4, 4, 8), (4, 8, 8), (8, 8, 8)],
 }
 CHECKPOINTS = list(IMAGES)
@@ -115,7 +116,7 @@ def tower_pixels(name, model, inputs):
     pixels = inputs["pixel_values"].to(torch.float32)
     if name == "llava_next":
         return torch.cat([pixels[i][: 1 + len(p.tiles) * len(p.tiles[0])] for i, p in enumerate(placed(name, model, inputs))])
-    if name in ("idefics3", "smolvlm"):
+    if name in ("idefics3", "smolvlm", "granite_docling"):
         tiles = pixels.reshape(-1, *pixels.shape[2:])
         real = (tiles == 0.0).sum(dim=(-1, -2, -3)) != tiles.shape[1:].numel()
         return tiles[real]
@@ -146,6 +147,13 @@ def placed(name, model, inputs):
                 continue
             out.append(Placed([[tile + r * columns + c for c in range(columns)] for r in range(rows)]))
             tile += rows * columns + 1
+        return out
+    if name == "granite_docling":  # an image not split is one tile, with no thumbnail
+        info = model.processor.image_processor(images)
+        out, tile = [], 0
+        for rows, columns in zip(info["rows"][0], info["cols"][0]):
+            out.append(Placed([[tile + r * columns + c for c in range(columns)] for r in range(rows)]))
+            tile += rows * columns + (rows * columns > 1)
         return out
     if name == "llama4":
         ratios = model.processor.image_processor(images, return_tensors="pt")["aspect_ratios"]
@@ -236,6 +244,10 @@ def token_sources(name, model, inputs):
         return torch.cat([per_image + t * n * n for t in range(tiles)])
     if name in ("idefics3", "smolvlm"):
         shuffled = model._module.model.connector.pixel_shuffle(index, model.config.scale_factor)
+        return shuffled.reshape(-1, shuffled.shape[-1]).long()
+    if name == "granite_docling":  # the connector's coarse path
+        path = model._module.model.vision_model.connector.coarse
+        shuffled = path.pixel_shuffle(index, path.scale_factor)
         return shuffled.reshape(-1, shuffled.shape[-1]).long()
     if name == "llama4":
         shuffled = pixel_shuffle(index, model.config.vision_config.pixel_shuffle_ratio)
@@ -374,8 +386,10 @@ def test_token_grid_puts_every_image_token_where_its_block_is(model, name, run):
         assert torch.equal(model.vision.token_grid(torch.arange(tokens), image=i), cells)
         assert torch.equal(model.vision.token_grid(run["features"], image=i), run["features"][cells])
         assert torch.equal(run["token_in_trace"][i], run["features"][cells])
-        # the text stream [batch, seq, hidden] is read at the image tokens
-        assert torch.equal(model.vision.token_grid(run["hidden"], image=i), run["features"][cells])
+        # the text stream [batch, seq, hidden] is read at the image tokens (Granite's text model multiplies the
+        # embeddings by its embedding_multiplier after the scatter)
+        scale = getattr(model.config.get_text_config(), "embedding_multiplier", 1.0)
+        assert torch.equal(model.vision.token_grid(run["hidden"], image=i), run["features"][cells] * scale)
 
 
 def test_the_token_grid_covers_the_patch_grid(model, name, run):
@@ -422,8 +436,10 @@ def test_place_token_grid_round_trips(model, name, run):
         by_hand[cells.reshape(-1)] = features[cells.reshape(-1)] * 2
         assert torch.equal(written, by_hand)
         stream = model.vision.place_token_grid(grid * 2, into=hidden.clone(), image=i)
-        assert torch.equal(stream[model.last_image_inputs.image_token_mask], by_hand)
         mask = model.last_image_inputs.image_token_mask
+        in_stream = features * getattr(model.config.get_text_config(), "embedding_multiplier", 1.0)  # Granite's
+        in_stream[cells.reshape(-1)] = by_hand[cells.reshape(-1)]
+        assert torch.equal(stream[mask], in_stream)
         assert torch.equal(stream[~mask], hidden[~mask])
 
 

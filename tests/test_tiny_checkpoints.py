@@ -51,6 +51,7 @@ CLASSES = {
     "aria": ("AriaForConditionalGeneration", "AriaProcessor", "TokenizersBackend"),
     "idefics3": ("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend"),
+    "granite_docling": ("GraniteDoclingForConditionalGeneration", "GraniteDoclingProcessor", "TokenizersBackend"),
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
@@ -94,6 +95,7 @@ IMAGE_TOKENS = {
     "aria": (4, 4),  # the projector's 4 queries for a 49-patch image
     "idefics3": (20, 20),  # 2 x 2 tiles + the global image, 4 tokens each
     "smolvlm": (20, 20),
+    "granite_docling": (4, 20),  # 4 tokens a tile: 1 tile (no thumbnail); 2x2 tiles + the thumbnail
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
     "nemotron_h_omni": (4, 12),
     "gemma4": (64, 63),
