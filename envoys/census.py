@@ -85,6 +85,11 @@ LEFT_OUT = {
                      "queries, of which only the query rows leave it), and each image's scattered rows are its crops', "
                      "its global view's and a learned `view_separator`: it needs per-call tower values and a layout for "
                      "the query rows and the two views",
+    "glm5_next": "its text blocks use manifold-constrained hyper-connections: the stream is `hc_mult` copies "
+                 "(`[batch, seq, hc_mult, hidden]`), each sublayer reads a learned collapse of them and its output is "
+                 "expanded by `post` and added to `comb @ residual`, so layer_input + attention_output + mlp_output == "
+                 "layer_output has no standard form; it needs a hyper-connection layout (the stream axis, the collapsed "
+                 "input, `post`/`comb`, the head's mean over streams); its tower is GLM-OCR's layout, served",
     "apertus1p5": "VQ image tokens with no tower of blocks: a convolutional VQ tokenizer (ResNet stages, "
                   "`Apertus1p5VisionTokenizerModel`) turns each image into codes of the text vocabulary, which the "
                   "text model's own embedding table embeds before the scatter; there are no tower blocks, attention "
