@@ -39,9 +39,10 @@ from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer,
 from rewrites.image_scatter import Scatter
 
 from ..hybrid import HybridLayer, other_mixer
+from ..moe import RoutedMlp
 from ..radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
 from ..standard import child
-from ..text import Attention, Mlp
+from ..text import Attention
 from ..values import Unavailable
 from ..vision import VisionMlp
 from . import Family
@@ -116,8 +117,8 @@ ENVOYS = {
     RadioSwiGLUFFN: VisionMlp,
     NemotronHBlock: NemotronHLayer,
     NemotronHAttention: Attention,
-    NemotronHMoE: Mlp,
-    NemotronHMLP: Mlp,
+    NemotronHMoE: RoutedMlp,
+    NemotronHMLP: RoutedMlp,
 }
 
 
