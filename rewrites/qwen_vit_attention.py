@@ -11,7 +11,8 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 - ``attention_interface_2``: the kernel call per image (or window), once each;
 - ``torch_cat_0``: joins the per-image outputs back, ``[1, patches, heads, head_dim]``.
 
-Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 share this forward's shape and names.
+Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its MoE sibling's copy) and Qwen3.5 share this
+forward's shape and names.
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -50,5 +51,8 @@ RULES = (
     _attention("qwen2_vl", "transformers.models.qwen2_vl.modeling_qwen2_vl:VisionAttention.forward"),
     _attention("qwen2_5_vl", "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLVisionAttention.forward"),
     _attention("qwen3_vl", "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionAttention.forward"),
+    _attention(
+        "qwen3_vl_moe", "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeVisionAttention.forward"
+    ),
     _attention("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5VisionAttention.forward"),
 )

@@ -594,6 +594,21 @@ ROWS: dict[str, Row] = {
         rules=(scatter("qwen3_vl"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
                *attention("qwen3_vl", "Qwen3VLTextAttention")),
     ),
+    # envoys/tiny/qwen3_vl_moe.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added after text
+    # block 0 of 2; text block 0 a mixture of 4 experts, block 1 dense (mlp_only_layers [1]).
+    "qwen3_vl_moe": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,), "mlp.router_logits": (1,)},
+        rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
+               *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
+    ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.
     "qwen3_5": Row(
