@@ -12,10 +12,15 @@ where the block adds it.
 ``layers[i].mlp.router_logits`` is the router's logits, ``[tokens,
 experts]``, the batch's tokens flattened (``batch * seq``, row-major): the
 output of the call in the router's forward that computes them
-(`rewrites.router`, found from the model), before the router takes each
-token's top-k. So ``router_logits.topk(k)`` picks the experts that run on
-each token (the router's own softmax or sigmoid keeps the order), and a write
-there changes which experts run and what they add. nnterp (1.3.0, its latest
+(`rewrites.router`, found from the model), before the router chooses each
+token's experts from them, so a write there changes which experts run and
+what they add. On a plain top-k router (Qwen3-VL-MoE, Qwen3.5-MoE, Aria,
+Llama 4) ``router_logits.topk(k)`` is that choice (a softmax or sigmoid keeps
+the order); a DeepSeek-V3-style router (Mistral Large 4, NemotronH) first
+keeps each token's best ``topk_group`` of ``n_group`` expert groups, and
+NemotronH's adds a score-correction bias, so there the choice is the router's
+own output (``mlp.gate.output[2]``), which equals the logits' top-k only with
+one group and no bias. nnterp (1.3.0, its latest
 release) names no mixture-of-experts value, so the name is
 ``layers[i].mlp.router_logits``, what transformers' routers call it.
 
@@ -83,7 +88,8 @@ class RoutedMlp(Mlp):
         "router_logits", RouterLogits, "the router's score for each expert, before its top-k choice",
         router_location, None, not_routed,
         doc=(
-            "The router's logits, ``[tokens, experts]`` (the batch's tokens flattened, row-major): its top-k are the "
-            "experts that run on each token. Assign, or edit in place, to change which experts run."
+            "The router's logits, ``[tokens, experts]`` (the batch's tokens flattened, row-major), from which it "
+            "chooses each token's experts (on a plain top-k router, their top-k). Assign, or edit in place, to change "
+            "which experts run."
         ),
     )
