@@ -17,7 +17,9 @@ what the projector receives.
 Text blocks (``language_model.model.layers``) have ``feed_forward`` (a MoE on
 the layers in ``moe_layers``, a dense MLP on the others; standard ``mlp``);
 ``mlp_output`` is what the block adds, read at ``hidden_states_view_0``
-(`Llama4Layer`). Attention layers with RoPE apply it, then an L2 norm to
+(`Llama4Layer`); on a MoE layer ``mlp.router_logits`` is the router's logits
+(its ``super().forward``, the router being an ``nn.Linear``; `envoys.moe`),
+Unavailable on a dense layer. Attention layers with RoPE apply it, then an L2 norm to
 queries and keys (``use_qk_norm``), and attend in chunks
 (``attention_chunk_size``, a chunked causal mask); the others have no RoPE,
 full causal attention and scale the queries by position

@@ -20,7 +20,9 @@ attention answers to ``self_attn`` and the mixture of experts (and an MLP) to
 ``mlp`` (class-keyed renames), so a block serves ``attention_output`` or
 ``mlp_output``, not both, and a Mamba2 block neither: what it adds is
 ``layers[i].mixer.output``. Every block is a `NemotronHLayer`, which says so
-per block.
+per block. A mixture of experts serves ``mlp.router_logits`` (its router's
+``F.linear`` on float32, `envoys.moe`; the experts run are chosen from its
+sigmoid plus ``e_score_correction_bias``, within the best expert groups).
 """
 
 from __future__ import annotations

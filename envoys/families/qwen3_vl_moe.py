@@ -30,6 +30,13 @@ module's classes:
   ``[tokens, experts]``, whose softmax's top ``num_experts_per_tok`` are the
   experts that run; on a dense block it is Unavailable, saying the block is
   dense.
+
+Unavailable, as on Qwen3-VL: the tower's ``attention_scores`` and
+``attention_probabilities`` (one kernel call per image), ``image_size`` (any
+resolution: ``image_grid_thw`` says each image's), ``window_index`` (no
+windows), ``deepstack_output`` on the blocks past the taps; and
+``mlp.router_logits`` on the dense blocks. Videos are scattered
+(``inputs_embeds_masked_scatter_1``) but no video value is served yet.
 """
 
 from __future__ import annotations
