@@ -62,3 +62,7 @@ class ImageFeatures(Layout):
 
 class Logits(Layout):
     """[batch, seq, vocab]: the language-model head's output."""
+
+
+class RouterLogits(Layout):
+    """[tokens, experts]: a router's score for each expert, the batch's tokens flattened (batch * seq)."""

@@ -1,15 +1,16 @@
 """What a function's source calls and binds, read on Python's own syntax tree, so rules can be found from a model.
 
 The rules that are found rather than listed (`rewrites.attention`,
-`rewrites.image_scatter`) ask two questions of a forward: how many times does
-it call a dotted callee (``inputs_embeds.masked_scatter``), and which global
-function does it bind a local name to by default (``attention_interface:
-Callable = eager_attention_forward``). Both are answered here with `ast`, not
-libcst, because they are asked at every build, cached or not, and libcst is
-imported only when a rule has to be rewritten. The callee is spelled as
-`instrument.naming` spells it (attribute chain, subscripts skipped), so a
-count here is the number of sites the rewriter will find; the compiler checks
-that again when it rewrites (`DriftError` otherwise).
+`rewrites.image_scatter`, `rewrites.router`) ask three questions of a forward:
+how many times does it call a dotted callee (``inputs_embeds.masked_scatter``),
+which global function does it bind a local name to by default
+(``attention_interface: Callable = eager_attention_forward``), and which call
+does it assign a local name from (``router_logits = F.linear(...)``). All are
+answered here with `ast`, not libcst, because they are asked at every build,
+cached or not, and libcst is imported only when a rule has to be rewritten.
+The callee is spelled as `instrument.naming` spells it (attribute chain,
+subscripts skipped), so a count here is the number of sites the rewriter will
+find; the compiler checks that again when it rewrites (`DriftError` otherwise).
 
 Answers are kept per code object for the life of the process. Pure: no torch,
 no nnsight.
@@ -119,6 +120,19 @@ def bound_default(function: FunctionType, name: str) -> FunctionType | None:
         found = [function.__globals__.get(n.id) for n in named if isinstance(n, ast.Name)]
         functions = [f for f in found if isinstance(f, FunctionType)]
         return functions[0] if len(functions) == 1 else None
+    return None
+
+
+def assigned_call(function: FunctionType, name: str) -> str | None:
+    """The dotted callee of the call ``function``'s first assignment to its local ``name`` is (``router_logits =
+    F.linear(hidden_states, self.weight)`` -> ``"F.linear"``), or None: where the source cannot be read, nothing
+    assigns ``name`` alone (a tuple target does not count), or the value is not a call nnsight names by a callee."""
+    tree = _tree(function.__code__)
+    if tree is None:
+        return None
+    for node in sorted(ast.walk(tree), key=lambda node: (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return _dotted(node.value.func) if isinstance(node.value, ast.Call) else None
     return None
 
 

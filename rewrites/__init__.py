@@ -3,9 +3,10 @@
 Two kinds, both data (`instrument.Rule`):
 
 - rules found from a model's classes: the kernel call of every attention
-  class on transformers' shared interface (`attention`), and the scatter in
-  a family's host forward (`image_scatter`: the family states only what
-  differs, in a `Scatter`);
+  class on transformers' shared interface (`attention`), the logits call of
+  every mixture-of-experts router (`router`), and the scatter in a family's
+  host forward (`image_scatter`: the family states only what differs, in a
+  `Scatter`);
 - rules of particular forwards, one per target, each module holding one
   concern's (`LISTED`): the Qwen ViT's per-image attention, Qwen2.5-VL's
   windows, RADIO's attention, Qwen3-VL's DeepStack, Llama 4's text block, the
@@ -25,6 +26,7 @@ from instrument.calls import defining_class
 
 from . import deepstack, deltanet, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision
 from .attention import attention_rules
+from .router import router_rules
 
 #: The rules of particular forwards, by concern.
 LISTED: tuple[Rule, ...] = (
@@ -46,8 +48,10 @@ def target_of(cls: type) -> str:
 
 def rules_for_classes(classes: Iterable[type]) -> tuple[Rule, ...]:
     """The rules for module classes a model holds: the listed rules whose target some class runs, then an attention
-    rule for every other class on the shared attention interface (each after the eager kernel it drills into)."""
+    rule for every other class on the shared attention interface (each after the eager kernel it drills into), then
+    a rule for every mixture-of-experts router's logits call."""
     classes = tuple(dict.fromkeys(classes))
     targets = {target_of(cls) for cls in classes}
     listed = tuple(rule for rule in LISTED if rule.target in targets)
-    return listed + attention_rules(classes, claimed=(rule.target for rule in listed))
+    claimed = [rule.target for rule in listed]
+    return listed + attention_rules(classes, claimed=claimed) + router_rules(classes, claimed=claimed)

@@ -12,17 +12,21 @@ from instrument import Rule
 #: The text model's call adding block k's DeepStack feature (occurrence k): argument 2 is the feature.
 DEEPSTACK_SITE = "self__deepstack_process_0"
 
+
+def _deepstack(model_type: str, target: str) -> Rule:
+    return Rule(
+        f"{model_type}.deepstack", target, {"self._deepstack_process": (DEEPSTACK_SITE,)},
+        "the DeepStack feature added after each of the first text blocks",
+    )
+
+
+#: Qwen3-VL's text model, Qwen3-VL-MoE's copy of it (the same loop over mixture-of-experts blocks), and
+#: Granite-Docling's text model.
 RULES = (
-    Rule(
-        "qwen3_vl.deepstack",
-        "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextModel.forward",
-        {"self._deepstack_process": (DEEPSTACK_SITE,)},
-        "the DeepStack feature added after each of the first text blocks",
-    ),
-    Rule(
-        "granite_docling.deepstack",
+    _deepstack("qwen3_vl", "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextModel.forward"),
+    _deepstack("qwen3_vl_moe", "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeTextModel.forward"),
+    _deepstack(
+        "granite_docling",
         "transformers.models.granite_docling.modeling_granite_docling:GraniteDoclingTextModel.forward",
-        {"self._deepstack_process": (DEEPSTACK_SITE,)},
-        "the DeepStack feature added after each of the first text blocks",
     ),
 )

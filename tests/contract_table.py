@@ -200,6 +200,11 @@ def scatter(model_type: str) -> str:
     return f"{model_type}.image-scatter"
 
 
+def router(model_type: str, cls: str) -> str:
+    """The rule of a mixture-of-experts router class: its logits call."""
+    return f"{model_type}.{cls}"
+
+
 SIGLIP_ATTENTION = attention("siglip", "SiglipAttention")
 CLIP_ATTENTION = attention("clip", "CLIPAttention")
 LLAMA_ATTENTION = attention("llama", "LlamaAttention")
@@ -411,15 +416,18 @@ ROWS: dict[str, Row] = {
         rules=(scatter("lighton_ocr"), *PIXTRAL_ATTENTION, *attention("qwen3", "Qwen3Attention")),
     ),
     # envoys/tiny/mistral_large4.py: mistral3's tower, processor and projector (64 and 192 patches, 16 and 48 tokens,
-    # the last block's packed row); the text model's latent attention on DeepSeek-V3.2's eager kernel.
+    # the last block's packed row); the text model's latent attention on DeepSeek-V3.2's eager kernel; text block 0's
+    # MLP dense (no router), block 1's a mixture of experts.
     "mistral_large4": Row(
         image_tokens=(16, 48),
         sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
         stream=packed(64, 192),
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("mistral_large4"), *PIXTRAL_ATTENTION,
-               *attention("mistral_large4", "MistralLarge4TextAttention")),
+               *attention("mistral_large4", "MistralLarge4TextAttention"),
+               router("mistral_large4", "MistralLarge4TextTopkRouter")),
     ),
     # envoys/tiny/gemma3.py: SigLIP on 32x32 (any input resized), 4 px patches, 64 patches, post_layernorm; the
     # projector pools tower_output 2x2 to 16 tokens an image.
@@ -548,11 +556,11 @@ ROWS: dict[str, Row] = {
         final_norm=True,
         padded=True,
         rules=(scatter("aria"), *attention("idefics3", "Idefics3VisionAttention"),
-               *attention("aria", "AriaTextAttention")),
+               *attention("aria", "AriaTextAttention"), router("aria", "AriaTextTopKRouter")),
     ),
     # envoys/tiny/llama4.py: 32 px tiles of 8 px patches plus the CLS last (17 rows), 4 tokens a tile; 32x32 is 1
     # tile, 64 wide x 32 high 1x2 tiles + the global one; layernorm_post; the adapter inside the tower transforms
-    # tower_output before the projector; MLP 128 wide (32 / 0.5**2).
+    # tower_output before the projector; MLP 128 wide (32 / 0.5**2). Text block 0 a MoE, block 1 dense (no router).
     "llama4": Row(
         image_tokens=(4, 12),
         sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=128, patch_size=8,
@@ -564,8 +572,10 @@ ROWS: dict[str, Row] = {
         prefix=1,
         final_norm=True,
         forward_bug=True,
+        text_gaps={"mlp.router_logits": (1,)},
         rules=(scatter("llama4"), "llama4.text-block", *attention("llama4", "Llama4TextAttention"),
-               *attention("llama4", "Llama4VisionAttention", kernel="vision-eager-attention")),
+               *attention("llama4", "Llama4VisionAttention", kernel="vision-eager-attention"),
+               router("llama4", "Llama4Router")),
     ),
     # envoys/tiny/nemotron_h_omni.py: RADIO, packed, 8 px patches, 2 cls + 3 register rows before each image's
     # patches; 32x32 is a 4x4 grid (16 patches, 4 tokens), 64 wide x 48 high 6x8 (48, 12); no final norm; the
@@ -579,7 +589,8 @@ ROWS: dict[str, Row] = {
         prefix=5,
         pattern_unavailable=RADIO_PER_IMAGE,
         text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
-        rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention")),
+        rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention"),
+               router("nemotron_h", "NemotronHTopkRouter")),
     ),
     # envoys/tiny/qwen.py: the Qwen ViT, packed, 2x2 merge; patch 8: 32x32 is 16 patches and 4 tokens, 48x64 is 48
     # and 12; no final norm, the merger (the projector) reads the last block's stream; MLP 32 * mlp_ratio 4 wide.
@@ -620,6 +631,21 @@ ROWS: dict[str, Row] = {
         text_gaps={"deepstack_output": (2, 3)},
         rules=(scatter("qwen3_vl"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
                *attention("qwen3_vl", "Qwen3VLTextAttention")),
+    ),
+    # envoys/tiny/qwen3_vl_moe.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added after text
+    # block 0 of 2; text block 0 a mixture of 4 experts, block 1 dense (mlp_only_layers [1]).
+    "qwen3_vl_moe": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,), "mlp.router_logits": (1,)},
+        rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
+               *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
     ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.

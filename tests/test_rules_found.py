@@ -21,12 +21,13 @@ from envoys.rules import catalog, rules_for_model
 from envoys.tiny import NAMES, build
 from envoys.vision import ImageScatter
 from instrument import DriftError, compile_rule, install_all
-from instrument.calls import bound_default, calls
+from instrument.calls import assigned_call, bound_default, calls
 from instrument.install import INSTALLED
 from instrument.versions import for_installed
 from rewrites import LISTED, rules_for_classes
 from rewrites.attention import INTERFACE, KERNEL_SITE, SOFTMAX_SITE, attention_rules
 from rewrites.image_scatter import IMAGE_SITE, Scatter, scatter_rule
+from rewrites.router import logits_site, router_rules
 
 ATTENTION = '''
 import torch
@@ -119,6 +120,44 @@ class Merger(nn.Module):
 '''
 
 
+ROUTERS = '''
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Router(nn.Module):
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.reshape(-1, 4)
+        router_logits = F.linear(hidden_states, self.weight)
+        router_top_value, router_indices = torch.topk(router_logits.softmax(-1), 2, dim=-1)
+        return router_logits, router_top_value, router_indices
+
+
+class LinearRouter(nn.Linear):
+    def forward(self, hidden_states):
+        router_logits = super().forward(hidden_states)
+        return torch.topk(router_logits, 1, dim=1), router_logits
+
+
+class SparseBlock(nn.Module):
+    def forward(self, hidden_states):
+        router_logits, weights, chosen = self.gate(hidden_states)
+        return self.experts(hidden_states, chosen, weights)
+
+
+class LinearTwice(nn.Module):
+    def forward(self, hidden_states):
+        router_logits = F.linear(hidden_states, self.weight)
+        return router_logits, F.linear(hidden_states, self.bias)
+'''
+
+
+@pytest.fixture(scope="module")
+def routers(tmp_path_factory: pytest.TempPathFactory):
+    return write_module(tmp_path_factory.mktemp("routers"), "modeling_routers", ROUTERS)
+
+
 @pytest.fixture(scope="module")
 def attention(tmp_path_factory: pytest.TempPathFactory):
     return write_module(tmp_path_factory.mktemp("found"), "modeling_found", ATTENTION)
@@ -178,6 +217,24 @@ def test_the_listed_rules_claim_their_forwards_from_the_attention_finder():
     assert names == ["qwen2_vl.vision-attention", "qwen2_vl.eager-attention", "qwen2_vl.Qwen2VLAttention"]
 
 
+# -- the router rule --------------------------------------------------------------------------------------
+
+
+def test_a_router_assigning_its_logits_from_one_call_gets_a_rule_on_that_call(routers):
+    rule, linear = router_rules([routers.Router, routers.LinearRouter])
+    assert rule.name == "routers.Router" and rule.target == "modeling_routers:Router.forward"
+    assert rule.sites == {"F.linear": ("F_linear_0",)} and compile_rule(rule).site_names == ("F_linear_0",)
+    assert linear.sites == {"forward": ("forward_0",)} and compile_rule(linear).site_names == ("forward_0",)
+    assert (logits_site(routers.Router), logits_site(routers.LinearRouter)) == ("F_linear_0", "forward_0")
+
+
+def test_a_block_unpacking_its_routers_output_and_a_twice_called_callee_get_none(routers):
+    assert router_rules([routers.SparseBlock, routers.LinearTwice]) == ()
+    assert assigned_call(routers.SparseBlock.forward, "router_logits") is None  # a tuple target
+    assert assigned_call(routers.LinearTwice.forward, "router_logits") == "F.linear"  # but called twice: no rule
+    assert router_rules([routers.Router], claimed=["modeling_routers:Router.forward"]) == ()
+
+
 # -- the scatter rule --------------------------------------------------------------------------------------
 
 
@@ -235,6 +292,26 @@ def test_every_attention_class_a_checkpoint_holds_is_found(name):
         target = f"{owner.__module__}:{owner.__qualname__}.forward"
         if INTERFACE + "(" in inspect.getsource(owner.forward).replace(" ", "") and target not in listed:
             assert target in targets, f"{name}: {owner.__qualname__} calls the attention interface and has no rule"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_router_a_checkpoint_holds_is_found(name):
+    """Every module whose own forward assigns ``router_logits = <call>`` (read here with ``ast.unparse``, not the
+    finder's reader) has a router rule on that call."""
+    import inspect
+
+    model, _ = build(name)
+    rules = {rule.target: rule for rule in rules_for_model(model, family_for(model.config.model_type))}
+    for module in model.modules():
+        owner = next(base for base in type(module).__mro__ if "forward" in base.__dict__)
+        tree = ast.parse(textwrap.dedent(inspect.getsource(owner.forward)))
+        assigned = [ast.unparse(node.value.func) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                    and [ast.unparse(t) for t in node.targets] == ["router_logits"] and isinstance(node.value, ast.Call)]
+        if assigned:
+            rule = rules.get(f"{owner.__module__}:{owner.__qualname__}.forward")
+            assert rule is not None, f"{name}: {owner.__qualname__} computes router logits and has no rule"
+            callee = assigned[0].replace("super().", "")
+            assert list(rule.sites) == [callee], (name, owner.__qualname__)
 
 
 @pytest.mark.parametrize("name", NAMES)

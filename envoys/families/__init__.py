@@ -34,6 +34,7 @@ from rewrites.image_scatter import Scatter
 
 from ..bugs import KnownBug
 from ..grids import GridLayout
+from ..moe import RoutedMlp, routes
 from ..text import Attention, Layer, Mlp, TextModel
 from ..vision import ImageScatter
 
@@ -124,6 +125,9 @@ class Family:
         """The ``envoys=`` for one loaded model: the text model's, found from its blocks, and the scatter host's
         (`ImageScatter`, unless the family keys an envoy of its own to the host class), then the family's.
 
+        Where some block's MLP is a mixture of experts with a router (`envoys.moe`), every block's MLP is a
+        `RoutedMlp`: ``router_logits`` on the sparse ones, and on the dense ones the reason they have none.
+
         Every other module gets nnsight's plain `Envoy`, by the ``torch.nn.Module`` key that every module's
         class lookup ends on: the map is by class only, and without that key nnsight would spell each
         module's path under every ``rename`` alias to look for path keys there are none of.
@@ -133,9 +137,11 @@ class Family:
         host = self.host_class(model)
         if host is not None and host is not type(model):
             found[host] = ImageScatter
+        mlps = [getattr(block, "mlp", None) for block in blocks]
+        sparse = any(isinstance(mlp, torch.nn.Module) and routes(mlp) for mlp in mlps)
         for block in blocks:
             found[type(block)] = Layer
-            for name, envoy in (("self_attn", Attention), ("mlp", Mlp)):
+            for name, envoy in (("self_attn", Attention), ("mlp", RoutedMlp if sparse else Mlp)):
                 part = getattr(block, name, None)
                 if isinstance(part, torch.nn.Module):
                     found[type(part)] = envoy

@@ -30,7 +30,9 @@ Read off ``transformers.models.aria.modeling_aria``:
   ``mlp.shared_experts``); its output, the routed experts' sum plus the
   shared experts', is the tensor the block adds to the stream, so
   ``mlp_output`` is it and ``input + attention_output + mlp_output ==
-  layer_output`` holds as on a dense block.
+  layer_output`` holds as on a dense block. ``mlp.router_logits`` is the
+  router's ``nn.functional.linear`` output, ``[tokens, experts]``, whose top
+  ``moe_topk`` are the experts that run (`envoys.moe`).
 - Grids (`envoys.padded`): ``vision.patch_grid`` puts an image's real
   patches on its grid; ``token_grid`` is Unavailable, the queries being on
   no grid.

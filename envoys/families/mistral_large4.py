@@ -27,7 +27,10 @@ skipped block (`IndexedLayer`) passes on the ``prev_topk_indices`` it received.
   ``first_k_dense_replace`` blocks and ``MistralLarge4TextMoE`` after them:
   routed experts (``experts``, weighted by ``gate``'s top-k) plus the shared
   experts (``shared_experts``). On either, ``mlp_output`` is the MLP's output,
-  what the block adds to the stream.
+  what the block adds to the stream. On a MoE block ``mlp.router_logits`` is
+  the output of ``gate``'s ``F.linear`` (float32; `envoys.moe`), from whose
+  softmax it picks the top-k within the best ``topk_group`` expert groups;
+  on the dense blocks it is Unavailable, saying so.
 - The root soft-caps the logits (``final_logit_softcapping``): ``logits`` is
   the root's output, after the cap, not ``lm_head``'s.
 """

@@ -20,7 +20,9 @@ attention answers to ``self_attn`` and the mixture of experts (and an MLP) to
 ``mlp`` (class-keyed renames), so a block serves ``attention_output`` or
 ``mlp_output``, not both, and a Mamba2 block neither: what it adds is
 ``layers[i].mixer.output``. Every block is a `NemotronHLayer`, which says so
-per block.
+per block. A mixture of experts serves ``mlp.router_logits`` (its router's
+``F.linear`` on float32, `envoys.moe`; the experts run are chosen from its
+sigmoid plus ``e_score_correction_bias``, within the best expert groups).
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer,
 from rewrites.image_scatter import Scatter
 
 from ..hybrid import HybridLayer, other_mixer
+from ..moe import RoutedMlp
 from ..radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
 from ..standard import child
-from ..text import Attention, Mlp
+from ..text import Attention
 from ..values import Unavailable
 from ..vision import VisionMlp
 from . import Family
@@ -116,8 +119,8 @@ ENVOYS = {
     RadioSwiGLUFFN: VisionMlp,
     NemotronHBlock: NemotronHLayer,
     NemotronHAttention: Attention,
-    NemotronHMoE: Mlp,
-    NemotronHMLP: Mlp,
+    NemotronHMoE: RoutedMlp,
+    NemotronHMLP: RoutedMlp,
 }
 
 
