@@ -583,6 +583,21 @@ ROWS: dict[str, Row] = {
         rules=(scatter("qwen3_vl"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
                *attention("qwen3_vl", "Qwen3VLTextAttention")),
     ),
+    # envoys/tiny/cosmos3_omni.py: the tiny Qwen3-VL under Cosmos3-Omni's host: 3 blocks, patch 8; DeepStack taps
+    # after text blocks 0 and 1 of 4.
+    "cosmos3_omni": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=2,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (2, 3)},
+        rules=(scatter("cosmos3_omni"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
+               *attention("qwen3_vl", "Qwen3VLTextAttention")),
+    ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.
     "qwen3_5": Row(

@@ -269,21 +269,29 @@ def build_qwen3_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     [4, 2, 2], tied embeddings. 32x32 image: 16 patches, 4 tokens; 48x64: 48
     patches, 12 tokens.
     """
-    patch = 8
     tokenizer = _tokenizer()
-    config = Qwen3VLConfig(
-        text_config=_text(
+    config = Qwen3VLConfig(**qwen3_vl_settings(tokenizer))
+    return Qwen3VLForConditionalGeneration(config), _qwen3_processor(QWEN3_VL_PATCH, tokenizer)
+
+
+#: Qwen3-VL's tiny patch side, in pixels.
+QWEN3_VL_PATCH = 8
+
+
+def qwen3_vl_settings(tokenizer: TokenizersBackend) -> dict[str, object]:
+    """The tiny Qwen3-VL config's fields (`build_qwen3_vl`), for a config class of Qwen3-VL's fields."""
+    return {
+        "text_config": _text(
             tokenizer,
             num_hidden_layers=4,
             head_dim=16,
             **rope(5_000_000.0, mrope_section=[4, 2, 2], mrope_interleaved=True),
             tie_word_embeddings=True,
         ),
-        vision_config=_qwen3_vision(patch, depth=3, deepstack_visual_indexes=[0, 1]),
-        tie_word_embeddings=True,
+        "vision_config": _qwen3_vision(QWEN3_VL_PATCH, depth=3, deepstack_visual_indexes=[0, 1]),
+        "tie_word_embeddings": True,
         **_token_ids(tokenizer),
-    )
-    return Qwen3VLForConditionalGeneration(config), _qwen3_processor(patch, tokenizer)
+    }
 
 
 def build_qwen3_5() -> tuple[PreTrainedModel, ProcessorMixin]:
