@@ -79,6 +79,17 @@ def softcaps_logits(head_owner: type) -> bool:
         return False
 
 
+@cache
+def scales_logits(head_owner: type) -> bool:
+    """Whether the forward of ``head_owner`` multiplies the head's output by the text config's ``logits_scaling``
+    (HyperCLOVAX's MuP scale: its causal LM and its vision wrapper). Read off the forward's source, as
+    `softcaps_logits` is."""
+    try:
+        return "logits_scaling" in inspect.getsource(head_owner.forward)
+    except (OSError, TypeError):
+        return False
+
+
 def logits_location(root: Any) -> str:
     """Where the logits are served: the root's output, or the output of the module the family names (``logits_at``)."""
     module = root.family.logits_at
@@ -276,12 +287,15 @@ class TextRoot:
     def project_on_vocab(self, hidden: torch.Tensor) -> torch.Tensor:
         """The logits a hidden state would give at the end of the text model: ``lm_head(norm(hidden))``, ``[..., vocab]``.
 
-        Where the model squashes its logits after the head (``final_logit_softcapping``),
-        so does this: on the last block's output it is the model's own logits.
+        Where the model scales its logits after the head (``logits_scaling``) or squashes them
+        (``final_logit_softcapping``), so does this: on the last block's output it is the model's own logits.
         """
         logits = self.lm_head(self.norm(hidden))
-        cap = getattr(self.text_config, "final_logit_softcapping", None)
         owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
+        scale = getattr(self.text_config, "logits_scaling", None)
+        if scale is not None and scales_logits(type(owner)):
+            logits = logits * scale
+        cap = getattr(self.text_config, "final_logit_softcapping", None)
         if cap is not None and softcaps_logits(type(owner)):
             logits = torch.tanh(logits / cap) * cap
         return logits
