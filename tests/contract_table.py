@@ -158,6 +158,9 @@ class Row:
     features_are_projected: bool = True
     #: text blocks after which DeepStack adds a tapped feature (Qwen3-VL)
     deepstack_taps: int = 0
+    #: what the text model multiplies the token embeddings by, image features included, before its first block
+    #: (HyperCLOVAX's MuP ``embedding_multiplier``): ``layers[0].input[mask] == image_features * embedding_multiplier``
+    embedding_multiplier: float = 1.0
     #: rows of vision.support() unavailable on this tower besides the pattern: row -> regex of the reason
     vision_unavailable: Mapping[str, str] = field(default_factory=dict)
     #: rows of model.support() unavailable on some text blocks: a row, or every row under a prefix ending in ".",
@@ -611,6 +614,21 @@ ROWS: dict[str, Row] = {
         text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
         rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
                *attention("qwen3_5", "Qwen3_5Attention")),
+    ),
+    # envoys/tiny/hyperclovax_vision_v2.py: the tiny Qwen2.5-VL tower (patch 4: 32x32 is 64 patches and 16 tokens, 48x64
+    # is 192 and 48, windowed block 0, full block 1), its merger inside it; the projector, a linear after the tower,
+    # reads the merger's output restored to merge-block order (test_hyperclovax_vision_v2.py); the text model
+    # multiplies the embeddings by 10 (embedding_multiplier).
+    "hyperclovax_vision_v2": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=None,
+        pattern_unavailable=QWEN_PER_IMAGE,
+        embedding_multiplier=10.0,
+        rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
+               *attention("hyperclovax", "HyperCLOVAXAttention")),
     ),
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final

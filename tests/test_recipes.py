@@ -83,13 +83,16 @@ def through_head(model, hidden: torch.Tensor, after: Callable[[torch.Tensor], to
 
 def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
     """What the forward does to its head's output, read off a plain forward: nothing (its logits are the head's output),
-    or the soft cap ``tanh(head / cap) * cap`` at the text config's ``final_logit_softcapping`` (PaliGemma 2's);
-    AssertionError where its logits are neither."""
+    the soft cap ``tanh(head / cap) * cap`` at the text config's ``final_logit_softcapping`` (PaliGemma 2's), or the
+    scale ``head * logits_scaling`` (HyperCLOVAX's MuP scale); AssertionError where its logits are none of these."""
     heads: list[torch.Tensor] = []
     logits = plain_logits(model, inputs(model), hooks=[(model.lm_head._module, lambda m, a, o: heads.append(o))])
     if torch.equal(logits, heads[-1]):
         return lambda head: head
-    cap = model.text_config.final_logit_softcapping
+    scale = getattr(model.text_config, "logits_scaling", None)
+    if scale is not None and torch.equal(logits, heads[-1] * scale):
+        return lambda head: head * scale
+    cap = getattr(model.text_config, "final_logit_softcapping", None)
     assert cap is not None, "the forward changes the head's output and the text config sets no final soft cap"
     assert torch.equal(logits, torch.tanh(heads[-1] / cap) * cap), "the forward's logits are not the soft-capped head"
     return lambda head: torch.tanh(head / cap) * cap
