@@ -369,10 +369,17 @@ class QwenGrids:
     embeddings; ``vision.token_grid(value, image=i)`` is over the image
     tokens (``image_features``, the text's values), ``of="projector_output"``
     over the merger's output (window order on Qwen2.5-VL). On the towers that
-    attend per image both orders are the same.
+    attend per image both orders are the same. Where the projector is a module
+    after the tower (HyperCLOVAX's, ``merger_is_projector`` False), it reads the
+    tower's output after the merge-block order is restored, so
+    ``projector_output`` is in merge-block order there (the merger's own output,
+    ``vision.merger.output``, is still in window order).
     """
 
     stream_dims = 2  # [1, patches, ...]
+
+    def __init__(self, merger_is_projector: bool = True) -> None:
+        self.merger_is_projector = merger_is_projector
 
     def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
         """Image ``image``'s patch grid over the tower's packed rows: ``of`` "stream" (the blocks' values, in window
@@ -387,8 +394,8 @@ class QwenGrids:
 
     def token_grid(self, inputs: ImageInputs, image: int, of: str = "image_features") -> Grid:
         """Image ``image``'s merged grid over the image tokens: ``of`` "image_features" (the image tokens' rows, the
-        text's order) or "projector_output" (the merger's output, in window order on Qwen2.5-VL)."""
-        windowed = value_named(of, TOKEN_VALUES, "Qwen ViT per-token") == "projector_output"
+        text's order) or "projector_output" (the projector's output: the merger's, in window order on Qwen2.5-VL)."""
+        windowed = value_named(of, TOKEN_VALUES, "Qwen ViT per-token") == "projector_output" and self.merger_is_projector
         merge, units, sizes = self._image(inputs, image)
         height, width = (int(size) // merge for size in sizes[image, 1:])
         start = int(units[:image].sum())

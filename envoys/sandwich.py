@@ -74,25 +74,28 @@ def sandwich_stream_values(
     rows: str = "",
     attention_norm: str = ATTENTION_POST_NORM,
     mlp_norm: str = MLP_POST_NORM,
+    added_gate: Gate = None,
 ) -> tuple[EProperty, ...]:
     """A sandwich-norm block's stream values in ``layout``: layer_input, attention_output, mlp_output, layer_output.
 
     ``gate`` is checked before each value's own reason (a tower's `no_images`);
     ``rows`` is added to each docstring (what a row is, how padding shows);
-    ``attention_norm`` and ``mlp_norm`` are the native names of the norms after
-    the sublayers (Gemma's by default).
+    ``attention_norm`` and ``mlp_norm`` are the norms after the sublayers (a
+    block that spells them its own way: HyperCLOVAX's ``post_norm1`` and
+    ``post_norm2``); ``added_gate`` is checked before ``attention_output`` and
+    ``mlp_output`` only (why the norms' outputs are not what the block adds).
     """
     return (
         value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
               either(gate, None), doc=_doc("The stream entering the block", layout, rows)),
         value("attention_output", layout, f"what the attention adds to the stream (after {attention_norm})",
               lambda block: f"{child(block, attention_norm).path}.output", First(),
-              either(gate, lacks(attention_norm)),
+              either(gate, either(added_gate, lacks(attention_norm))),
               doc=_doc(f"What the attention adds to the stream: its output after ``{attention_norm}`` "
                        "(``self_attn.output`` is before that norm)", layout, rows)),
         value("mlp_output", layout, f"what the MLP adds to the stream (after {mlp_norm})",
               lambda block: f"{child(block, mlp_norm).path}.output", First(),
-              either(gate, lacks(mlp_norm)),
+              either(gate, either(added_gate, lacks(mlp_norm))),
               doc=_doc(f"What the MLP adds to the stream: its output after ``{mlp_norm}`` "
                        "(``mlp.output`` is before that norm)", layout, rows)),
         value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
 from collections.abc import Iterator, Sequence
 from functools import cache
@@ -79,14 +80,20 @@ def softcaps_logits(head_owner: type) -> bool:
         return False
 
 
+#: ``logits * self.config.logits_scaling`` or ``/ self.config.text_config.logits_scaling``: the operator is group 1.
+_LOGITS_SCALING = re.compile(r"([*/])\s*self\.config(?:\.text_config)?\.logits_scaling")
+
+
 @cache
-def scales_logits(head_owner: type) -> bool:
-    """Whether the forward of ``head_owner`` divides the head's output by the text config's ``logits_scaling``
-    (Granite's causal LM and Granite-Docling's wrapper). Read off the forward's source, as `softcaps_logits`."""
+def logits_scaling_operator(head_owner: type) -> str | None:
+    """How the forward of ``head_owner`` applies the text config's ``logits_scaling`` to the head's output: ``"/"``
+    (Granite's causal LM and Granite-Docling's wrapper divide), ``"*"`` (HyperCLOVAX's MuP scale, its causal LM and
+    its vision wrapper, multiplies), or None where it does not. Read off the forward's source, as `softcaps_logits`."""
     try:
-        return "logits_scaling" in inspect.getsource(head_owner.forward)
+        found = _LOGITS_SCALING.search(inspect.getsource(head_owner.forward))
     except (OSError, TypeError):
-        return False
+        return None
+    return found.group(1) if found else None
 
 
 def logits_location(root: Any) -> str:
@@ -286,14 +293,17 @@ class TextRoot:
     def project_on_vocab(self, hidden: torch.Tensor) -> torch.Tensor:
         """The logits a hidden state would give at the end of the text model: ``lm_head(norm(hidden))``, ``[..., vocab]``.
 
-        Where the model divides its logits after the head (Granite's ``logits_scaling``) or squashes them
+        Where the model scales its logits after the head (``logits_scaling``, multiplied or divided) or squashes them
         (``final_logit_softcapping``), so does this: on the last block's output it is the model's own logits.
         """
         logits = self.lm_head(self.norm(hidden))
         owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
         scaling = getattr(self.text_config, "logits_scaling", None)
-        if scaling is not None and scales_logits(type(owner)):
+        operator = logits_scaling_operator(type(owner)) if scaling is not None else None
+        if operator == "/":
             logits = logits / scaling
+        elif operator == "*":
+            logits = logits * scaling
         cap = getattr(self.text_config, "final_logit_softcapping", None)
         if cap is not None and softcaps_logits(type(owner)):
             logits = torch.tanh(logits / cap) * cap

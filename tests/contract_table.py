@@ -159,8 +159,8 @@ class Row:
     #: the projector returns a tuple (Granite-Docling's connector: its features, then its DeepStack features): the
     #: item that is its features; None where it returns the features alone
     projector_item: int | None = None
-    #: the text model multiplies its input embeddings by this after the scatter (Granite's embedding_multiplier), so
-    #: layers[0].input[mask] == image_features * embedding_multiplier
+    #: the text model multiplies its input embeddings by this after the scatter, image features included (Granite's and
+    #: HyperCLOVAX's embedding_multiplier), so layers[0].input[mask] == image_features * embedding_multiplier
     embedding_multiplier: float = 1.0
     #: text blocks after which DeepStack adds a tapped feature (Qwen3-VL, Granite-Docling)
     deepstack_taps: int = 0
@@ -647,6 +647,21 @@ ROWS: dict[str, Row] = {
         rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
                *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
     ),
+    # envoys/tiny/cosmos3_omni.py: the tiny Qwen3-VL under Cosmos3-Omni's host: 3 blocks, patch 8; DeepStack taps
+    # after text blocks 0 and 1 of 4.
+    "cosmos3_omni": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=2,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (2, 3)},
+        rules=(scatter("cosmos3_omni"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
+               *attention("qwen3_vl", "Qwen3VLTextAttention")),
+    ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.
     "qwen3_5": Row(
@@ -682,6 +697,21 @@ ROWS: dict[str, Row] = {
         ("glmga", "glm46v", "glm4v", "Glm4vTextAttention", 32),
         ("glm_ocr", "glm_ocr", "glm_ocr", "GlmOcrTextAttention", 64),
     )},
+    # envoys/tiny/hyperclovax_vision_v2.py: the tiny Qwen2.5-VL tower (patch 4: 32x32 is 64 patches and 16 tokens, 48x64
+    # is 192 and 48, windowed block 0, full block 1), its merger inside it; the projector, a linear after the tower,
+    # reads the merger's output restored to merge-block order (test_hyperclovax_vision_v2.py); the text model
+    # multiplies the embeddings by 10 (embedding_multiplier).
+    "hyperclovax_vision_v2": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=None,
+        pattern_unavailable=QWEN_PER_IMAGE,
+        embedding_multiplier=10.0,
+        rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
+               *attention("hyperclovax", "HyperCLOVAXAttention")),
+    ),
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final
     # norm; the neck then the projector's two stride-2 convolutions fold the grid to 16x16 = 256 image tokens (the

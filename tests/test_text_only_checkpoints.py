@@ -58,7 +58,9 @@ def test_it_computes_what_the_plain_causal_lm_computes(model, text_checkpoint):
     with torch.no_grad():
         expected = plain(**ids).logits
     assert torch.equal(logits, expected)
-    assert torch.equal(first, embeddings)
+    # A text model that scales its embeddings before the first block (HyperCLOVAX's MuP embedding_multiplier) does so
+    # after the embedding layer, whose output token_embeddings is.
+    assert torch.equal(first, embeddings * getattr(model.config, "embedding_multiplier", 1.0))
     assert torch.equal(head_input, normed)  # ``norm`` is the final norm: what the head receives
 
 

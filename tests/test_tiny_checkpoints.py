@@ -35,6 +35,9 @@ CLASSES = {
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
+    "cosmos3_omni": ("Cosmos3OmniForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
+    "hyperclovax_vision_v2": (
+        "HyperCLOVAXVisionV2ForConditionalGeneration", "HyperCLOVAXVisionV2Processor", "GPT2Tokenizer"),
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava-pixtral": ("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "lighton_ocr": ("LightOnOcrForConditionalGeneration", "LightOnOcrProcessor", "TokenizersBackend"),
@@ -80,6 +83,8 @@ IMAGE_TOKENS = {
     "qwen3_vl": (4, 12),
     "qwen3_vl_moe": (4, 12),  # qwen3_vl's tower and processor
     "qwen3_5": (4, 12),
+    "cosmos3_omni": (4, 12),  # qwen3_vl's tower and processor
+    "hyperclovax_vision_v2": (16, 48),  # qwen2_5_vl's tower and image processor
     "mistral3": (16, 48),
     "llava-pixtral": (16, 48),  # no merge: one token per 8 px patch, 4x4 and 6x8
     "lighton_ocr": (16, 48),  # mistral3's sizes: 2x2 merge of 4 px patches, 4x4 and 6x8

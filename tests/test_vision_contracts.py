@@ -3,7 +3,8 @@
 
 What is checked, exactly (``torch.equal`` on float32 under eager attention,
 the shapes, the errors): where the image meets the text model (the mask is the
-processor's image tokens, ``layers[0].input[mask] == image_features``, with one
+processor's image tokens, ``layers[0].input[mask] == image_features``, times the
+text model's ``embedding_multiplier`` where it scales the embeddings, with one
 image and with two of different sizes), the tower's stream layout and
 ``layer_input + attention_output + mlp_output == layer_output`` on every tower
 block, the pattern (its shape and rows summing to 1, or ``Unavailable`` with

@@ -67,9 +67,10 @@ _NAMED = {
 }
 
 
-def _tokenizer(byte_level: bool = False) -> TokenizersBackend:
+def _tokenizer(byte_level: bool = False, **settings: object) -> TokenizersBackend:
     build = byte_level_tokenizer if byte_level else word_level_tokenizer
     return _as_the_processor_takes(build(
+        **settings,
         special_tokens=_SPECIAL,
         named_tokens=_NAMED,
         chat_template=CHAT_TEMPLATE,
@@ -199,7 +200,7 @@ def build_qwen2_5_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     48x64 is 192 patches in 12 windows, 48 tokens. Text: 2 layers, width 32,
     head_dim 16, M-RoPE sections [2, 3, 3], tied embeddings.
     """
-    patch = 4
+    patch = QWEN2_5_VL_PATCH
     tokenizer = _tokenizer()
     config = Qwen2_5_VLConfig(
         text_config=_text(
@@ -207,20 +208,7 @@ def build_qwen2_5_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
             **rope(1_000_000.0, mrope_section=[2, 3, 3]),
             tie_word_embeddings=True,
         ),
-        vision_config={
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "hidden_act": "silu",
-            "patch_size": patch,
-            "spatial_merge_size": MERGE,
-            "temporal_patch_size": 2,
-            "window_size": 16,
-            "fullatt_block_indexes": [1],
-            "out_hidden_size": 32,
-            "tokens_per_second": 2,
-        },
+        vision_config=qwen2_5_vl_vision(),
         tie_word_embeddings=True,
         **_token_ids(tokenizer),
     )
@@ -231,6 +219,29 @@ def build_qwen2_5_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
         chat_template=CHAT_TEMPLATE,
     )
     return Qwen2_5_VLForConditionalGeneration(config), processor
+
+
+#: Qwen2.5-VL's tiny patch side, in pixels.
+QWEN2_5_VL_PATCH = 4
+
+
+def qwen2_5_vl_vision(**extra: object) -> dict[str, object]:
+    """The tiny Qwen2.5-VL tower's fields (`build_qwen2_5_vl`): 2 blocks, block 0 windowed, block 1 full attention."""
+    return {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "hidden_act": "silu",
+        "patch_size": QWEN2_5_VL_PATCH,
+        "spatial_merge_size": MERGE,
+        "temporal_patch_size": 2,
+        "window_size": 16,
+        "fullatt_block_indexes": [1],
+        "out_hidden_size": 32,
+        "tokens_per_second": 2,
+        **extra,
+    }
 
 
 def _qwen3_vision(patch: int, **extra: object) -> dict[str, object]:
@@ -269,21 +280,29 @@ def build_qwen3_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
     [4, 2, 2], tied embeddings. 32x32 image: 16 patches, 4 tokens; 48x64: 48
     patches, 12 tokens.
     """
-    patch = 8
     tokenizer = _tokenizer()
-    config = Qwen3VLConfig(
-        text_config=_text(
+    config = Qwen3VLConfig(**qwen3_vl_settings(tokenizer))
+    return Qwen3VLForConditionalGeneration(config), _qwen3_processor(QWEN3_VL_PATCH, tokenizer)
+
+
+#: Qwen3-VL's tiny patch side, in pixels.
+QWEN3_VL_PATCH = 8
+
+
+def qwen3_vl_settings(tokenizer: TokenizersBackend) -> dict[str, object]:
+    """The tiny Qwen3-VL config's fields (`build_qwen3_vl`), for a config class of Qwen3-VL's fields."""
+    return {
+        "text_config": _text(
             tokenizer,
             num_hidden_layers=4,
             head_dim=16,
             **rope(5_000_000.0, mrope_section=[4, 2, 2], mrope_interleaved=True),
             tie_word_embeddings=True,
         ),
-        vision_config=_qwen3_vision(patch, depth=3, deepstack_visual_indexes=[0, 1]),
-        tie_word_embeddings=True,
+        "vision_config": _qwen3_vision(QWEN3_VL_PATCH, depth=3, deepstack_visual_indexes=[0, 1]),
+        "tie_word_embeddings": True,
         **_token_ids(tokenizer),
-    )
-    return Qwen3VLForConditionalGeneration(config), _qwen3_processor(patch, tokenizer)
+    }
 
 
 def build_qwen3_5() -> tuple[PreTrainedModel, ProcessorMixin]:

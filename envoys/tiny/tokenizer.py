@@ -138,6 +138,7 @@ def byte_level_tokenizer(
     eos_token: str,
     pad_token: str,
     words: Sequence[str] = WORDS,
+    tokenizer_class: type | None = None,
 ) -> TokenizersBackend:
     """A byte-level BPE in the form Qwen3.5 checkpoints ship (and transformers rebuilds).
 
@@ -145,11 +146,15 @@ def byte_level_tokenizer(
     trainer learns from `words` (about 500 entries for :data:`WORDS`), then the
     added tokens as in :func:`word_level_tokenizer`. Any text encodes (there is
     no unknown token); the words of :data:`WORDS` mostly encode as one token.
+    ``tokenizer_class`` is the class built from the vocabulary and merges
+    (``Qwen3_5Tokenizer`` by default; ``GPT2Tokenizer`` for a checkpoint whose
+    model_type transformers loads with it).
     """
-    from transformers.models.qwen3_5.tokenization_qwen3_5 import Qwen3_5Tokenizer
+    if tokenizer_class is None:
+        from transformers.models.qwen3_5.tokenization_qwen3_5 import Qwen3_5Tokenizer as tokenizer_class
 
     vocab, merges = _train_byte_level_bpe(words)
-    tokenizer = Qwen3_5Tokenizer(
+    tokenizer = tokenizer_class(
         vocab=vocab,
         merges=merges,
         unk_token=None,

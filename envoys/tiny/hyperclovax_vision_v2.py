@@ -1,0 +1,90 @@
+"""A tiny HyperCLOVAX Vision v2 checkpoint: Qwen2.5-VL's tower, a linear projector, a HyperCLOVAX text model.
+
+The tower is the tiny Qwen2.5-VL's (`envoys.tiny.qwen.qwen2_5_vl_vision`):
+2 blocks, width 32, 2 heads, SiLU MLP 64 wide, patch 4, ``window_size`` 16
+px (2x2 merge units), block 0 windowed and block 1 full attention, its merger
+to ``out_hidden_size`` 24 (not the text width, so the projector, a linear from
+24 to 32, changes the width). The processor is transformers'
+``HyperCLOVAXVisionV2Processor`` on Qwen-VL's image and video processors (as
+the auto classes map the model_type), with the Qwen pixel bounds of
+`envoys.tiny.qwen`: a 32x32 image is 64 patches in 4 windows and 16 image
+tokens; a 48 (high) x 64 (wide) one is 192 patches in 12 windows and 48
+tokens. The tokenizer is the byte-level BPE of `envoys.tiny.qwen` (with Qwen's
+chat markers; ``<|image_pad|>`` is the processor's default image token): a
+saved HyperCLOVAX Vision v2 tokenizer loads back as a ``GPT2Tokenizer``, which
+transformers rebuilds from the vocabulary and merges, as the real one is.
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    GPT2Tokenizer,
+    HyperCLOVAXConfig,
+    HyperCLOVAXVisionV2Config,
+    HyperCLOVAXVisionV2ForConditionalGeneration,
+    HyperCLOVAXVisionV2Processor,
+    Qwen2VLVideoProcessor,
+)
+
+from .norms import randomise_norms
+from .qwen import (
+    CHAT_TEMPLATE,
+    OPENAI_CLIP_MEAN,
+    OPENAI_CLIP_STD,
+    QWEN2_5_VL_PATCH,
+    _image_processor,
+    _text,
+    _token_ids,
+    _tokenizer,
+    _video_processor,
+    qwen2_5_vl_vision,
+)
+
+#: The text model's MuP scales: the token embeddings are multiplied by EMBEDDING_MULTIPLIER before the first
+#: block, the head's output by LOGITS_SCALING.
+EMBEDDING_MULTIPLIER = 10.0
+LOGITS_SCALING = 0.125
+
+
+def build_hyperclovax_vision_v2() -> tuple[HyperCLOVAXVisionV2ForConditionalGeneration, HyperCLOVAXVisionV2Processor]:
+    """Imitates naver-hyperclovax/HyperCLOVAX-SEED-Think-32B.
+
+    Tower: the tiny Qwen2.5-VL's, merger to 24 wide; projector: a linear from 24
+    to the text width 32. Text (HyperCLOVAX): 2 layers, width 32, 2 query heads
+    / 1 key-value head of dim 16, gated SiLU MLP 64 wide, Peri-LN blocks
+    (``use_post_norm``: ``post_norm1`` after the attention, ``post_norm2`` after
+    the MLP), ``embedding_multiplier`` 10 and ``logits_scaling`` 0.125 (MuP),
+    ``residual_multiplier`` 1 (the config's default; with another value the
+    blocks' attention_output and mlp_output are Unavailable, see the family),
+    tied embeddings. Every norm's weight is drawn (`randomise_norms`).
+    """
+    tokenizer = _tokenizer(byte_level=True, tokenizer_class=GPT2Tokenizer)
+    ids = _token_ids(tokenizer)
+    text = HyperCLOVAXConfig(**_text(
+        tokenizer,
+        head_dim=16,
+        embedding_multiplier=EMBEDDING_MULTIPLIER,
+        logits_scaling=LOGITS_SCALING,
+        use_post_norm=True,
+        tie_word_embeddings=True,
+    ))
+    config = HyperCLOVAXVisionV2Config(
+        text_config=text.to_dict(),
+        vision_config={"model_type": "qwen2_5_vl_vision", **qwen2_5_vl_vision(out_hidden_size=24)},
+        image_token_id=ids["image_token_id"],
+        video_token_id=ids["video_token_id"],
+        tie_word_embeddings=True,
+    )
+    model = HyperCLOVAXVisionV2ForConditionalGeneration(config)
+    randomise_norms(model)
+    processor = HyperCLOVAXVisionV2Processor(
+        image_processor=_image_processor(QWEN2_5_VL_PATCH, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
+        tokenizer=tokenizer,
+        video_processor=_video_processor(Qwen2VLVideoProcessor, QWEN2_5_VL_PATCH, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
+        chat_template=CHAT_TEMPLATE,
+    )
+    return model, processor
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"hyperclovax_vision_v2": build_hyperclovax_vision_v2}
