@@ -165,6 +165,11 @@ class Row:
     text_gaps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: the family names a transformers bug that breaks its root's forward on some releases (envoys.bugs)
     forward_bug: bool = False
+    #: the native path of the position embeddings the text model adds before its first block (OPT's learned ones),
+    #: which layers[0].input holds at the image tokens besides image_features; None where it adds none
+    positions: str | None = None
+    #: the root's forward runs on text alone (a text-only load traces a prompt); BLIP-2's requires pixel_values
+    text_alone: bool = True
     #: the rules that rewrite the checkpoint's forwards (`envoys.rules`, as ``python -m instrument.show`` names them):
     #: its host's scatter, the listed forwards it runs, and the kernel call and eager kernel of each attention class
     rules: tuple[str, ...] = ()
