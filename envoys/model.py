@@ -1,7 +1,8 @@
 """`StandardizedTransformer`: load an image-text-to-text checkpoint under the standard names.
 
 Loading, in order: the config names the family (an unsupported model_type is
-refused, listing the supported ones); the model is loaded with real weights
+refused, listing the supported ones, and a checkpoint its family cannot serve,
+such as BLIP-2 on Flan-T5, is refused saying why: `Family.unservable`); the model is loaded with real weights
 (a hub id and a local ``save_pretrained`` directory alike; a checkpoint of
 a family's text model saved alone, such as ``qwen3_5_text``, loads as the
 causal LM it is, with the text names, and ``model.vision`` says why it has
@@ -64,8 +65,9 @@ TEXT_GENERATION = "text-generation"
 HUB_KEYWORDS = ("revision", "token", "trust_remote_code", "cache_dir", "local_files_only")
 
 
-def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> str:
-    """The checkpoint's ``model_type``, read from its config file before anything is loaded.
+def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The checkpoint's ``model_type`` and its config as saved (a dict), read from its config file before anything
+    is loaded.
 
     The config object itself is built once, by ``from_pretrained`` with the
     model (building it costs tens of milliseconds). A config that defers to
@@ -74,8 +76,8 @@ def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> str:
     config_dict, _ = PretrainedConfig.get_config_dict(name_or_path, **hub)
     model_type = config_dict.get("model_type")
     if isinstance(model_type, str) and "AutoConfig" not in config_dict.get("auto_map", {}):
-        return model_type
-    return AutoConfig.from_pretrained(name_or_path, **hub).model_type
+        return model_type, config_dict
+    return AutoConfig.from_pretrained(name_or_path, **hub).model_type, config_dict
 
 
 def instrument(model: torch.nn.Module, family: Family) -> dict[str, str]:
@@ -200,9 +202,9 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             raise ValueError(f"task must be {IMAGE_TEXT_TO_TEXT!r} (or None for text only); got {task!r}")
         name_or_path = str(name_or_path)
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
-        model_type = checkpoint_model_type(name_or_path, hub)
+        model_type, saved_config = checkpoint_model_type(name_or_path, hub)
         family = family_for(model_type)
-        refused = family.unservable(PretrainedConfig.get_config_dict(name_or_path, **hub)[0])
+        refused = family.unservable(saved_config)
         if refused is not None:
             raise ValueError(f"{name_or_path} is a {model_type} checkpoint that cannot be served: {refused}")
         if family.text_only and task == IMAGE_TEXT_TO_TEXT:
