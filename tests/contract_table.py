@@ -605,7 +605,7 @@ ROWS: dict[str, Row] = {
     # envoys/tiny/blip_2.py: the BLIP ViT on 32x32 images (any input resized) of 8 px patches, CLS first (1 + 16 rows),
     # 2 blocks, post_layernorm over every row; 4 Q-Former queries, 4 image tokens an image, one image a prompt (two
     # images are two prompts); the projector (the language projection) reads the Q-Former's output
-    # (tests/test_blip_2.py). OPT text: learned positions added before block 0, the MLP inline (no mlp_output).
+    # (tests/test_blip_2_instructblip.py). OPT text: learned positions added before block 0, the MLP inline (no mlp_output).
     "blip-2": Row(
         image_tokens=(4, 4),
         sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
