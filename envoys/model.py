@@ -1,7 +1,8 @@
 """`StandardizedTransformer`: load an image-text-to-text checkpoint under the standard names.
 
 Loading, in order: the config names the family (an unsupported model_type is
-refused, listing the supported ones); the model is loaded with real weights
+refused, listing the supported ones, and a checkpoint its family cannot serve,
+such as BLIP-2 on Flan-T5, is refused saying why: `Family.unservable`); the model is loaded with real weights
 (a hub id and a local ``save_pretrained`` directory alike; a checkpoint of
 a family's text model saved alone, such as ``qwen3_5_text``, loads as the
 causal LM it is, with the text names, and ``model.vision`` says why it has
@@ -64,8 +65,9 @@ TEXT_GENERATION = "text-generation"
 HUB_KEYWORDS = ("revision", "token", "trust_remote_code", "cache_dir", "local_files_only")
 
 
-def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> str:
-    """The checkpoint's ``model_type``, read from its config file before anything is loaded.
+def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The checkpoint's ``model_type`` and its config as saved (a dict), read from its config file before anything
+    is loaded.
 
     The config object itself is built once, by ``from_pretrained`` with the
     model (building it costs tens of milliseconds). A config that defers to
@@ -74,8 +76,8 @@ def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> str:
     config_dict, _ = PretrainedConfig.get_config_dict(name_or_path, **hub)
     model_type = config_dict.get("model_type")
     if isinstance(model_type, str) and "AutoConfig" not in config_dict.get("auto_map", {}):
-        return model_type
-    return AutoConfig.from_pretrained(name_or_path, **hub).model_type
+        return model_type, config_dict
+    return AutoConfig.from_pretrained(name_or_path, **hub).model_type, config_dict
 
 
 def instrument(model: torch.nn.Module, family: Family) -> dict[str, str]:
@@ -200,8 +202,11 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             raise ValueError(f"task must be {IMAGE_TEXT_TO_TEXT!r} (or None for text only); got {task!r}")
         name_or_path = str(name_or_path)
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
-        model_type = checkpoint_model_type(name_or_path, hub)
+        model_type, saved_config = checkpoint_model_type(name_or_path, hub)
         family = family_for(model_type)
+        refused = family.unservable(saved_config)
+        if refused is not None:
+            raise ValueError(f"{name_or_path} is a {model_type} checkpoint that cannot be served: {refused}")
         if family.text_only and task == IMAGE_TEXT_TO_TEXT:
             raise ValueError(
                 f"{name_or_path} is a {model_type} checkpoint, {family.model_type}'s text model saved alone: "
@@ -263,8 +268,26 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
             raise
         kwargs = {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
+        self._refuse_more_images_than_prompts(kwargs)
         self._record_image_inputs(kwargs, invokes)
         return args, kwargs
+
+    def _refuse_more_images_than_prompts(self, kwargs: dict[str, Any]) -> None:
+        """Refuse, before the model runs, a batch with more images than its prompts take, on a family whose
+        processor writes a fixed run of image tokens per prompt (``images_per_prompt``): the host would scatter as
+        many rows as the prompts have image tokens and drop the rest, or fail."""
+        most = self.family.images_per_prompt
+        pixels, ids = kwargs.get("pixel_values"), kwargs.get("input_ids")
+        if most is None or not isinstance(pixels, torch.Tensor) or not isinstance(ids, torch.Tensor):
+            return
+        images, prompts = pixels.shape[0], ids.shape[0]
+        if images > most * prompts:
+            raise ValueError(
+                f"{images} images for {prompts} prompt(s): a {self.family.model_type} prompt takes {most} image(s), "
+                f"its processor writing one run of image tokens at the start of each prompt, and the model would "
+                f"scatter only as many images as the prompts have runs; give each image its own prompt "
+                f"(model.trace([prompt] * {images}, images=images))"
+            )
 
     def _record_image_inputs(self, kwargs: dict[str, Any], invokes: list) -> None:
         """Keep a batch's image inputs as ``last_image_inputs`` when it carries images and its input_ids, with the
@@ -278,7 +301,8 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.
 
         A variable of the trace left bound to a standard value it did not save is bound to a `NotSaved` that
-        says so (`envoys.not_saved`).
+        says so (`envoys.not_saved`). Whether the run is a ``generate`` is kept while it lasts, for the values a
+        family's own generate does not compute in a forward (`envoys.vision.generated_apart`).
 
         Only while the bug's condition holds (`envoys.bugs`), and only for an
         error of that bug: it is re-raised as a `TransformersBug` naming it and
@@ -286,6 +310,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """
         mediators = list(self.interleaver.mediators)
         self.__dict__["_served"] = {}
+        self.__dict__["_generating"] = getattr(fn, "__name__", None) == "generate"  # `envoys.vision.generated_apart`
         try:
             result = super().interleave(fn, *args, **kwargs)
             bind_not_saved(mediators, self.__dict__["_served"])
@@ -298,6 +323,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             raise explained from error
         finally:
             self.__dict__["_served"] = {}
+            self.__dict__["_generating"] = False
 
     def record_served(self, label: str, value: Any) -> None:
         """Note a standard value handed out in the running trace, so that a variable left holding it unsaved

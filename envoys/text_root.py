@@ -164,7 +164,8 @@ class TextRoot:
 
     @property
     def intermediate_size(self) -> int:
-        return self.text_config.intermediate_size
+        """The MLP's width: the config's intermediate_size (``ffn_dim``, OPT's spelling)."""
+        return getattr(self.text_config, "intermediate_size", None) or self.text_config.ffn_dim
 
     @property
     def vocab_size(self) -> int:

@@ -92,6 +92,19 @@ def no_images(envoy: Any) -> str | None:
     return family.unserved(envoy) if family is not None else None
 
 
+def generated_apart(envoy: Any) -> str | None:
+    """Why a value read at the root's forward (the mask, the scatter) is not served in the running ``generate``, or
+    None: the family's class generates in its own way, without running the root's forward (its ``generate_note``)."""
+    root = envoy.root
+    note = getattr(getattr(root, "family", None), "generate_note", None)
+    return note if note is not None and root.__dict__.get("_generating", False) else None
+
+
+def no_image_tokens(envoy: Any) -> str | None:
+    """Why ``vision.image_token_mask`` is unavailable, or None."""
+    return no_images(envoy) or generated_apart(envoy)
+
+
 def features_argument(scatter: Scatter) -> Argument:
     """The argument of the scatter's call that is the image features, as its `Scatter` says."""
     return Argument(*scatter.argument)
@@ -135,7 +148,7 @@ def scatter_host(root: Any) -> tuple[Any, str, Argument] | None:
 
 def no_image_features(vision: Any) -> str | None:
     """Why ``vision.image_features`` is unavailable, or None."""
-    reason = no_images(vision)
+    reason = no_images(vision) or generated_apart(vision)
     if reason is not None:
         return reason
     host, operation, _ = scatter_host(vision.root)
@@ -178,7 +191,7 @@ class Vision(Standard):
     image_sizes_are: str | None = None
 
     @EProperty(key=lambda v: f"{v.root.path}.input", description="which positions hold an image token [batch, seq] bool",
-               unavailable=no_images, read_only="it is where the prompt has image tokens; change the prompt instead",
+               unavailable=no_image_tokens, read_only="it is where the prompt has image tokens; change the prompt instead",
                every_step=True)
     def image_token_mask(self, inputs: Any) -> ImageTokenMask:
         """Which positions of the text batch hold an image token, ``[batch, seq]`` bool, off the root's ``input_ids``.

@@ -60,10 +60,13 @@ def missing(source: Path) -> str:
 
 
 def model_test_files(source: Path, model_type: str) -> tuple[Path, ...]:
-    """``model_type``'s model test modules in ``source``, relative to it: ``test_modeling_<model_type>.py``, else
-    every ``test_modeling_*.py`` of its folder (a family whose tests go by another name); none when it has none."""
-    folder = source / "tests" / "models" / model_type
-    named = folder / f"test_modeling_{model_type}.py"
+    """``model_type``'s model test modules in ``source``, relative to it: ``test_modeling_<module>.py``, else
+    every ``test_modeling_*.py`` of its folder (a family whose tests go by another name); none when it has none.
+    The folder and the module are named as transformers names the model's package: the model_type with its hyphens
+    as underscores (``blip-2``'s are ``tests/models/blip_2/test_modeling_blip_2.py``)."""
+    module = model_type.replace("-", "_")
+    folder = source / "tests" / "models" / module
+    named = folder / f"test_modeling_{module}.py"
     found = (named,) if named.is_file() else tuple(sorted(folder.glob("test_modeling_*.py")))
     return tuple(path.relative_to(source) for path in found)
 

@@ -171,6 +171,11 @@ class Row:
     text_gaps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: the family names a transformers bug that breaks its root's forward on some releases (envoys.bugs)
     forward_bug: bool = False
+    #: the native path of the position embeddings the text model adds before its first block (OPT's learned ones),
+    #: which layers[0].input holds at the image tokens besides image_features; None where it adds none
+    positions: str | None = None
+    #: the root's forward runs on text alone (a text-only load traces a prompt); BLIP-2's requires pixel_values
+    text_alone: bool = True
     #: the rules that rewrite the checkpoint's forwards (`envoys.rules`, as ``python -m instrument.show`` names them):
     #: its host's scatter, the listed forwards it runs, and the kernel call and eager kernel of each attention class
     rules: tuple[str, ...] = ()
@@ -711,6 +716,38 @@ ROWS: dict[str, Row] = {
         embedding_multiplier=10.0,
         rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
                *attention("hyperclovax", "HyperCLOVAXAttention")),
+    ),
+    # envoys/tiny/blip_2.py: the BLIP ViT on 32x32 images (any input resized) of 8 px patches, CLS first (1 + 16 rows),
+    # 2 blocks, post_layernorm over every row; 4 Q-Former queries, 4 image tokens an image, one image a prompt (two
+    # images are two prompts); the projector (the language projection) reads the Q-Former's output
+    # (tests/test_blip_2_instructblip.py). OPT text: learned positions added before block 0, the MLP inline (no mlp_output).
+    "blip-2": Row(
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=None,
+        prefix=1,
+        final_norm=True,
+        text_gaps={"mlp_output": (0, 1)},
+        positions="language_model.model.decoder.embed_positions",
+        text_alone=False,
+        rules=(scatter("blip_2"), *attention("blip_2", "Blip2Attention"), "blip_2.Blip2QFormerMultiHeadAttention",
+               *attention("opt", "OPTAttention")),
+    ),
+    # envoys/tiny/blip_2.py, build_instructblip: blip-2's tower, Q-Former sizes and processor (4 image tokens an image,
+    # one image a prompt); the Q-Former also reads the prompt; a Llama text model.
+    "instructblip": Row(
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=None,
+        prefix=1,
+        final_norm=True,
+        text_alone=False,
+        rules=(scatter("instructblip"), *attention("instructblip", "InstructBlipAttention"),
+               "instructblip.InstructBlipQFormerMultiHeadAttention", *LLAMA_ATTENTION),
     ),
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final

@@ -124,13 +124,14 @@ def test_the_release_table_gains_a_column_where_transformers_tests_ran():
 
 def test_a_familys_test_module_is_found_by_its_model_type_or_its_folder(tmp_path):
     for path in (FILE, "tests/models/llava/test_processing_llava.py", "tests/models/qwen3_5/test_modeling_qwen3_5_moe.py",
-                 "tests/models/qwen3_5/test_modeling_qwen3_5_text.py"):
+                 "tests/models/qwen3_5/test_modeling_qwen3_5_text.py", "tests/models/blip_2/test_modeling_blip_2.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("")
     assert hf_source.model_test_files(tmp_path, "llava") == (Path(FILE),)
     assert hf_source.model_test_files(tmp_path, "qwen3_5") == (
         Path("tests/models/qwen3_5/test_modeling_qwen3_5_moe.py"), Path("tests/models/qwen3_5/test_modeling_qwen3_5_text.py"))
     assert hf_source.model_test_files(tmp_path, "gemma3") == ()
+    assert hf_source.model_test_files(tmp_path, "blip-2") == (Path("tests/models/blip_2/test_modeling_blip_2.py"),)
     assert hf_source.missing(tmp_path) == ""
 
 

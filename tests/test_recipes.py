@@ -18,6 +18,7 @@ import torch
 from envoys import StandardizedTransformer, Unavailable, recipes
 from envoys.standard import child
 from envoys.tiny import NAMES, chat_prompt, noise_image
+from envoys.tiny.images import ONE_IMAGE_A_PROMPT
 
 #: LLaVA (SigLIP; CLIP, whose CLS token the projector drops) and the Qwen ViT (packed, merge-block order; Qwen2.5-VL's
 #: window order; Qwen3-VL's DeepStack): a square grid and packed ones.
@@ -35,14 +36,20 @@ def model(request, tiny_checkpoint):
     )
 
 
+def images_for(model, images=IMAGES) -> list:
+    """The images a recipe runs on with one prompt: both, or the first alone where a prompt takes one image
+    (BLIP-2's processor)."""
+    return images[:1] if type(model.processor).__name__ in ONE_IMAGE_A_PROMPT else images
+
+
 def prompt(model) -> str:
-    return chat_prompt(model.processor, len(IMAGES), "Where is the cat?")
+    return chat_prompt(model.processor, len(images_for(model)), "Where is the cat?")
 
 
 def inputs(model, images=IMAGES) -> dict[str, torch.Tensor]:
     """The processor's outputs, floating-point ones in the model's dtype (Llama 4's come in bfloat16), as the
     image-text-to-text pipeline casts them."""
-    batch = model.processor(text=[prompt(model)], images=images, return_tensors="pt")
+    batch = model.processor(text=[prompt(model)], images=images_for(model, images), return_tensors="pt")
     return {key: value.to(model._module.dtype) if value.is_floating_point() else value for key, value in batch.items()}
 
 
@@ -252,16 +259,17 @@ def test_the_grid_recipes_on_every_family_with_a_layout(any_model):
     batch = inputs(model)
     mask = image_mask(model, batch)
     outputs = block_outputs(model, batch)
-    with model.trace(prompt(model), images=IMAGES) as tracer:  # the batch the grids read
+    with model.trace(prompt(model), images=images_for(model)) as tracer:  # the batch the grids read
         tracer.stop()
     try:
         model.vision.token_grid(outputs[0][mask], image=0)
     except Unavailable as unavailable:  # image tokens on no grid (a resampler's latents): the recipes say so too
         reason = re.escape(str(unavailable))
         with pytest.raises(Unavailable, match=reason):
-            recipes.logit_lens(model, prompt(model), IMAGES, image=0, layers=[0, -1])
+            recipes.logit_lens(model, prompt(model), images_for(model), image=0, layers=[0, -1])
         with pytest.raises(Unavailable, match=reason):
-            recipes.attention_to_image(model, prompt(model), IMAGES, layer=attention_blocks(model)[-1], image=0)
+            recipes.attention_to_image(model, prompt(model), images_for(model), layer=attention_blocks(model)[-1],
+                                       image=0)
         return
     layer = attention_blocks(model)[-1]
     pattern = attention_patterns(model, batch, [layer])[layer]
@@ -307,7 +315,7 @@ def test_patching_puts_the_clean_image_rows_into_the_corrupted_run(any_model):
             return (patched, *output[1:]) if isinstance(output, tuple) else patched
         expected.append(logit_difference(plain_logits(model, corrupted, hooks=[(block._module, patch)])))
 
-    result = recipes.patch_image_rows(model, prompt(model), IMAGES, CORRUPTED, target=TARGET)
+    result = recipes.patch_image_rows(model, prompt(model), images_for(model), images_for(model, CORRUPTED), target=TARGET)
     assert result.sites == ("image_features", *(f"layers[{i}]" for i in range(model.num_layers)))
     assert torch.equal(result.patched, torch.stack(expected))
     assert torch.equal(result.clean, logit_difference(clean_logits))
@@ -375,7 +383,7 @@ def test_knockout_removes_the_text_queries_attention_to_the_image_keys(any_model
 
     knocked = plain_logits(model, batch, pre_hooks=[(attention, knock_out) for attention in attentions])
     clean = plain_logits(model, batch)
-    result = recipes.knock_out_image_attention(model, prompt(model), IMAGES, layers=layers, k=3)
+    result = recipes.knock_out_image_attention(model, prompt(model), images_for(model), layers=layers, k=3)
     assert result.layers == tuple(layers) and result.position == mask.shape[1] - 1
     assert torch.equal(result.knocked, knocked[0, -1]) and torch.equal(result.clean, clean[0, -1])
     assert not torch.equal(result.knocked, result.clean)

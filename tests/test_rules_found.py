@@ -270,12 +270,26 @@ def test_a_scatter_counted_on_the_tree_is_one_the_rewriter_finds(hosts):
 # -- on the tiny checkpoints -------------------------------------------------------------------------------
 
 
+def _chain(func: ast.expr) -> str:
+    """A callee's attribute chain as nnsight names it: subscripts skipped, cut where a call's result (or any other
+    expression) begins (``inputs_embeds.to(device).masked_scatter`` -> ``masked_scatter``)."""
+    parts = []
+    while isinstance(func, ast.Attribute | ast.Subscript):
+        if isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    return ".".join(reversed(parts))
+
+
 def _rewritten(source: str) -> set[str]:
     """The callees a forward's source calls, dotted (a check independent of the finder's own reader)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
             found.add(ast.unparse(node.func))
+            found.add(_chain(node.func))
     return found
 
 

@@ -23,7 +23,7 @@ except ImportError:
 from conftest import absent
 
 from envoys.tiny import NAMES, build_checkpoint
-from envoys.tiny.images import chat_prompt, noise_image
+from envoys.tiny.images import ONE_IMAGE_A_PROMPT, chat_prompt, image_prompts, noise_image
 
 #: (model class, processor class, tokenizer class) each checkpoint loads as.
 CLASSES = {
@@ -71,6 +71,8 @@ CLASSES = {
     "glm46v": ("Glm46VForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
     "glmga": ("Glm46VForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
     "glm_ocr": ("GlmOcrForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
+    "blip-2": ("Blip2ForConditionalGeneration", "Blip2Processor", "TokenizersBackend"),
+    "instructblip": ("InstructBlipForConditionalGeneration", "InstructBlipProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -118,6 +120,8 @@ IMAGE_TOKENS = {
     "glm46v": (4, 12),
     "glmga": (4, 12),
     "glm_ocr": (4, 12),
+    "blip-2": (4, 4),  # the Q-Former's 4 queries an image, one image a prompt
+    "instructblip": (4, 4),
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
@@ -132,6 +136,8 @@ PLACEHOLDER_TOKENS = {"pp_chart2table": "<img>"}
 #: (Llama 4's prompt marks each image with one <|image|>, and the features go to its <|patch|> tokens; InternVL's
 #: and Qianfan-OCR's tokenizers name their image token context_image_token, as their processors read it.)
 FEATURE_TOKENS = {"llama4": "<|patch|>", "internvl": "<IMG_CONTEXT>", "qianfan_ocr": "<IMG_CONTEXT>"}
+#: (BLIP-2's and InstructBLIP's tokenizers name no image token, as on the hub: their processors add <image>.)
+FEATURE_TOKENS.update({"blip-2": "<image>", "instructblip": "<image>"})
 
 #: Checkpoints whose plain transformers forward fails on every call while their family's known bug is present
 #: (`envoys.bugs`), and where that is covered instead.
@@ -266,7 +272,7 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
     # high-res tower's pixels: high_res_pixel_values
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
                                      "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
-                                     "pixel_mask", "high_res_pixel_values")
+                                     "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
@@ -300,7 +306,7 @@ def test_forward_scatters_one_feature_per_image_token(
     model, processor = loaded(name)
     if reason := forward_fails(name, model):
         pytest.skip(reason)
-    prompt = chat_prompt(processor, n_images, TEXT)
+    prompt = image_prompts(processor, n_images, TEXT)  # one prompt an image where the processor takes one a prompt
     # floating-point inputs in the model's dtype, as transformers' pipeline casts them (Llama 4's pixels are bfloat16)
     inputs = processor(images=_images(n_images), text=prompt, return_tensors="pt").to(model.dtype)
 
@@ -339,6 +345,13 @@ def test_noise_image_is_deterministic_noise() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_chat_prompt_has_one_placeholder_per_image(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
     _, processor = loaded(name)
+    if type(processor).__name__ in ONE_IMAGE_A_PROMPT:  # no placeholder: the processor writes the tokens, once a prompt
+        for n in (1, 2, 3):
+            prompts = image_prompts(processor, n, TEXT)
+            assert len(prompts) == n and all(TEXT in p and "<image>" not in p for p in prompts)
+        ids = processor(text=prompts[:1], images=_images(1))["input_ids"][0]
+        assert ids[: processor.num_query_tokens] == [processor.tokenizer.convert_tokens_to_ids("<image>")] * processor.num_query_tokens
+        return
     placeholder = PLACEHOLDER_TOKENS.get(name) or getattr(processor, PLACEHOLDERS.get(name, "image_token"))
     for n in (1, 2, 3):
         prompt = chat_prompt(processor, n, TEXT)

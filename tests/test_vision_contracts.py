@@ -34,7 +34,7 @@ from contract_table import ROWS, Row
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import NAMES, chat_prompt
+from envoys.tiny import NAMES, image_prompts
 from instrument import installed
 from instrument.show import main as show
 
@@ -102,13 +102,25 @@ def plain(model):
     return AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
 
 
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
+def prompt(model, images) -> str | list[str]:
+    """One prompt holding every image, or one prompt an image where the processor takes one a prompt (BLIP-2's)."""
+    return image_prompts(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images):
     """The stock processor's outputs, floating-point ones in float32 (as transformers' pipeline casts them)."""
-    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt").to(torch.float32)
+    text = prompt(model, images)
+    return model.processor(text=text if isinstance(text, list) else [text], images=images,
+                           return_tensors="pt").to(torch.float32)
+
+
+def positions(model, row: Row):
+    """Inside a trace: the position embeddings the text model adds before its first block (its row's ``positions``,
+    a native path), saved."""
+    module = model
+    for name in row.positions.split("."):
+        module = getattr(module, name)
+    return module.output.save()
 
 
 def bug_present(model) -> bool:
@@ -145,9 +157,12 @@ def test_show_lists_every_rewritten_forward_with_its_sites(model, row, capsys):
 @COUNTS
 def test_image_features_are_what_the_text_model_receives_at_the_image_tokens(model, row, count):
     images = row.images[:count]
+    added = None  # bound before the trace: nnsight hands back the values its body sets, and None is none of them
     with model.trace(prompt(model, images), images=images) as tracer:
         mask = model.vision.image_token_mask.save()
         features = model.vision.image_features.save()
+        if row.positions is not None:
+            added = positions(model, row)
         first = model.layers[0].input.save()
         tracer.stop()
     ids = processed(model, images)["input_ids"]
@@ -155,7 +170,10 @@ def test_image_features_are_what_the_text_model_receives_at_the_image_tokens(mod
     assert mask.dtype == torch.bool and torch.equal(mask, ids == model.config.image_token_id)
     assert int(mask.sum()) == tokens
     assert features.shape == (tokens, model.hidden_size)
-    assert torch.equal(first[mask], features * row.embedding_multiplier)  # x * 1.0 is x, exactly
+    # a text model that multiplies its embeddings after the scatter (Granite, HyperCLOVAX) multiplies the features too
+    # (x * 1.0 is x, exactly), and one that adds learned positions before its first block (OPT) adds them too
+    scattered = features * row.embedding_multiplier
+    assert torch.equal(first[mask], scattered if added is None else scattered + added[mask])
 
 
 # -- the tower -------------------------------------------------------------------------------------------------------
@@ -286,9 +304,12 @@ def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, ro
         clean_first = model.layers[0].input.save()
         clean = model.logits.save()
         tracer.stop()
+    added = None
     with model.trace(text, images=images) as tracer:
         mask = model.vision.image_token_mask.save()
         model.vision.image_features[:] = 0
+        if row.positions is not None:
+            added = positions(model, row)
         first = model.layers[0].input.save()
         ablated = model.logits.save()
         tracer.stop()
@@ -297,7 +318,7 @@ def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, ro
         tracer.stop()
     vocab = model.config.get_text_config().vocab_size
     assert clean.shape == (*processed(model, images)["input_ids"].shape, vocab)
-    assert torch.equal(first[mask], torch.zeros_like(first[mask]))
+    assert torch.equal(first[mask], torch.zeros_like(first[mask]) if added is None else added[mask])
     assert torch.equal(first[~mask], clean_first[~mask])  # the text rows untouched
     assert not torch.equal(ablated, clean)
     assert torch.equal(again, clean)
@@ -369,6 +390,11 @@ def test_a_text_only_load_has_no_vision_values(row, tiny_checkpoint, name):
                  lambda: model.vision.layers[0].self_attn.attention_probabilities):
         with pytest.raises(Unavailable, match=r"load it with StandardizedTransformer\(name, task='image-text-to-text'\)"):
             read()
+    if not row.text_alone:  # the root's forward requires pixels: transformers refuses text alone
+        with pytest.raises(TypeError, match="pixel_values"):
+            with model.trace("What is in the picture ?"):
+                model.logits.save()
+        return
     with model.trace("What is in the picture ?") as tracer:  # the text model still runs
         logits = model.logits.save()
         tracer.stop()
@@ -382,6 +408,8 @@ def test_a_text_only_load_has_no_vision_values(row, tiny_checkpoint, name):
 def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, row, plain, count):
     if bug_present(model):
         pytest.skip(f"generate cannot run on this release: {model.family.forward_bug.reason()}")
+    if model.family.generate_note is not None:
+        return generation_apart(model, row, plain, count)
     images = row.images[:count]
     text, inputs = prompt(model, images), processed(model, images)
     options = {"max_new_tokens": STEPS, "min_new_tokens": STEPS, "do_sample": False}
@@ -410,6 +438,38 @@ def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, r
                 seen.append(model.vision.image_token_mask.save())
                 later.append(value().save())
         assert len(seen) == 1 and later == []
+
+
+def generation_apart(model, row, plain, count):
+    """A family whose class generates in its own way, without running the root's forward (its ``generate_note``):
+    the tower's and the projector's values on step 0, the logits on every step, the plain model's tokens; the
+    mask and image_features, read at the root's forward, Unavailable saying why."""
+    images = row.images[:count]
+    text, inputs = prompt(model, images), processed(model, images)
+    options = {"max_new_tokens": STEPS, "min_new_tokens": STEPS, "do_sample": False}
+    with model.generate(text, images=images, **options) as tracer:
+        logits, stream, projected = nnsight.save([]), nnsight.save([]), nnsight.save([])
+        for step in tracer.iter[0:STEPS]:
+            if step == 0:
+                stream.append(model.vision.layers[0].layer_output.save())
+                projected.append(model.projector.output.save())
+            logits.append(model.logits.save())
+        generated = tracer.result.save()
+    assert torch.equal(generated, plain.generate(**inputs, **options))
+    assert len(logits) == STEPS and all(step.shape[-1] == model.vocab_size for step in logits)
+    assert stream[0].shape == (*row.stream.shape(count), row.sizes.vision_hidden_size)
+    assert projected[0].shape == (*row.projected.shape(count), model.hidden_size)
+    note = re.escape(model.family.generate_note)
+    for value in (lambda: model.vision.image_token_mask, lambda: model.vision.image_features):
+        with pytest.raises(Unavailable, match=note):
+            with model.generate(text, images=images, **options):
+                value().save()
+    with model.generate(text, images=images, **options) as tracer:  # the tower does not run again
+        seen, later = nnsight.save([]), nnsight.save([])
+        for _ in tracer.iter[1:STEPS]:
+            seen.append(model.logits.save())
+            later.append(model.vision.layers[0].layer_output.save())
+    assert len(seen) == 1 and later == []
 
 
 def logits_of(module, logits_at: str, inputs) -> dict:

@@ -82,6 +82,14 @@ class Family:
     #: why an envoy of the tower's classes is not served, or None: a module of a served class that no image runs
     #: through (Video-LLaVA's video tower, a second CLIP tower), whose values are then all `Unavailable`
     unserved: Callable[[Any], str | None] = field(default=lambda envoy: None)
+    #: why a checkpoint of this model_type cannot be served, read off its config as saved (a dict) before anything is
+    #: loaded, or None (BLIP-2 on an encoder-decoder text model)
+    unservable: Callable[[dict[str, Any]], str | None] = field(default=lambda config: None)
+    #: what generate serves and does not, where the class generates in its own way (not through the root's forward)
+    generate_note: str | None = None
+    #: the most images one prompt takes, where the processor writes a fixed run of image tokens per prompt (BLIP-2's:
+    #: 1); None for any number
+    images_per_prompt: int | None = None
 
     @property
     def root_scatter(self) -> str | None:

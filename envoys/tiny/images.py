@@ -44,6 +44,19 @@ def patch_coloured_image(rows: int, columns: int, patch: int) -> Image.Image:
     return Image.fromarray(np.ascontiguousarray(pixels.reshape(rows * patch, columns * patch, 3)))
 
 
+#: Processors that write an image's tokens at the start of every prompt, once a prompt, from no placeholder
+#: (BLIP-2's and InstructBLIP's): a prompt takes one image, so several images go in several prompts.
+ONE_IMAGE_A_PROMPT = ("Blip2Processor", "InstructBlipProcessor")
+
+
+def image_prompts(processor: Any, n_images: int, text: str) -> str | list[str]:
+    """What to trace ``n_images`` images with: `chat_prompt` holding every image, or, for a processor of
+    `ONE_IMAGE_A_PROMPT`, a list of ``n_images`` prompts of one image each (a batch, image i in prompt i)."""
+    if type(processor).__name__ in ONE_IMAGE_A_PROMPT:
+        return [chat_prompt(processor, 1, text)] * n_images
+    return chat_prompt(processor, n_images, text)
+
+
 def chat_prompt(processor: Any, n_images: int, text: str) -> str:
     """One user turn holding `n_images` image entries then `text`, rendered with the
     processor's chat template, ending with the assistant's generation prompt.
@@ -56,4 +69,7 @@ def chat_prompt(processor: Any, n_images: int, text: str) -> str:
     content: list[dict[str, str]] = [{"type": "image"} for _ in range(n_images)]
     content.append({"type": "text", "text": text})
     messages = [{"role": "user", "content": content}]
-    return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    # a processor that keeps no chat template of its own (BLIP-2's) renders its tokenizer's
+    own = getattr(processor, "chat_template", None)
+    template = None if own else getattr(getattr(processor, "tokenizer", None), "chat_template", None)
+    return processor.apply_chat_template(messages, chat_template=template, add_generation_prompt=True, tokenize=False)
