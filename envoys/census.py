@@ -90,6 +90,11 @@ LEFT_OUT = {
                  "expanded by `post` and added to `comb @ residual`, so layer_input + attention_output + mlp_output == "
                  "layer_output has no standard form; it needs a hyper-connection layout (the stream axis, the collapsed "
                  "input, `post`/`comb`, the head's mean over streams); its tower is GLM-OCR's layout, served",
+    "instructblipvideo": "video only: its processor takes clips (`pixel_values` `[batch, frames, 3, H, W]`), and "
+                         "`InstructBlipVideoForConditionalGeneration` runs the BLIP ViT and the Q-Former on every "
+                         "frame and scatters every frame's queries at the video token (`video_token_id`); "
+                         "`envoys.qformer` names its modules as InstructBLIP's, but its values are a video's: serving it "
+                         "needs the video side (frames as rows, the video token's mask)",
     "apertus1p5": "VQ image tokens with no tower of blocks: a convolutional VQ tokenizer (ResNet stages, "
                   "`Apertus1p5VisionTokenizerModel`) turns each image into codes of the text vocabulary, which the "
                   "text model's own embedding table embeds before the scatter; there are no tower blocks, attention "
