@@ -42,7 +42,7 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from .layouts import Hidden, Patches
 from .per_image import per_image_pattern
-from .qwen import QwenVision, QwenVisionAttention
+from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from .sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
 from .standard import child
 from .text import Attention, Layer, Mlp, value
@@ -139,19 +139,8 @@ class GlmMlp(Mlp):
     mlp_output = post_norm_output("mlp_output", Hidden, "MLP", MLP_POST_NORM)
 
 
-#: The native names of the GLM ViT and GLM-4 text model under the standard ones, shared by the four families.
-GLM_RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.visual": "vision",
-    "model.visual.merger": "projector",
-    "blocks": "layers",
-    "attn": "self_attn",
-    "norm1": "input_layernorm",
-    "norm2": "post_attention_layernorm",
-    "attn.proj": "attn.o_proj",
-    "post_layernorm": "norm",
-}
+#: The native names of the GLM ViT and GLM-4 text model under the standard ones, shared by the four families: the Qwen
+#: ViT's, and the tower's final norm.
+GLM_RENAME = {**QWEN_VIT_RENAME, "post_layernorm": "norm"}
 
 __all__ = ["GLM_RENAME", "PER_IMAGE", "GlmAttention", "GlmLayer", "GlmMlp", "GlmVision", "GlmVisionAttention"]

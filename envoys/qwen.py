@@ -50,6 +50,21 @@ from .text import either, value
 from .values import Argument, EProperty, Field, Item, Selector
 from .vision import Vision, VisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
 
+#: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by every family on it (and
+#: by the GLM ViT's, which names them alike).
+QWEN_VIT_RENAME = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.visual": "vision",
+    "model.visual.merger": "projector",
+    "blocks": "layers",
+    "attn": "self_attn",
+    "norm1": "input_layernorm",
+    "norm2": "post_attention_layernorm",
+    "attn.proj": "attn.o_proj",
+}
+
 #: Why the Qwen ViT's attention has no scores or probabilities, under any implementation.
 PER_IMAGE = (
     "the Qwen ViT's attention makes one interface call per image (attention_interface_2; one per window on "

@@ -57,21 +57,12 @@ from transformers.models.janus.modeling_janus import (
 
 from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
+from .deepseek_vl import RENAME as DEEPSEEK_VL_RENAME
 from .deepseek_vl import DeepseekGrids
-from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME
 
-#: The inner model's text model, tower and aligner, and the tower's SigLIP names, its output projection renamed.
-RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.vision_model": "vision",
-    "model.aligner": "projector",
-    **ENCODER_TOWER_RENAME,
-    "post_layernorm": "norm",
-    **ENCODER_BLOCK_RENAME,
-    "self_attn.projection_layer": "self_attn.o_proj",
-}
+#: DeepSeek-VL's names (the inner model's text model, SigLIP-like tower and aligner), the tower's output projection
+#: renamed.
+RENAME = {**DEEPSEEK_VL_RENAME, "self_attn.projection_layer": "self_attn.o_proj"}
 
 
 class JanusVision(Vision):

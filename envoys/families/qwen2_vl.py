@@ -18,23 +18,9 @@ from transformers.models.qwen2_vl.modeling_qwen2_vl import (
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionAttention as Qwen2VLVisionAttention
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionMlp as Qwen2VLVisionMlp
 
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision import VisionLayer, VisionMlp
 from . import Family
-
-#: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by the four families.
-QWEN_VIT_RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.visual": "vision",
-    "model.visual.merger": "projector",
-    "blocks": "layers",
-    "attn": "self_attn",
-    "norm1": "input_layernorm",
-    "norm2": "post_attention_layernorm",
-    "attn.proj": "attn.o_proj",
-}
 
 RENAME = {**QWEN_VIT_RENAME, "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}
 
