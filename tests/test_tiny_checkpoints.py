@@ -35,6 +35,7 @@ CLASSES = {
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
+    "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava-pixtral": ("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "lighton_ocr": ("LightOnOcrForConditionalGeneration", "LightOnOcrProcessor", "TokenizersBackend"),
@@ -68,6 +69,7 @@ CLASSES = {
     "glm46v": ("Glm46VForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
     "glmga": ("Glm46VForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
     "glm_ocr": ("GlmOcrForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
+    "glm4v_moe": ("Glm4vMoeForConditionalGeneration", "Glm4vProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -80,6 +82,7 @@ IMAGE_TOKENS = {
     "qwen3_vl": (4, 12),
     "qwen3_vl_moe": (4, 12),  # qwen3_vl's tower and processor
     "qwen3_5": (4, 12),
+    "qwen3_5_moe": (4, 12),  # qwen3_5's tower and processor
     "mistral3": (16, 48),
     "llava-pixtral": (16, 48),  # no merge: one token per 8 px patch, 4x4 and 6x8
     "lighton_ocr": (16, 48),  # mistral3's sizes: 2x2 merge of 4 px patches, 4x4 and 6x8
@@ -113,6 +116,7 @@ IMAGE_TOKENS = {
     "glm46v": (4, 12),
     "glmga": (4, 12),
     "glm_ocr": (4, 12),
+    "glm4v_moe": (4, 12),  # glm4v's tower and processor
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
