@@ -16,18 +16,18 @@ output of the call in the router's forward that computes them
 token's experts from them, so a write there changes which experts run and
 what they add. On a plain top-k router (Qwen3-VL-MoE, Qwen3.5-MoE, Aria,
 Llama 4) ``router_logits.topk(k)`` is that choice (a softmax or sigmoid keeps
-the order); a DeepSeek-V3-style router (Mistral Large 4, NemotronH) first
-keeps each token's best ``topk_group`` of ``n_group`` expert groups, and
-NemotronH's adds a score-correction bias, so there the choice is the router's
-own output (``mlp.gate.output[2]``), which equals the logits' top-k only with
-one group and no bias. nnterp (1.3.0, its latest
+the order); a DeepSeek-V3-style router (Mistral Large 4, NemotronH,
+GLM-4.5V) first keeps each token's best ``topk_group`` of ``n_group`` expert
+groups, and NemotronH's and GLM-4.5V's add a score-correction bias, so there
+the choice is the router's own output (``mlp.gate.output[2]``), which equals
+the logits' top-k only with one group and no bias. nnterp (1.3.0, its latest
 release) names no mixture-of-experts value, so the name is
 ``layers[i].mlp.router_logits``, what transformers' routers call it.
 
 The router is the MLP's child whose class's forward computes the logits
-(``mlp.gate`` on Qwen3-VL-MoE, Mistral Large 4 and NemotronH; ``mlp.router``
-on Aria and Llama 4), or the MLP itself where it computes them in its own
-forward. On a model with sparse blocks every block's MLP is a `RoutedMlp`
+(``mlp.gate`` on Qwen3-VL-MoE, Qwen3.5-MoE, Mistral Large 4, NemotronH and
+GLM-4.5V; ``mlp.router`` on Aria and Llama 4), or the MLP itself where it
+computes them in its own forward. On a model with sparse blocks every block's MLP is a `RoutedMlp`
 (`Family.envoys_for` keys them), so ``support()`` says for each dense block
 that it has no router.
 """

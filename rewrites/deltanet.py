@@ -1,4 +1,4 @@
-"""Gated DeltaNet: the kernel call of a linear-attention block (Qwen3.5's ``linear_attn``).
+"""Gated DeltaNet: the kernel call of a linear-attention block (Qwen3.5's and Qwen3.5-MoE's ``linear_attn``).
 
 The forward projects and convolves the block's input into queries, keys and
 values (``[batch, seq, heads, head_dim]``), computes the decays
@@ -57,4 +57,5 @@ def _deltanet(model_type: str, target: str) -> Rule:
 
 RULES = (
     _deltanet("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5GatedDeltaNet.forward"),
+    _deltanet("qwen3_5_moe", "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe:Qwen3_5MoeGatedDeltaNet.forward"),
 )

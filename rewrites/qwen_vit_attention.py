@@ -11,9 +11,9 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 - ``attention_interface_2``: the kernel call per image (or window), once each;
 - ``torch_cat_0``: joins the per-image outputs back, ``[1, patches, heads, head_dim]``.
 
-Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its MoE sibling's copy) and Qwen3.5 share this forward's shape and names,
-and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, and GLM-OCR's, whose forward adds q/k norms
-before the rotary embedding).
+Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 (and their MoE siblings' copies) share this forward's shape and names,
+and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, GLM-4.5V's copy of it (glm4v_moe), and
+GLM-OCR's, whose forward adds q/k norms before the rotary embedding).
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -56,6 +56,10 @@ RULES = (
         "qwen3_vl_moe", "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeVisionAttention.forward"
     ),
     _attention("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5VisionAttention.forward"),
+    _attention(
+        "qwen3_5_moe", "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe:Qwen3_5MoeVisionAttention.forward"
+    ),
     _attention("glm4v", "transformers.models.glm4v.modeling_glm4v:Glm4vVisionAttention.forward"),
+    _attention("glm4v_moe", "transformers.models.glm4v_moe.modeling_glm4v_moe:Glm4vMoeVisionAttention.forward"),
     _attention("glm_ocr", "transformers.models.glm_ocr.modeling_glm_ocr:GlmOcrVisionAttention.forward"),
 )

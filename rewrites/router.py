@@ -2,18 +2,18 @@
 
 Found from the model, not listed: every module class a loaded model holds
 whose own forward assigns a local ``router_logits`` from one call gets a rule
-(`router_rules`). transformers' routers all read so (5.24): Qwen3-VL-MoE's
-and Qwen3.5-MoE's ``router_logits = F.linear(hidden_states, self.weight)``,
-Aria's ``nn.functional.linear``, Mistral Large 4's and NemotronH's ``F.linear``
-on float32, Llama 4's ``super().forward(hidden_states)`` (its router is an
-``nn.Linear``). The call takes the block's tokens flattened, ``[tokens,
-hidden_size]``, and returns the logits, ``[tokens, experts]``, from which the
-router picks each token's top-k experts and their weights; so the call's
-output is what the router decides on, and a write there changes which experts
-run and how much each adds. The router module itself returns the logits
-beside its choice (``(logits, weights, indices)``; Llama 4's ``(scores,
-logits)``), and the sparse block discards them: a write to the module's
-output would change nothing.
+(`router_rules`). transformers' routers all read so (5.24): Qwen3-VL-MoE's and
+Qwen3.5-MoE's ``router_logits = F.linear(hidden_states, self.weight)``, Aria's
+``nn.functional.linear``, Mistral Large 4's, NemotronH's and GLM-4.5V's
+``F.linear`` on float32, Llama 4's ``super().forward(hidden_states)`` (its
+router is an ``nn.Linear``). The call takes the block's tokens flattened,
+``[tokens, hidden_size]``, and returns the logits, ``[tokens, experts]``, from
+which the router picks each token's top-k experts and their weights; so the
+call's output is what the router decides on, and a write there changes which
+experts run and how much each adds. The router module itself returns the
+logits beside its choice (``(logits, weights, indices)``; Llama 4's ``(scores,
+logits)``), and the sparse block discards them: a write to the module's output
+would change nothing.
 
 The site is the callee's only call in the forward (``F_linear_0``,
 ``nn_functional_linear_0``, ``forward_0``); a forward that calls it more than

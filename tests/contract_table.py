@@ -681,6 +681,20 @@ ROWS: dict[str, Row] = {
         rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
                *attention("qwen3_5", "Qwen3_5Attention")),
     ),
+    # envoys/tiny/qwen3_5_moe.py: Qwen3.5's tower (no DeepStack), 2 blocks, patch 8; text blocks linear, full attention,
+    # each a mixture of 4 experts and a shared expert (none dense).
+    "qwen3_5_moe": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"attention_output": (0,), "self_attn.": (0,), "linear_attn.": (1,)},
+        rules=(scatter("qwen3_5_moe"), "qwen3_5_moe.vision-attention", "qwen3_5_moe.gated-deltanet",
+               *attention("qwen3_5_moe", "Qwen3_5MoeAttention"), router("qwen3_5_moe", "Qwen3_5MoeTopKRouter")),
+    ),
     # envoys/tiny/glm.py: the GLM ViT, packed, 8 px patches merged 2x2: 32x32 is 16 patches and 4 tokens, 48x64 is 48
     # and 12; a final norm (post_layernorm); a convolution folds each merge block before the merger (the projector),
     # so the projector does not read a tower value as it is (tests/test_glm.py says how); 2 blocks, width 32, 2 heads
@@ -748,6 +762,23 @@ ROWS: dict[str, Row] = {
         text_alone=False,
         rules=(scatter("instructblip"), *attention("instructblip", "InstructBlipAttention"),
                "instructblip.InstructBlipQFormerMultiHeadAttention", *LLAMA_ATTENTION),
+    ),
+    # envoys/tiny/glm4v_moe.py: GLM-4.1V's tower as envoys/tiny/glm.py builds it (the rows above: packed, 16 and 48
+    # patches, 4 and 12 tokens, a final norm, the convolution before the projector, its MLP out_hidden_size (32) wide);
+    # text block 0 dense (first_k_dense_replace 1), block 1 a mixture of 4 experts and a shared expert.
+    "glm4v_moe": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=32, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        final_norm=True,
+        pattern_unavailable=GLM_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("glm4v_moe"), "glm4v_moe.vision-attention", *attention("glm4v_moe", "Glm4vMoeTextAttention"),
+               router("glm4v_moe", "Glm4vMoeTextTopkRouter")),
     ),
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final

@@ -53,6 +53,7 @@ SIZES = {
     "qwen2_5_vl": [(32, 32), (48, 64)],
     "qwen3_vl": [(32, 32), (48, 64)],
     "qwen3_5": [(32, 32), (48, 64)],
+    "qwen3_5_moe": [(32, 32), (48, 64)],
     "mistral3": [(32, 32), (48, 64)],
     "llava-pixtral": [(32, 32), (48, 64)],
     "lighton_ocr": [(32, 32), (48, 64)],
@@ -60,7 +61,7 @@ SIZES = {
     "gemma4": [(64, 64), (56, 72)],
     "nemotron_h_omni": [(32, 32), (48, 64)],
 }
-QWEN = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"]
+QWEN = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe"]
 
 
 class Case:
@@ -196,12 +197,12 @@ def test_qwen_patch_grid_undoes_the_window_order_of_the_blocks(load, name):
         assert qwen.model.vision.patch_grid(tower, image=image).shape == (*where.shape, tower.shape[-1])
 
 
-@pytest.mark.parametrize("name", ["qwen3_vl", "qwen3_5"])
+@pytest.mark.parametrize("name", ["qwen3_vl", "qwen3_5", "qwen3_5_moe"])
 def test_qwen3_stream_grid_holds_each_patch_with_its_position(load, name):
-    """Qwen3-VL and Qwen3.5 add a learned position embedding to the patch embeddings before the first block. The
-    first image is as many patches a side as the position table (4 x 4), so the embedding added at patch (r, c) is
-    the table's row r * 4 + c: the first block's input, less the patch embedding of the patch the grid puts there,
-    is that row."""
+    """Qwen3-VL and Qwen3.5 (and Qwen3.5-MoE, its copy) add a learned position embedding to the patch embeddings
+    before the first block. The first image is as many patches a side as the position table (4 x 4), so the
+    embedding added at patch (r, c) is the table's row r * 4 + c: the first block's input, less the patch embedding
+    of the patch the grid puts there, is that row."""
     case = load(name)
     table = case.model._module.model.visual.pos_embed.weight.detach()
     side = math.isqrt(table.shape[0])

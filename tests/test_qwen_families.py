@@ -1,4 +1,5 @@
-"""StandardizedTransformer on tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 checkpoints: the packed tower, exact.
+"""StandardizedTransformer on tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and Qwen3.5-MoE checkpoints: the packed
+tower, exact.
 
 Every expected number comes from outside the code under test: the stock
 processor's ``image_grid_thw`` and ``merge_size``, the modules' own weights
@@ -7,7 +8,7 @@ DeepStack (Qwen3-VL) is in test_qwen_deepstack.py. The spec's contracts (the
 scatter and the mask, the packed stream and every block's identity, the
 pattern's per-image reason, what the merger reads, ablation, sizes, support,
 the text-only load, generation, outputs against the plain model) run on the
-four checkpoints in test_vision_contracts.py; this file holds what is
+five checkpoints in test_vision_contracts.py; this file holds what is
 particular to the Qwen ViT.
 """
 
@@ -31,7 +32,7 @@ from instrument.versions import for_installed
 WINDOW_RULE = for_installed(rule_named("qwen2_5_vl.vision-windows"))
 WINDOW_SITES = [WINDOW_RULE.serve_as.get(label, label) for labels in WINDOW_RULE.sites.values() for label in labels]
 
-FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"]
+FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe"]
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # two sizes: 32x32 and 48 wide, 64 high
 
@@ -95,7 +96,8 @@ def test_the_standard_names_reach_the_native_modules(model):
     block, first = model.vision.layers[0], visual.blocks[0]
     assert block.self_attn._module is first.attn and block.self_attn.o_proj._module is first.attn.proj
     assert block.input_layernorm._module is first.norm1 and block.post_attention_layernorm._module is first.norm2
-    native = {"qwen2_vl": "fc2", "qwen2_5_vl": "down_proj", "qwen3_vl": "linear_fc2", "qwen3_5": "linear_fc2"}
+    native = {"qwen2_vl": "fc2", "qwen2_5_vl": "down_proj", "qwen3_vl": "linear_fc2", "qwen3_5": "linear_fc2",
+              "qwen3_5_moe": "linear_fc2"}
     assert block.mlp.down_proj._module is getattr(first.mlp, native[model.family.model_type])
     text = model._module.model.language_model
     assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
@@ -369,7 +371,7 @@ def test_without_the_window_rule_window_index_says_why(tiny_checkpoint, monkeypa
 
 
 def test_window_index_is_unavailable_on_towers_without_windows(load):
-    for name in ("qwen2_vl", "qwen3_vl", "qwen3_5"):
+    for name in ("qwen2_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe"):
         with pytest.raises(Unavailable, match="attends per image, not in windows"):
             load(name).vision.window_index
 

@@ -38,6 +38,7 @@ CLASSES = {
     "cosmos3_omni": ("Cosmos3OmniForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "hyperclovax_vision_v2": (
         "HyperCLOVAXVisionV2ForConditionalGeneration", "HyperCLOVAXVisionV2Processor", "GPT2Tokenizer"),
+    "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava-pixtral": ("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "lighton_ocr": ("LightOnOcrForConditionalGeneration", "LightOnOcrProcessor", "TokenizersBackend"),
@@ -73,6 +74,7 @@ CLASSES = {
     "glm_ocr": ("GlmOcrForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
     "blip-2": ("Blip2ForConditionalGeneration", "Blip2Processor", "TokenizersBackend"),
     "instructblip": ("InstructBlipForConditionalGeneration", "InstructBlipProcessor", "TokenizersBackend"),
+    "glm4v_moe": ("Glm4vMoeForConditionalGeneration", "Glm4vProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -87,6 +89,7 @@ IMAGE_TOKENS = {
     "qwen3_5": (4, 12),
     "cosmos3_omni": (4, 12),  # qwen3_vl's tower and processor
     "hyperclovax_vision_v2": (16, 48),  # qwen2_5_vl's tower and image processor
+    "qwen3_5_moe": (4, 12),  # qwen3_5's tower and processor
     "mistral3": (16, 48),
     "llava-pixtral": (16, 48),  # no merge: one token per 8 px patch, 4x4 and 6x8
     "lighton_ocr": (16, 48),  # mistral3's sizes: 2x2 merge of 4 px patches, 4x4 and 6x8
@@ -122,6 +125,7 @@ IMAGE_TOKENS = {
     "glm_ocr": (4, 12),
     "blip-2": (4, 4),  # the Q-Former's 4 queries an image, one image a prompt
     "instructblip": (4, 4),
+    "glm4v_moe": (4, 12),  # glm4v's tower and processor
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
