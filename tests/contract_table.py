@@ -187,6 +187,10 @@ QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \
 RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
 #: The GLM ViT's attention calls its kernel once per image too, at attention_interface_2.
 GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: A packed SigLIP-shaped tower's attention (PaddleOCR-VL, VideoLLaMA 3) calls its kernel once per image too.
+PACKED_SIGLIP_PER_IMAGE = (
+    r"this packed SigLIP tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+)
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -682,6 +686,32 @@ ROWS: dict[str, Row] = {
         ("glmga", "glm46v", "glm4v", "Glm4vTextAttention", 32),
         ("glm_ocr", "glm_ocr", "glm_ocr", "GlmOcrTextAttention", 64),
     )},
+    # envoys/tiny/paddleocr_vl.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; the
+    # projector (outside the tower) reads the tower's output and folds 2x2 patches: 32x32 is 16 patches and 4 tokens,
+    # 48x64 is 48 and 12.
+    "paddleocr_vl": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
+        rules=(scatter("paddleocr_vl"), "paddleocr_vl.vision-attention", *attention("paddleocr_vl", "PaddleOCRAttention")),
+    ),
+    # envoys/tiny/video_llama_3.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; images at
+    # merge_size 1, so every patch is one token: 32x32 is 16 patches and 16 tokens, 48x64 is 48 and 48; the tower
+    # resamples each image's grid to itself after its norm and the projector reads that (tests/test_video_llama_3.py).
+    "video_llama_3": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=None,
+        final_norm=True,
+        pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
+        rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
+    ),
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final
     # norm; the neck then the projector's two stride-2 convolutions fold the grid to 16x16 = 256 image tokens (the
