@@ -701,13 +701,14 @@ ROWS: dict[str, Row] = {
     ),
     # envoys/tiny/video_llama_3.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; images at
     # merge_size 1, so every patch is one token: 32x32 is 16 patches and 16 tokens, 48x64 is 48 and 48; the tower
-    # resamples each image's grid to itself after its norm and the projector reads that (tests/test_video_llama_3.py).
+    # resamples each image's grid by 1 / merge_size after its norm, here to itself, so the projector reads
+    # tower_output as it is (tests/test_paddleocr_vl_video_llama_3.py).
     "video_llama_3": Row(
         image_tokens=(16, 48),
         sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
         stream=packed(16, 48),
         projected=flat((1, 16), (1, 48)),
-        projector_reads=None,
+        projector_reads=Reads("tower_output", unbatched=True),
         final_norm=True,
         pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
         rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
