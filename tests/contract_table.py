@@ -686,6 +686,20 @@ ROWS: dict[str, Row] = {
         ("glmga", "glm46v", "glm4v", "Glm4vTextAttention", 32),
         ("glm_ocr", "glm_ocr", "glm_ocr", "GlmOcrTextAttention", 64),
     )},
+    # envoys/tiny/exaone4_5.py: Qwen2.5-VL's windowed tower (patch 4, 16 px windows, block 1 full attention, 2 query
+    # heads and 1 key-value head): 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; blocks and merger in window
+    # order, restored after the merger; EXAONE 4.0 text blocks, normed after each sublayer (sliding, then global).
+    "exaone4_5": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        features_are_projected=False,
+        rules=(scatter("exaone4_5"), "exaone4_5.vision-attention", "exaone4_5.vision-windows",
+               *attention("exaone4", "Exaone4Attention")),
+    ),
     # envoys/tiny/paddleocr_vl.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; the
     # projector (outside the tower) reads the tower's output and folds 2x2 patches: 32x32 is 16 patches and 4 tokens,
     # 48x64 is 48 and 12.

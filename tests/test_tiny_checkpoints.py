@@ -70,6 +70,7 @@ CLASSES = {
     "glm_ocr": ("GlmOcrForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
     "paddleocr_vl": ("PaddleOCRVLForConditionalGeneration", "PaddleOCRVLProcessor", "TokenizersBackend"),
     "video_llama_3": ("VideoLlama3ForConditionalGeneration", "VideoLlama3Processor", "TokenizersBackend"),
+    "exaone4_5": ("Exaone4_5_ForConditionalGeneration", "Exaone4_5_Processor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -117,6 +118,7 @@ IMAGE_TOKENS = {
     "glm_ocr": (4, 12),
     "paddleocr_vl": (4, 12),  # 8 px patches folded 2x2 by the projector: 4x4 patches, 6x8
     "video_llama_3": (16, 48),  # 8 px patches, images at merge_size 1: one token a patch
+    "exaone4_5": (16, 48),  # qwen2_5_vl's tower sizes: 4 px patches merged 2x2, 8x8 and 12x16 patches
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
