@@ -79,7 +79,9 @@ class PackedSiglipVision(Vision):
     the attention's rotary embedding); ``tower_output`` is the final norm's
     output (``post_layernorm``, ``vision.norm``), ``[1, patches,
     vision_hidden_size]``. Each image's patches are in the processor's
-    order (raster order on both towers' images).
+    order: raster order on PaddleOCR-VL's; merge-block order at the image's
+    ``merge_size`` on VideoLLaMA 3's, which is raster order at the stock
+    image ``merge_size`` 1.
 
     Sizes, off the tower's config (SigLIP's spellings): ``vision_hidden_size``,
     ``num_heads``, ``head_dim``, ``intermediate_size``, ``patch_size``;

@@ -13,13 +13,16 @@ blocks ``encoder.layers`` (``layer_norm1``, ``self_attn`` with ``out_proj``,
 (`envoys.packed_siglip.PER_IMAGE`: ``attention_scores`` and
 ``attention_probabilities`` are Unavailable), and ends in ``post_layernorm``
 (``vision.norm``, whose output is ``tower_output``); every image's patches run
-packed, each image's in merge-block order (``image_merge_sizes``). Then, still
+packed, each image's in merge-block order at its ``merge_size``
+(``image_merge_sizes``; raster order at 1). Then, still
 inside the tower's forward, ``pixel_unshuffle`` puts each image's patches back
 in raster order and resamples the grid bilinearly by ``1 / merge_size``; images
 are processed with ``merge_size`` 1 (the stock image processor's), so there
 every patch is one image token. The projector (``model.projector``, ``readout``:
 Linear, GELU, Linear) maps the tower's ``last_hidden_state`` token by token, and
-its output is ``image_features``. The text model is Qwen2's. The grids
+its output is ``image_features``. The text model is Qwen2's. A prompt with
+videos runs the tower a second time in the same forward, after the images; the
+tower's values here are the images' run. The grids
 (``vision.patch_grid``) have no layout for this family yet.
 """
 
