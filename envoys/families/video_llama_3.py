@@ -20,9 +20,9 @@ in raster order and resamples the grid bilinearly by ``1 / merge_size``; images
 are processed with ``merge_size`` 1 (the stock image processor's), so there
 every patch is one image token. The projector (``model.projector``, ``readout``:
 Linear, GELU, Linear) maps the tower's ``last_hidden_state`` token by token, and
-its output is ``image_features``. The text model is Qwen2's. A prompt with
-videos runs the tower a second time in the same forward, after the images; the
-tower's values here are the images' run. The grids
+its output is ``image_features``. The text model is Qwen2's. Videos are not
+served (another issue): a prompt with videos runs the tower a second time in
+the same forward, after the images, and scatters at ``_1``. The grids
 (``vision.patch_grid``) have no layout for this family yet.
 """
 
