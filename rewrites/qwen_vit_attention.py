@@ -13,7 +13,8 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 (and their MoE siblings' copies) share this forward's shape and names,
 and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, GLM-4.5V's copy of it (glm4v_moe), and
-GLM-OCR's, whose forward adds q/k norms before the rotary embedding).
+GLM-OCR's, whose forward adds q/k norms before the rotary embedding), the packed SigLIP-shaped towers of PaddleOCR-VL
+and VideoLLaMA 3, and EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension).
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -62,4 +63,9 @@ RULES = (
     _attention("glm4v", "transformers.models.glm4v.modeling_glm4v:Glm4vVisionAttention.forward"),
     _attention("glm4v_moe", "transformers.models.glm4v_moe.modeling_glm4v_moe:Glm4vMoeVisionAttention.forward"),
     _attention("glm_ocr", "transformers.models.glm_ocr.modeling_glm_ocr:GlmOcrVisionAttention.forward"),
+    _attention("paddleocr_vl", "transformers.models.paddleocr_vl.modeling_paddleocr_vl:PaddleOCRVisionAttention.forward"),
+    _attention(
+        "video_llama_3", "transformers.models.video_llama_3.modeling_video_llama_3:VideoLlama3VisionAttention.forward"
+    ),
+    _attention("exaone4_5", "transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_VisionAttention.forward"),
 )

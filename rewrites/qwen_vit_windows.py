@@ -51,4 +51,9 @@ RULES = (
         "the tower's permutation into attention windows: argument 1 is the window index",
         variants=(INLINE_FROM_5_9, INLINE_BEFORE_5_9),
     ),
+    Rule(
+        "exaone4_5.vision-windows", "transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_VisionModel.forward",
+        {"self.permute_input_for_window_attn": (WINDOW_SITE, "self_permute_input_for_window_attn_1")},
+        "the tower's permutation into attention windows (Qwen2.5-VL's forward): argument 1 is the window index",
+    ),
 )

@@ -192,6 +192,10 @@ QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \
 RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
 #: The GLM ViT's attention calls its kernel once per image too, at attention_interface_2.
 GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: A packed SigLIP-shaped tower's attention (PaddleOCR-VL, VideoLLaMA 3) calls its kernel once per image too.
+PACKED_SIGLIP_PER_IMAGE = (
+    r"this packed SigLIP tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+)
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -779,6 +783,47 @@ ROWS: dict[str, Row] = {
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("glm4v_moe"), "glm4v_moe.vision-attention", *attention("glm4v_moe", "Glm4vMoeTextAttention"),
                router("glm4v_moe", "Glm4vMoeTextTopkRouter")),
+    ),
+    # envoys/tiny/exaone4_5.py: Qwen2.5-VL's windowed tower (patch 4, 16 px windows, block 1 full attention, 2 query
+    # heads and 1 key-value head): 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; blocks and merger in window
+    # order, restored after the merger; EXAONE 4.0 text blocks, normed after each sublayer (sliding, then global).
+    "exaone4_5": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        features_are_projected=False,
+        rules=(scatter("exaone4_5"), "exaone4_5.vision-attention", "exaone4_5.vision-windows",
+               *attention("exaone4", "Exaone4Attention")),
+    ),
+    # envoys/tiny/paddleocr_vl.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; the
+    # projector (outside the tower) reads the tower's output and folds 2x2 patches: 32x32 is 16 patches and 4 tokens,
+    # 48x64 is 48 and 12.
+    "paddleocr_vl": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
+        rules=(scatter("paddleocr_vl"), "paddleocr_vl.vision-attention", *attention("paddleocr_vl", "PaddleOCRAttention")),
+    ),
+    # envoys/tiny/video_llama_3.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; images at
+    # merge_size 1, so every patch is one token: 32x32 is 16 patches and 16 tokens, 48x64 is 48 and 48; the tower
+    # resamples each image's grid by 1 / merge_size after its norm, here to itself, so the projector reads
+    # tower_output as it is (tests/test_paddleocr_vl_video_llama_3.py).
+    "video_llama_3": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
+        rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
     ),
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final

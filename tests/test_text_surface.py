@@ -61,6 +61,11 @@ def mlp_pre_norm(block) -> str:
     return "pre_feedforward_layernorm" if child(block, "pre_feedforward_layernorm") else "post_attention_layernorm"
 
 
+def post_norms_only(block) -> bool:
+    """A block that norms its sublayers' outputs and nothing before them (EXAONE 4.0's): no pre-norm to read."""
+    return child(block, "input_layernorm") is None and child(block, "post_feedforward_layernorm") is not None
+
+
 @pytest.mark.parametrize("part", ["self_attn", "mlp"])
 def test_pre_norms_feed_the_attention_and_the_mlp(model, part):
     # On a tower block, and on the first text block holding the sublayer (a hybrid stack's blocks differ; OPT's hold
@@ -69,6 +74,15 @@ def test_pre_norms_feed_the_attention_and_the_mlp(model, part):
     for block in (model.vision.layers[0], *([] if text_block is None else [model.layers[text_block]])):
         if part == "self_attn" and getattr(block, "windowed", False):
             continue  # a SAM block's attention receives the normed grid cut into windows (tests/test_got_ocr2_pp_chart2table.py)
+        if post_norms_only(block):  # each sublayer receives the stream itself
+            with model.trace(prompt(model), images=IMAGES) as tracer:
+                stream = block.layer_input.save()
+                if part == "mlp":
+                    stream = nnsight.save(stream + block.attention_output)
+                received = first_argument(getattr(block, part).inputs).save()
+                tracer.stop()
+            assert torch.equal(stream, received)
+            continue
         norm = "input_layernorm" if part == "self_attn" else mlp_pre_norm(block)
         with model.trace(prompt(model), images=IMAGES) as tracer:
             normed = getattr(block, norm).output.save()

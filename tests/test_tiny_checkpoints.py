@@ -75,6 +75,9 @@ CLASSES = {
     "blip-2": ("Blip2ForConditionalGeneration", "Blip2Processor", "TokenizersBackend"),
     "instructblip": ("InstructBlipForConditionalGeneration", "InstructBlipProcessor", "TokenizersBackend"),
     "glm4v_moe": ("Glm4vMoeForConditionalGeneration", "Glm4vProcessor", "TokenizersBackend"),
+    "paddleocr_vl": ("PaddleOCRVLForConditionalGeneration", "PaddleOCRVLProcessor", "TokenizersBackend"),
+    "video_llama_3": ("VideoLlama3ForConditionalGeneration", "VideoLlama3Processor", "TokenizersBackend"),
+    "exaone4_5": ("Exaone4_5_ForConditionalGeneration", "Exaone4_5_Processor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -126,6 +129,9 @@ IMAGE_TOKENS = {
     "blip-2": (4, 4),  # the Q-Former's 4 queries an image, one image a prompt
     "instructblip": (4, 4),
     "glm4v_moe": (4, 12),  # glm4v's tower and processor
+    "paddleocr_vl": (4, 12),  # 8 px patches folded 2x2 by the projector: 4x4 patches, 6x8
+    "video_llama_3": (16, 48),  # 8 px patches, images at merge_size 1: one token a patch
+    "exaone4_5": (16, 48),  # qwen2_5_vl's tower sizes: 4 px patches merged 2x2, 8x8 and 12x16 patches
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
@@ -273,10 +279,11 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
     """The projected image features, all images concatenated in order."""
     # Video-LLaVA's image processor names the pixels pixel_values_images (its get_image_features takes either name);
     # the padded pixels' masks: pixel_attention_mask (LFM2-VL, Idefics 2), pixel_mask (Aria); DeepSeek-VL-Hybrid's
-    # high-res tower's pixels: high_res_pixel_values
+    # high-res tower's pixels: high_res_pixel_values; VideoLLaMA 3's per-image merge sizes: image_merge_sizes
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
                                      "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
-                                     "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask")
+                                     "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask",
+                                     "image_merge_sizes")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
