@@ -85,15 +85,19 @@ def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
 def test_the_router_logits_are_the_routers_and_pick_the_experts_that_run(model, name):
     moe = MOE[name]
     tokens = int(model.processor(text=[prompt(model)], images=IMAGES, return_tensors="pt")["input_ids"].numel())
+    # two traces of the same prompt: where the router is a bare Linear its output comes before the call the logits
+    # are read at (transformers before 5.2x), inside the router module's forward after it (5.24)
+    with model.trace(prompt(model), images=IMAGES) as tracer:
+        served = nnsight.save([model.layers[index].mlp.router_logits for index in moe.sparse])
+        tracer.stop()
     with model.trace(prompt(model), images=IMAGES) as tracer:
         reads = nnsight.save([])
         for index in moe.sparse:
             mlp = model.layers[index].mlp
-            logits = mlp.router_logits
             routed = getattr(mlp, moe.router).output
-            reads.append(nnsight.save([logits, routed[moe.logits_item], ran(name, mlp, moe, routed, tokens)]))
+            reads.append(nnsight.save([routed[moe.logits_item], ran(name, mlp, moe, routed, tokens)]))
         tracer.stop()
-    for index, (logits, returned, chosen) in zip(moe.sparse, reads, strict=True):
+    for index, logits, (returned, chosen) in zip(moe.sparse, served, reads, strict=True):
         assert logits.shape == (tokens, moe.experts), index
         assert torch.equal(logits, returned), index
         assert torch.equal(top_k(logits, moe.top_k), chosen), index

@@ -28,7 +28,7 @@ from transformers import (
 
 from .norms import randomise_norms
 from .sizes import text_sizes
-from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
+from .tokenizer import WORDS, TokenizersBackend, as_the_processor_takes, word_level_tokenizer
 
 IMAGE_SIZE = 32
 PATCH_SIZE = 8
@@ -60,7 +60,7 @@ def janus_tokenizer() -> TokenizersBackend:
     """Janus's tokenizer: its begin- and end-of-sentence tokens (BOS prepended, as its Llama tokenizer does; the end
     token pads), the role tokens, ``<image_placeholder>`` and the ``<begin_of_image>`` / ``<end_of_image>`` tokens the
     processor puts around each image's tokens (``boi_token``, ``eoi_token``), and the chat format `JANUS_TEMPLATE`."""
-    return word_level_tokenizer(
+    return as_the_processor_takes(word_level_tokenizer(
         special_tokens=[BOS, EOS, USER, ASSISTANT],
         named_tokens={
             "image_token": "<image_placeholder>",
@@ -73,7 +73,7 @@ def janus_tokenizer() -> TokenizersBackend:
         eos_token=EOS,
         pad_token=EOS,
         words=WORDS,
-    )
+    ), JanusProcessor)
 
 
 def janus_tower() -> JanusVisionConfig:

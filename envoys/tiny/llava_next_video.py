@@ -22,6 +22,7 @@ from .llava import PATCH_SIZE, VICUNA_TEMPLATE, clip_tower, vicuna_tokenizer
 from .llava_next import GRID_PINPOINTS, TILE_SIZE, anyres_image_processor
 from .norms import randomise_norms
 from .sizes import text_sizes
+from .tokenizer import as_the_processor_takes
 
 
 def build_llava_next_video() -> tuple[LlavaNextVideoForConditionalGeneration, LlavaNextVideoProcessor]:
@@ -40,7 +41,7 @@ def build_llava_next_video() -> tuple[LlavaNextVideoForConditionalGeneration, Ll
     resized to 32, a 32x32 centre crop) are pooled 2x2 (``spatial_pool_mode``
     "average", stride 2) after block -2: 4 ``<video>`` tokens a frame.
     """
-    tokenizer = vicuna_tokenizer(video=True)
+    tokenizer = as_the_processor_takes(vicuna_tokenizer(video=True), LlavaNextVideoProcessor)
     config = LlavaNextVideoConfig(
         vision_config=clip_tower(),
         text_config=LlamaConfig(**text_sizes(tokenizer, num_key_value_heads=2)),

@@ -28,7 +28,7 @@ from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
-from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
+from .tokenizer import WORDS, TokenizersBackend, as_the_processor_takes, word_level_tokenizer
 
 #: PaliGemma's checkpoints ship no chat template (a prompt is ``<image>`` per image, then the prefix text); this one
 #: renders a user turn that way, so a chat prompt works too. The processor puts ``<bos>`` after the last
@@ -83,7 +83,7 @@ def _paligemma(text: Callable[[TokenizersBackend], PretrainedConfig]) -> tuple[
     included), which attends both ways, and 1 on the suffix, which is causal;
     ``labels`` are the suffix's ids, -100 on the prefix.
     """
-    tokenizer = _paligemma_tokenizer()
+    tokenizer = as_the_processor_takes(_paligemma_tokenizer(), PaliGemmaProcessor)
     image_processor = SiglipImageProcessor(
         size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5]
     )

@@ -36,7 +36,7 @@ from transformers import (
 
 from .rope import rope
 from .sizes import text_sizes
-from .tokenizer import TokenizersBackend, byte_level_tokenizer, word_level_tokenizer
+from .tokenizer import TokenizersBackend, as_the_processor_takes, byte_level_tokenizer, word_level_tokenizer
 
 MERGE = 2
 OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
@@ -69,29 +69,14 @@ _NAMED = {
 
 def _tokenizer(byte_level: bool = False, **settings: object) -> TokenizersBackend:
     build = byte_level_tokenizer if byte_level else word_level_tokenizer
-    return _as_the_processor_takes(build(
+    return as_the_processor_takes(build(
         **settings,
         special_tokens=_SPECIAL,
         named_tokens=_NAMED,
         chat_template=CHAT_TEMPLATE,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-    ))
-
-
-def _as_the_processor_takes(tokenizer: TokenizersBackend) -> TokenizersBackend:
-    """``tokenizer`` as the installed release's Qwen processors take it.
-
-    transformers 4.x's accept only a Qwen2 tokenizer class (``tokenizer_class``
-    is a tuple of names there): the same fast tokenizer, under
-    ``Qwen2TokenizerFast``, which a saved checkpoint then names. 5.x's take it as it is.
-    """
-    if not isinstance(getattr(Qwen2VLProcessor, "tokenizer_class", None), tuple):
-        return tokenizer
-    from transformers import Qwen2TokenizerFast
-
-    settings = {name: value for name, value in tokenizer.init_kwargs.items() if name not in ("tokenizer_object", "name_or_path")}
-    return Qwen2TokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, **settings)
+    ), Qwen2VLProcessor)
 
 
 def _token_ids(tokenizer: TokenizersBackend) -> dict[str, int]:

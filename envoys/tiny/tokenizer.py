@@ -166,3 +166,23 @@ def byte_level_tokenizer(
     ordered = list(dict.fromkeys([*special_tokens, *named_tokens.values()]))
     tokenizer.add_tokens(_added(ordered), special_tokens=True)
     return tokenizer
+
+
+def as_the_processor_takes(tokenizer: TokenizersBackend, processor_class: type) -> TokenizersBackend:
+    """``tokenizer`` as the installed release's ``processor_class`` takes it.
+
+    transformers 5 processors take any tokenizer. Some of 4.x's name one fast
+    class (``tokenizer_class``: ``"LlamaTokenizerFast"``, or a tuple whose
+    fast member is taken): there, the same backend under that class, which a
+    saved checkpoint then names.
+    """
+    import transformers
+
+    named = getattr(processor_class, "tokenizer_class", None)
+    names = named if isinstance(named, tuple) else (named,)
+    fast = next((name for name in names if isinstance(name, str) and name.endswith("Fast")), None)
+    if fast is None or isinstance(tokenizer, getattr(transformers, fast)):
+        return tokenizer
+    settings = {name: value for name, value in tokenizer.init_kwargs.items() if name not in ("tokenizer_object", "name_or_path")}
+    return getattr(transformers, fast)(tokenizer_object=tokenizer.backend_tokenizer, **settings)
+
