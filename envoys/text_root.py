@@ -80,6 +80,16 @@ def softcaps_logits(head_owner: type) -> bool:
 
 
 @cache
+def multiplies_logits(head_owner: type) -> bool:
+    """Whether the forward of ``head_owner`` multiplies the head's output by its own ``logit_scale`` (Cohere's causal
+    LMs and Cohere Compass's wrapper). Read off the forward's source, as `softcaps_logits`."""
+    try:
+        return "self.logit_scale" in inspect.getsource(head_owner.forward)
+    except (OSError, TypeError):
+        return False
+
+
+@cache
 def scales_logits(head_owner: type) -> bool:
     """Whether the forward of ``head_owner`` divides the head's output by the text config's ``logits_scaling``
     (Granite's causal LM and Granite-Docling's wrapper). Read off the forward's source, as `softcaps_logits`."""
@@ -286,11 +296,15 @@ class TextRoot:
     def project_on_vocab(self, hidden: torch.Tensor) -> torch.Tensor:
         """The logits a hidden state would give at the end of the text model: ``lm_head(norm(hidden))``, ``[..., vocab]``.
 
-        Where the model divides its logits after the head (Granite's ``logits_scaling``) or squashes them
-        (``final_logit_softcapping``), so does this: on the last block's output it is the model's own logits.
+        Where the model multiplies its logits after the head (Cohere's ``logit_scale``), divides them (Granite's
+        ``logits_scaling``) or squashes them (``final_logit_softcapping``), so does this: on the last block's output
+        it is the model's own logits.
         """
         logits = self.lm_head(self.norm(hidden))
         owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
+        scale = getattr(owner, "logit_scale", None)
+        if isinstance(scale, (int, float)) and multiplies_logits(type(owner)):
+            logits = logits * scale
         scaling = getattr(self.text_config, "logits_scaling", None)
         if scaling is not None and scales_logits(type(owner)):
             logits = logits / scaling

@@ -647,6 +647,21 @@ ROWS: dict[str, Row] = {
         rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
                *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
     ),
+    # envoys/tiny/cohere_compass.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added after text
+    # block 0 of 2 (parallel Cohere 2-style blocks).
+    "cohere_compass": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,)},
+        rules=(scatter("cohere_compass"), "cohere_compass.vision-attention", "cohere_compass.deepstack",
+               *attention("cohere_compass", "CohereCompassAttention")),
+    ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.
     "qwen3_5": Row(

@@ -83,7 +83,8 @@ def through_head(model, hidden: torch.Tensor, after: Callable[[torch.Tensor], to
 
 def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
     """What the forward does to its head's output, read off a plain forward: nothing (its logits are the head's output),
-    the division by the text config's ``logits_scaling`` (Granite-Docling's), or the soft cap ``tanh(head / cap) *
+    the product with the root's ``logit_scale`` (Cohere Compass's), the division by the text config's
+    ``logits_scaling`` (Granite-Docling's), or the soft cap ``tanh(head / cap) *
     cap`` at its ``final_logit_softcapping`` (PaliGemma 2's); AssertionError where its logits are none of these."""
     heads: list[torch.Tensor] = []
     logits = plain_logits(model, inputs(model), hooks=[(model.lm_head._module, lambda m, a, o: heads.append(o))])
@@ -92,6 +93,9 @@ def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
     scaling = getattr(model.text_config, "logits_scaling", None)
     if scaling is not None and scaling != 1 and torch.equal(logits, heads[-1] / scaling):
         return lambda head: head / scaling
+    scale = getattr(model._module, "logit_scale", None)
+    if isinstance(scale, float) and scale != 1 and torch.equal(logits, heads[-1] * scale):
+        return lambda head: head * scale
     cap = model.text_config.final_logit_softcapping
     assert cap is not None, "the forward changes the head's output and the text config sets no final soft cap"
     assert torch.equal(logits, torch.tanh(heads[-1] / cap) * cap), "the forward's logits are not the soft-capped head"

@@ -34,6 +34,7 @@ CLASSES = {
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend"),
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
+    "cohere_compass": ("CohereCompassForConditionalGeneration", "CohereCompassProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava-pixtral": ("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
@@ -79,6 +80,7 @@ IMAGE_TOKENS = {
     "qwen2_5_vl": (16, 48),
     "qwen3_vl": (4, 12),
     "qwen3_vl_moe": (4, 12),  # qwen3_vl's tower and processor
+    "cohere_compass": (4, 12),  # qwen3_vl's tower, Qwen2-VL's image processor
     "qwen3_5": (4, 12),
     "mistral3": (16, 48),
     "llava-pixtral": (16, 48),  # no merge: one token per 8 px patch, 4x4 and 6x8
