@@ -196,7 +196,7 @@ def no_windows(vision: Any) -> str | None:
     reason = no_images(vision)
     if reason is not None:
         return reason
-    if getattr(vision.vision_config, "window_size", None) is None:
+    if vision.window_size is None:
         return "this tower attends per image, not in windows: its blocks' values are in merge-block order"
     if missing_site(vision, INDEX_SITE) is None:
         return None

@@ -80,11 +80,12 @@ def softcaps_logits(head_owner: type) -> bool:
 
 
 @cache
-def multiplies_logits(head_owner: type) -> bool:
-    """Whether the forward of ``head_owner`` multiplies the head's output by its own ``logit_scale`` (Cohere's causal
-    LMs and Cohere Compass's wrapper). Read off the forward's source, as `softcaps_logits`."""
+def multiplies_logits(head_owner: type, factor: str = "self.logit_scale") -> bool:
+    """Whether the forward of ``head_owner`` multiplies the head's output by ``factor``: its own ``logit_scale``
+    (Cohere's causal LMs and Cohere Compass's wrapper), or the text config's ``output_multiplier`` (the Muse
+    wrappers, before their soft cap). Read off the forward's source, as `softcaps_logits`."""
     try:
-        return "self.logit_scale" in inspect.getsource(head_owner.forward)
+        return factor in inspect.getsource(head_owner.forward)
     except (OSError, TypeError):
         return False
 
@@ -296,7 +297,8 @@ class TextRoot:
     def project_on_vocab(self, hidden: torch.Tensor) -> torch.Tensor:
         """The logits a hidden state would give at the end of the text model: ``lm_head(norm(hidden))``, ``[..., vocab]``.
 
-        Where the model multiplies its logits after the head (Cohere's ``logit_scale``), divides them (Granite's
+        Where the model multiplies its logits after the head (Cohere's ``logit_scale``, Muse's
+        ``output_multiplier``), divides them (Granite's
         ``logits_scaling``) or squashes them (``final_logit_softcapping``), so does this: on the last block's output
         it is the model's own logits.
         """
@@ -305,6 +307,9 @@ class TextRoot:
         scale = getattr(owner, "logit_scale", None)
         if isinstance(scale, (int, float)) and multiplies_logits(type(owner)):
             logits = logits * scale
+        multiplier = getattr(self.text_config, "output_multiplier", None)
+        if multiplier is not None and multiplies_logits(type(owner), "output_multiplier"):
+            logits = logits * multiplier
         scaling = getattr(self.text_config, "logits_scaling", None)
         if scaling is not None and scales_logits(type(owner)):
             logits = logits / scaling

@@ -38,7 +38,6 @@ BEFORE_5_1 = Variant(
     sites={**SITES, "attention_interface": ("attention_interface_2", "attention_interface_3")},
     serve_as={"attention_interface_2": FLASH_SITE, "attention_interface_3": PER_IMAGE_SITE},
     note="the kernel is assigned twice before the calls, which nnsight numbers attention_interface_2 and _3",
-    _attention("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassVisionAttention.forward"),
 )
 
 
@@ -60,4 +59,5 @@ RULES = (
     _attention("glm4v", "transformers.models.glm4v.modeling_glm4v:Glm4vVisionAttention.forward"),
     _attention("glm_ocr", "transformers.models.glm_ocr.modeling_glm_ocr:GlmOcrVisionAttention.forward"),
     _attention("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassVisionAttention.forward"),
+    _attention("muse_glimmer", "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionAttention.forward"),
 )

@@ -51,4 +51,10 @@ RULES = (
         "the tower's permutation into attention windows: argument 1 is the window index",
         variants=(INLINE_FROM_5_9, INLINE_BEFORE_5_9),
     ),
+    Rule(
+        "muse_glimmer.vision-windows",
+        "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionModel.forward",
+        {"get_vision_window_index": (INDEX_SITE,)},
+        "the Muse tower's window index (patch by patch; the permutation is an inline indexing): item 0 of the call",
+    ),
 )

@@ -84,8 +84,9 @@ def through_head(model, hidden: torch.Tensor, after: Callable[[torch.Tensor], to
 def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
     """What the forward does to its head's output, read off a plain forward: nothing (its logits are the head's output),
     the product with the root's ``logit_scale`` (Cohere Compass's), the division by the text config's
-    ``logits_scaling`` (Granite-Docling's), or the soft cap ``tanh(head / cap) *
-    cap`` at its ``final_logit_softcapping`` (PaliGemma 2's); AssertionError where its logits are none of these."""
+    ``logits_scaling`` (Granite-Docling's), or the soft cap ``tanh(head / cap) * cap`` at its
+    ``final_logit_softcapping`` (PaliGemma 2's; Muse's of the head times ``output_multiplier``); AssertionError where
+    its logits are none of these."""
     heads: list[torch.Tensor] = []
     logits = plain_logits(model, inputs(model), hooks=[(model.lm_head._module, lambda m, a, o: heads.append(o))])
     if torch.equal(logits, heads[-1]):
@@ -98,6 +99,10 @@ def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
         return lambda head: head * scale
     cap = model.text_config.final_logit_softcapping
     assert cap is not None, "the forward changes the head's output and the text config sets no final soft cap"
+    multiplier = getattr(model.text_config, "output_multiplier", None)  # the Muse wrappers', before the cap
+    if multiplier is not None:
+        assert torch.equal(logits, torch.tanh(heads[-1] * multiplier / cap) * cap), "not the scaled, soft-capped head"
+        return lambda head: torch.tanh(head * multiplier / cap) * cap
     assert torch.equal(logits, torch.tanh(heads[-1] / cap) * cap), "the forward's logits are not the soft-capped head"
     return lambda head: torch.tanh(head / cap) * cap
 

@@ -35,6 +35,7 @@ CLASSES = {
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "cohere_compass": ("CohereCompassForConditionalGeneration", "CohereCompassProcessor", "TokenizersBackend"),
+    "muse_glimmer": ("MuseGlimmerForConditionalGeneration", "MuseGlimmerProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "mistral3": ("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "llava-pixtral": ("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
@@ -81,6 +82,7 @@ IMAGE_TOKENS = {
     "qwen3_vl": (4, 12),
     "qwen3_vl_moe": (4, 12),  # qwen3_vl's tower and processor
     "cohere_compass": (4, 12),  # qwen3_vl's tower, Qwen2-VL's image processor
+    "muse_glimmer": (4, 12),  # 16 px cells: 2x2 and 3 high x 4 wide
     "qwen3_5": (4, 12),
     "mistral3": (16, 48),
     "llava-pixtral": (16, 48),  # no merge: one token per 8 px patch, 4x4 and 6x8

@@ -1,0 +1,116 @@
+"""The Muse tower (Muse Glimmer, Muse Spark): a packed ViT attending in windows and per image, a pixel shuffle inside.
+
+The tower (``model.vision_tower``, standard ``model.vision``) is packed as
+the Qwen ViT's (`envoys.qwen`): every image's patches in one stream
+``[patches, vision_hidden_size]``, image after image, split by the
+processor's ``image_grid_thw``; but each image's patches are in raster order
+(the processor's), not merge-block order. Its forward:
+
+- ``patch_embedder``: a linear map of each flattened patch
+  (``patch_embedder.patch_embedding``, whose output is ``patch_embeddings``)
+  plus learned positions resampled to the image's grid; then ``ln_pre``;
+- permutes the stream into attention windows of ``pos_emb_height`` patches a
+  side (``window_size`` = ``pos_emb_height * patch_size`` pixels), patch by
+  patch (``get_vision_window_index(...)``, whose item 0 is ``window_index``):
+  every block's values are in window order;
+- the blocks (``layers``: ``attn``, ``mlp``, ``norm1``, ``norm2``) split
+  their attention at ``cu_seqlens`` as the Qwen ViT's does
+  (`QwenVisionAttention`, ``PER_IMAGE``): once per window on the blocks whose
+  ``vision_config.layer_types`` is ``window_attention``, once per image on
+  the ``full_attention`` ones;
+- puts the stream back in raster order (``argsort(window_index)``) and norms
+  it (``ln_post``, the tower's ``norm``): ``tower_output``, raster order;
+- pixel-shuffles each ``merge_size`` x ``merge_size`` block of each image's
+  patches into one row of ``merge_size**2 * vision_hidden_size`` (the tower's
+  ``last_hidden_state``), which the host maps with ``vision_adapter`` (two
+  linear maps under GELU, ``projector_hidden_size`` wide, at its native path),
+  ``vision_projection`` (the projector: a linear map to the text width) and a
+  weightless RMSNorm (``perception_emb_norm``) before it scatters them, so
+  ``projector.input`` is the adapter's output and ``image_features`` is
+  ``projector.output`` normed, not ``projector.output``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .layouts import Patches
+from .qwen import QwenVision
+from .standard import child
+from .text import value
+from .vision import as_patches, from_patches, no_images
+
+#: The native names of the Muse tower under the standard ones, from the wrapper (the text side is the family's).
+MUSE_VISION_RENAME = {
+    "model.vision_tower": "vision",
+    "model.vision_projection": "projector",
+    "attn": "self_attn",
+    "norm1": "input_layernorm",
+    "norm2": "post_attention_layernorm",
+    "attn.proj": "attn.o_proj",
+    "mlp.fc1": "mlp.up_proj",
+    "mlp.fc2": "mlp.down_proj",
+    "ln_post": "norm",
+}
+
+
+def _patch_embedding(vision: Any) -> str:
+    return f"{vision.path}.patch_embedder.patch_embedding.output"
+
+
+def _tower_output_site(vision: Any) -> str:
+    return f"{child(vision, 'norm').path}.output"
+
+
+class MuseVision(QwenVision):
+    """The Muse tower: packed, raster order per image, windows then the whole image, ``ln_post``, a pixel shuffle.
+
+    Its stream values are `Patches` with 1 in the images axis, ``[1, patches,
+    vision_hidden_size]``; the blocks' values are in window order
+    (``window_index``: which patch, counted over every image of the call, is
+    at each position), ``patch_embeddings`` and ``tower_output`` in raster
+    order. ``tower_output`` is ``ln_post``'s output, after the tower put the
+    stream back from window order; the pixel shuffle then folds it inside
+    the tower's forward, and the host's ``vision_adapter`` maps the shuffled
+    rows, ``[image_tokens, merge_size**2 * vision_hidden_size]``, before the
+    projector (``vision_projection``).
+
+    Sizes, off the vision config: ``vision_hidden_size``, ``num_heads``
+    (``num_attention_heads``), ``intermediate_size``, ``patch_size``,
+    ``spatial_merge_size`` (``merge_size``), ``window_size`` (the window's side
+    in pixels, ``pos_emb_height * patch_size``). ``image_size`` is Unavailable
+    (any resolution).
+    """
+
+    patch_embeddings = value(
+        "patch_embeddings", Patches, "every image's patch embeddings, before the position embedding",
+        _patch_embedding, None, no_images, view=as_patches, inverse=from_patches,
+        doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
+        "order: the linear patch embedding's output, before the learned positions and ``ln_pre``. Assign a tensor "
+        "of the same shape to replace it, or edit it in place.",
+    )
+
+    tower_output = value(
+        "tower_output", Patches, "the last block's stream back in raster order, after the final norm (ln_post)",
+        _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
+        doc="The last block's stream put back from window order into raster order and normed (``ln_post``, "
+        "``vision.norm``), ``[1, patches, vision_hidden_size]``: what the tower pixel-shuffles. Read it before the "
+        "projector values.",
+    )
+
+    @property
+    def num_heads(self) -> int:
+        return self.vision_config.num_attention_heads
+
+    @property
+    def spatial_merge_size(self) -> int:
+        """The side, in patches, of the square block the pixel shuffle folds into one image token."""
+        return self.vision_config.merge_size
+
+    @property
+    def window_size(self) -> int:
+        """The attention window's side in pixels: the learned position grid's side in patches times the patch."""
+        return self.vision_config.pos_emb_height * self.vision_config.patch_size
+
+
+__all__ = ["MUSE_VISION_RENAME", "MuseVision"]
