@@ -34,8 +34,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from .grids import Grid, ImageInputs, raster, value_named
 from .layouts import Patches
-from .qwen import QwenVision
+from .qwen import PATCH_VALUES, QwenGrids, QwenVision, window_positions
 from .standard import child
 from .text import value
 from .vision import as_patches, from_patches, no_images
@@ -113,4 +116,38 @@ class MuseVision(QwenVision):
         return self.vision_config.pos_emb_height * self.vision_config.patch_size
 
 
-__all__ = ["MUSE_VISION_RENAME", "MuseVision"]
+class MuseGrids(QwenGrids):
+    """Where each image's rows are on the Muse tower: `QwenGrids` with raster order, and windows patch by patch.
+
+    The stream is packed, ``[1, patches, vision_hidden_size]``: every image's
+    ``h * w`` patches (``image_grid_thw``), image after image. Each image's
+    patches are in raster order in ``patch_embeddings`` and ``tower_output``
+    (``of="patch_embeddings"``), and in window order in the blocks' values
+    (``of="stream"``, the default): the image's grid cut into windows of
+    ``pos_emb_height`` patches a side from its top left corner, windows in
+    raster order, each window's patches in raster order (`window_positions`,
+    one unit a patch). The image tokens (``image_features``, the text's
+    values, ``projector_output``) are one per ``merge_size`` x ``merge_size``
+    block, raster order over the merged grid, image after image.
+    """
+
+    def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
+        """Image ``image``'s patch grid over the tower's packed rows: ``of`` "stream" (the blocks' values, window order)
+        or "patch_embeddings" (raster order: ``patch_embeddings``, ``tower_output``)."""
+        windowed = value_named(of, PATCH_VALUES, "Muse per-patch") == "stream"
+        _, _, sizes = self._image(inputs, image)
+        height, width = (int(size) for size in sizes[image, 1:])
+        start = int(sizes[:image].prod(dim=1).sum())
+        side = inputs.config.vision_config.pos_emb_height
+        cells = window_positions(height, width, side) if windowed else raster(height, width)
+        return Grid(start + cells, slice(start, start + height * width), int(sizes.prod(dim=1).sum()))
+
+    @staticmethod
+    def _units(inputs: ImageInputs, height: int, width: int) -> torch.Tensor | None:
+        """The image tokens are in raster order on every value: None."""
+        return None
+
+
+MUSE_GRIDS = MuseGrids()
+
+__all__ = ["MUSE_GRIDS", "MUSE_VISION_RENAME", "MuseGrids", "MuseVision"]

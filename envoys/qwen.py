@@ -404,7 +404,8 @@ class QwenGrids:
         if int(sizes[image, 0]) != 1:
             raise GridError(f"image {image} has {int(sizes[image, 0])} temporal patches (image_grid_thw "
                             f"{sizes[image].tolist()}): a grid is one frame's")
-        merge = inputs.config.vision_config.spatial_merge_size
+        vision = inputs.config.vision_config
+        merge = getattr(vision, "spatial_merge_size", None) or vision.merge_size  # the Muse tower's: merge_size
         return merge, sizes.prod(dim=1) // (merge * merge), sizes
 
     @staticmethod

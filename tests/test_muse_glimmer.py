@@ -136,3 +136,29 @@ def test_the_text_attention_gates_its_heads_and_block_1_has_no_rope(model):
     with torch.no_grad():
         assert torch.equal(projected_in, heads.reshape(*heads.shape[:2], -1) * gate)
     assert model.config.get_text_config().layer_rope_theta == [10_000.0, 0] and full is None
+
+
+def test_the_grids_place_raster_values_window_ordered_blocks_and_image_tokens(model):
+    """patch_grid of the blocks' stream (window order) and of tower_output (raster, of="patch_embeddings") put each
+    patch where it is: the stream entering block 0 is ln_pre's output reordered, so both grids of ln_pre's output and
+    of that stream agree cell by cell; token_grid puts image token (a, b) over the 2x2 block of patches it folds."""
+    vision = model.vision
+    with model.trace(prompt(model), images=IMAGES) as tracer:
+        normed = vision.ln_pre.output.save()
+        entering = vision.layers[0].layer_input.save()
+        tower = vision.tower_output.save()
+        adapted_in = model.model.vision_adapter.input.save()
+        tracer.stop()
+    for image, (height, width) in enumerate(((4, 4), (6, 8))):
+        start = 0 if image == 0 else 16
+        raster = vision.patch_grid(normed[None], image=image, of="patch_embeddings")
+        assert raster.shape == (height, width, 32)
+        assert torch.equal(raster, normed[start:start + height * width].reshape(height, width, 32))
+        assert torch.equal(vision.patch_grid(entering, image=image), raster)
+        patches = vision.patch_grid(tower, image=image, of="patch_embeddings")
+        tokens = vision.token_grid(adapted_in, image=image)
+        assert tokens.shape == (height // 2, width // 2, 128)
+        for a in range(height // 2):
+            for b in range(width // 2):
+                block = patches[2 * a:2 * a + 2, 2 * b:2 * b + 2].reshape(4, 32)
+                assert torch.equal(tokens[a, b], block.T.reshape(-1))

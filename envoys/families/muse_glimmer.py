@@ -34,9 +34,10 @@ logits are the head's output times ``output_multiplier``, soft-capped at
 
 Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
 (one kernel call per window or image), ``image_size`` (any resolution:
-``image_grid_thw`` says each image's), the patch and token grids (the Qwen
-grids assume merge-block order; these images are in raster order and no
-grid layout is written for them yet). Videos are scattered
+``image_grid_thw`` says each image's). The grids (`MuseGrids`) place each
+image's patches (window order in the blocks' values, raster order in
+``patch_embeddings`` and ``tower_output``: ``of="patch_embeddings"``) and its
+image tokens, one per 2x2 block. Videos are scattered
 (``inputs_embeds_masked_scatter_1``) but no video value is served yet.
 """
 
@@ -52,7 +53,7 @@ from transformers.models.muse_glimmer.modeling_muse_glimmer import (
     MuseGlimmerVisionModel,
 )
 
-from ..muse import MUSE_VISION_RENAME, MuseVision
+from ..muse import MUSE_GRIDS, MUSE_VISION_RENAME, MuseVision
 from ..qwen import QwenVisionAttention
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..vision import VisionLayer, VisionMlp
@@ -82,4 +83,4 @@ ENVOYS = {
     MuseGlimmerTextMLP: SandwichMlp,
 }
 
-FAMILY = Family("muse_glimmer", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("muse_glimmer", RENAME, ENVOYS, "model.language_model.layers", grid_layout=MUSE_GRIDS)
