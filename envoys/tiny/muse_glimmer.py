@@ -13,7 +13,6 @@ of 8) and 12 tokens. Each image's patches are in raster order.
 
 from __future__ import annotations
 
-import torch
 from transformers import (
     MuseGlimmerConfig,
     MuseGlimmerForConditionalGeneration,
@@ -123,8 +122,6 @@ def build_muse_glimmer() -> tuple[MuseGlimmerForConditionalGeneration, MuseGlimm
     )
     model = MuseGlimmerForConditionalGeneration(config)
     randomise_norms(model)
-    with torch.no_grad():  # the position table starts at zero
-        model.model.vision_tower.patch_embedder.position_embedding_table.weight.normal_(0.0, 0.02)
     processor = MuseGlimmerProcessor(image_processor=muse_image_processor(), video_processor=muse_video_processor(),
                                      tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
     return model, processor
