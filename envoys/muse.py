@@ -15,7 +15,7 @@ processor's ``image_grid_thw``; but each image's patches are in raster order
   every block's values are in window order;
 - the blocks (``layers``: ``attn``, ``mlp``, ``norm1``, ``norm2``) split
   their attention at ``cu_seqlens`` as the Qwen ViT's does
-  (`QwenVisionAttention`, ``PER_IMAGE``): once per window on the blocks whose
+  (`MuseVisionAttention`, ``PER_IMAGE``): once per window on the blocks whose
   ``vision_config.layer_types`` is ``window_attention``, once per image on
   the ``full_attention`` ones;
 - puts the stream back in raster order (``argsort(window_index)``) and norms
@@ -36,9 +36,12 @@ from typing import Any
 
 import torch
 
+from rewrites.qwen_vit_attention import PER_IMAGE_SITE
+
 from .grids import Grid, ImageInputs, raster, value_named
 from .layouts import Patches
-from .qwen import PATCH_VALUES, QwenGrids, QwenVision, window_positions
+from .per_image import per_image_pattern
+from .qwen import PATCH_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 from .standard import child
 from .text import value
 from .vision import as_patches, from_patches, no_images
@@ -55,6 +58,28 @@ MUSE_VISION_RENAME = {
     "mlp.fc2": "mlp.down_proj",
     "ln_post": "norm",
 }
+
+
+#: Why the Muse tower's attention has no scores or probabilities, under any implementation.
+PER_IMAGE = (
+    "the Muse tower's attention makes one interface call per window on its window_attention blocks and one per image "
+    "on its full_attention blocks (attention_interface_2), so no one tensor is the block's pattern; read "
+    "attention_queries and attention_keys, whole, in window order, and split them where the calls do: at the "
+    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens'])"
+)
+
+
+class MuseVisionAttention(QwenVisionAttention):
+    """The Muse tower's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per window or image.
+
+    ``attention_queries``, ``attention_keys`` and ``attention_values`` are the
+    whole ``[1, heads, patches, head_dim]`` tensors (queries and keys after the
+    2D rotary embedding), in window order, before the split at
+    ``cu_seqlens``; ``attention_scores`` and ``attention_probabilities`` are
+    Unavailable (`PER_IMAGE`).
+    """
+
+    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 def _patch_embedding(vision: Any) -> str:
@@ -150,4 +175,4 @@ class MuseGrids(QwenGrids):
 
 MUSE_GRIDS = MuseGrids()
 
-__all__ = ["MUSE_GRIDS", "MUSE_VISION_RENAME", "MuseGrids", "MuseVision"]
+__all__ = ["MUSE_GRIDS", "MUSE_VISION_RENAME", "PER_IMAGE", "MuseGrids", "MuseVision", "MuseVisionAttention"]

@@ -190,6 +190,8 @@ QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \
 RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
 #: The GLM ViT's attention calls its kernel once per image too, at attention_interface_2.
 GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: The Muse tower's attention calls its kernel once per window or per image, at attention_interface_2.
+MUSE_PER_IMAGE = r"the Muse tower's attention makes one interface call per window.*\(attention_interface_2\).*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -677,7 +679,7 @@ ROWS: dict[str, Row] = {
         final_norm=True,
         restores_window_order=True,
         features_are_projected=False,
-        pattern_unavailable=QWEN_PER_IMAGE,
+        pattern_unavailable=MUSE_PER_IMAGE,
         rules=(scatter("muse_glimmer"), "muse_glimmer.vision-windows", "muse_glimmer.vision-attention",
                *attention("muse_glimmer", "MuseGlimmerTextAttention")),
     ),

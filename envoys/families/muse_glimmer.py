@@ -53,8 +53,7 @@ from transformers.models.muse_glimmer.modeling_muse_glimmer import (
     MuseGlimmerVisionModel,
 )
 
-from ..muse import MUSE_GRIDS, MUSE_VISION_RENAME, MuseVision
-from ..qwen import QwenVisionAttention
+from ..muse import MUSE_GRIDS, MUSE_VISION_RENAME, MuseVision, MuseVisionAttention
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..vision import VisionLayer, VisionMlp
 from . import Family
@@ -72,7 +71,7 @@ RENAME = {**MUSE_TEXT_RENAME, **MUSE_VISION_RENAME}
 TOWER_ENVOYS = {
     MuseGlimmerVisionModel: MuseVision,
     MuseGlimmerVisionEncoderLayer: VisionLayer,
-    MuseGlimmerVisionAttention: QwenVisionAttention,
+    MuseGlimmerVisionAttention: MuseVisionAttention,
     MuseGlimmerVisionMLP: VisionMlp,
 }
 
