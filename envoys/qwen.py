@@ -211,7 +211,7 @@ def no_windows(vision: Any) -> str | None:
     reason = no_images(vision)
     if reason is not None:
         return reason
-    if getattr(vision.vision_config, "window_size", None) is None:
+    if vision.window_size is None:
         return "this tower attends per image, not in windows: its blocks' values are in merge-block order"
     if missing_site(vision, INDEX_SITE) is None:
         return None
@@ -426,7 +426,8 @@ class QwenGrids:
         if int(sizes[image, 0]) != 1:
             raise GridError(f"image {image} has {int(sizes[image, 0])} temporal patches (image_grid_thw "
                             f"{sizes[image].tolist()}): a grid is one frame's")
-        merge = inputs.config.vision_config.spatial_merge_size
+        vision = inputs.config.vision_config
+        merge = getattr(vision, "spatial_merge_size", None) or vision.merge_size  # the Muse tower's: merge_size
         return merge, sizes.prod(dim=1) // (merge * merge), sizes
 
     @staticmethod

@@ -80,6 +80,17 @@ def softcaps_logits(head_owner: type) -> bool:
         return False
 
 
+@cache
+def multiplies_logits(head_owner: type, factor: str = "self.logit_scale") -> bool:
+    """Whether the forward of ``head_owner`` multiplies the head's output by ``factor``: its own ``logit_scale``
+    (Cohere's causal LMs and Cohere Compass's wrapper), or the text config's ``output_multiplier`` (the Muse
+    wrappers, before their soft cap). Read off the forward's source, as `softcaps_logits`."""
+    try:
+        return factor in inspect.getsource(head_owner.forward)
+    except (OSError, TypeError):
+        return False
+
+
 #: ``logits * self.config.logits_scaling`` or ``/ self.config.text_config.logits_scaling``: the operator is group 1.
 _LOGITS_SCALING = re.compile(r"([*/])\s*self\.config(?:\.text_config)?\.logits_scaling")
 
@@ -294,11 +305,18 @@ class TextRoot:
     def project_on_vocab(self, hidden: torch.Tensor) -> torch.Tensor:
         """The logits a hidden state would give at the end of the text model: ``lm_head(norm(hidden))``, ``[..., vocab]``.
 
-        Where the model scales its logits after the head (``logits_scaling``, multiplied or divided) or squashes them
+        Where the model multiplies its logits after the head (Cohere's ``logit_scale``, Muse's ``output_multiplier``),
+        scales them by ``logits_scaling`` (divided on Granite's, multiplied on HyperCLOVAX's) or squashes them
         (``final_logit_softcapping``), so does this: on the last block's output it is the model's own logits.
         """
         logits = self.lm_head(self.norm(hidden))
         owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
+        scale = getattr(owner, "logit_scale", None)
+        if isinstance(scale, (int, float)) and multiplies_logits(type(owner)):
+            logits = logits * scale
+        multiplier = getattr(self.text_config, "output_multiplier", None)
+        if multiplier is not None and multiplies_logits(type(owner), "output_multiplier"):
+            logits = logits * multiplier
         scaling = getattr(self.text_config, "logits_scaling", None)
         operator = logits_scaling_operator(type(owner)) if scaling is not None else None
         if operator == "/":

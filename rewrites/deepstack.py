@@ -29,4 +29,5 @@ RULES = (
         "granite_docling",
         "transformers.models.granite_docling.modeling_granite_docling:GraniteDoclingTextModel.forward",
     ),
+    _deepstack("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassTextModel.forward"),
 )

@@ -68,4 +68,6 @@ RULES = (
         "video_llama_3", "transformers.models.video_llama_3.modeling_video_llama_3:VideoLlama3VisionAttention.forward"
     ),
     _attention("exaone4_5", "transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_VisionAttention.forward"),
+    _attention("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassVisionAttention.forward"),
+    _attention("muse_glimmer", "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionAttention.forward"),
 )

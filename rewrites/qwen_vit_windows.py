@@ -56,4 +56,10 @@ RULES = (
         {"self.permute_input_for_window_attn": (WINDOW_SITE, "self_permute_input_for_window_attn_1")},
         "the tower's permutation into attention windows (Qwen2.5-VL's forward): argument 1 is the window index",
     ),
+    Rule(
+        "muse_glimmer.vision-windows",
+        "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionModel.forward",
+        {"get_vision_window_index": (INDEX_SITE,)},
+        "the Muse tower's window index (patch by patch; the permutation is an inline indexing): item 0 of the call",
+    ),
 )

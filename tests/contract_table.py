@@ -169,6 +169,9 @@ class Row:
     #: rows of model.support() unavailable on some text blocks: a row, or every row under a prefix ending in ".",
     #: -> the blocks that lack it
     text_gaps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: the blocks' rows are in window order and the tower puts them back (``argsort(vision.window_index)``, one entry
+    #: a patch) before its final norm, so tower_output is the last block's output back in raster order, normed (Muse's)
+    restores_window_order: bool = False
     #: the family names a transformers bug that breaks its root's forward on some releases (envoys.bugs)
     forward_bug: bool = False
     #: the native path of the position embeddings the text model adds before its first block (OPT's learned ones),
@@ -196,6 +199,8 @@ GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(a
 PACKED_SIGLIP_PER_IMAGE = (
     r"this packed SigLIP tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 )
+#: The Muse tower's attention calls its kernel once per window or per image, at attention_interface_2.
+MUSE_PER_IMAGE = r"the Muse tower's attention makes one interface call per window.*\(attention_interface_2\).*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -670,6 +675,37 @@ ROWS: dict[str, Row] = {
         text_gaps={"deepstack_output": (2, 3)},
         rules=(scatter("cosmos3_omni"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
                *attention("qwen3_vl", "Qwen3VLTextAttention")),
+    ),
+    # envoys/tiny/cohere_compass.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added after text
+    # block 0 of 2 (parallel Cohere 2-style blocks).
+    "cohere_compass": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,)},
+        rules=(scatter("cohere_compass"), "cohere_compass.vision-attention", "cohere_compass.deepstack",
+               *attention("cohere_compass", "CohereCompassAttention")),
+    ),
+    # envoys/tiny/muse_glimmer.py: 2 blocks, width 32, 2 heads, patch 8, merged 2x2: a 32x32 image is 16 patches and
+    # 4 tokens, 64 wide x 48 high 48 and 12; block 0 in windows of 4x4 patches, block 1 per image; ln_post after the
+    # window order is undone, then a pixel shuffle (128 wide rows) and the adapter (48 wide), a projection and a norm.
+    "muse_glimmer": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        final_norm=True,
+        restores_window_order=True,
+        features_are_projected=False,
+        pattern_unavailable=MUSE_PER_IMAGE,
+        rules=(scatter("muse_glimmer"), "muse_glimmer.vision-windows", "muse_glimmer.vision-attention",
+               *attention("muse_glimmer", "MuseGlimmerTextAttention")),
     ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.

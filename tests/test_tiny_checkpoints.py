@@ -34,6 +34,8 @@ CLASSES = {
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend"),
     "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
+    "cohere_compass": ("CohereCompassForConditionalGeneration", "CohereCompassProcessor", "TokenizersBackend"),
+    "muse_glimmer": ("MuseGlimmerForConditionalGeneration", "MuseGlimmerProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "cosmos3_omni": ("Cosmos3OmniForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
     "hyperclovax_vision_v2": (
@@ -89,6 +91,8 @@ IMAGE_TOKENS = {
     "qwen2_5_vl": (16, 48),
     "qwen3_vl": (4, 12),
     "qwen3_vl_moe": (4, 12),  # qwen3_vl's tower and processor
+    "cohere_compass": (4, 12),  # qwen3_vl's tower, Qwen2-VL's image processor
+    "muse_glimmer": (4, 12),  # 16 px cells: 2x2 and 3 high x 4 wide
     "qwen3_5": (4, 12),
     "cosmos3_omni": (4, 12),  # qwen3_vl's tower and processor
     "hyperclovax_vision_v2": (16, 48),  # qwen2_5_vl's tower and image processor

@@ -183,6 +183,8 @@ def test_image_features_are_what_the_text_model_receives_at_the_image_tokens(mod
 def test_the_tower_stream_and_every_block_adds_up(model, row, count):
     images = row.images[:count]
     with model.trace(prompt(model, images), images=images) as tracer:
+        if row.restores_window_order:  # computed before the patch embedding
+            window = model.vision.window_index.save()
         patches = model.vision.patch_embeddings.save()
         blocks = nnsight.save([])
         for block in model.vision.layers:
@@ -200,6 +202,8 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
         if index:
             assert torch.equal(layer_input, blocks[index - 1][3]), index
     last = blocks[-1][3]
+    if row.restores_window_order:  # the blocks' rows in window order, the tower's output back in raster order
+        last = last[:, torch.argsort(window)]
     assert tower.shape == stream
     if row.final_norm:  # after the tower's final norm over the patches
         assert torch.equal(tower, model.vision.norm._module(last)) and not torch.equal(tower, last)
