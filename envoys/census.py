@@ -95,6 +95,12 @@ LEFT_OUT = {
                          "frame and scatters every frame's queries at the video token (`video_token_id`); "
                          "`envoys.qformer` names its modules as InstructBLIP's, but its values are a video's: serving it "
                          "needs the video side (frames as rows, the video token's mask)",
+    "muse_spark": "its tower is Muse Glimmer's (served there), but its text blocks gate the residual stream: each "
+                  "sublayer joins it through `MuseSparkResidualGate`, `alpha * residual + beta * post_norm(sublayer)` "
+                  "with learned per-channel `alpha` and `beta`, so the stream is rescaled at every sublayer and no "
+                  "values make layer_input + attention_output + mlp_output == layer_output hold; it needs a gated-"
+                  "residual block layout (the gates as values, the identity stated with them); its audio tower is "
+                  "another issue",
     "apertus1p5": "VQ image tokens with no tower of blocks: a convolutional VQ tokenizer (ResNet stages, "
                   "`Apertus1p5VisionTokenizerModel`) turns each image into codes of the text vocabulary, which the "
                   "text model's own embedding table embeds before the scatter; there are no tower blocks, attention "
