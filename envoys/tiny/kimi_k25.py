@@ -14,11 +14,18 @@ and 6x8 = 48 tokens.
 
 The text model is DeepSeek-V3's: 2 blocks of width 32, multi-head latent
 attention (2 heads; queries and keys of 8 + 8 dims without and with rotary
-positions, keys and values expanded from a 16-wide latent, values 12 wide),
+positions, queries through a 16-wide low-rank ``q_a_proj`` / ``q_b_proj`` as
+the real checkpoint's, keys and values expanded from a 16-wide latent, values
+12 wide),
 block 0 a dense gated MLP 64 wide (``first_k_dense_replace`` 1), block 1 a
 mixture of 4 routed experts, 2 a token, 32 wide, plus one shared expert,
 routed by plain top-k (one expert group). The router's weight is drawn from
 N(0, 1) (it starts at zero), every norm's weight at random (`randomise_norms`).
+A text attention with a full-rank ``q_proj`` (``q_lora_rank`` None) would not
+load back: transformers 5.24's kimi_k25 weight conversion, reversed on save,
+takes the text attention's ``q_proj`` for the tower's (the pattern
+``attn.q_proj`` matches ``self_attn.q_proj``) and fuses it into a ``wqkv``
+that the load cannot split.
 The tokenizer is word-level (`envoys.tiny.tokenizer`), with Kimi's media
 markers and a shortened chat template.
 """
