@@ -13,7 +13,7 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its MoE sibling's copy) and Qwen3.5 share this forward's shape and names,
 and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, and GLM-OCR's, whose forward adds q/k norms
-before the rotary embedding), and Kimi K2.5's MoonViT.
+before the rotary embedding), Kimi K2.5's MoonViT and HunYuanVL's tower.
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -59,4 +59,5 @@ RULES = (
     _attention("glm4v", "transformers.models.glm4v.modeling_glm4v:Glm4vVisionAttention.forward"),
     _attention("glm_ocr", "transformers.models.glm_ocr.modeling_glm_ocr:GlmOcrVisionAttention.forward"),
     _attention("kimi_k25", "transformers.models.kimi_k25.modeling_kimi_k25:Kimi_K25VisionAttention.forward"),
+    _attention("hunyuan_vl", "transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forward"),
 )

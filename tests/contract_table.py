@@ -156,6 +156,9 @@ class Row:
     padded: bool = False
     #: image_features is projector.output, flattened over its leading axes
     features_are_projected: bool = True
+    #: the projector runs once per image (HunYuanVL's merger, inside the tower's loop over images): its input and
+    #: output are image i's at its i-th call, and ``projected`` and ``projector_reads`` are of them concatenated
+    projector_per_image: bool = False
     #: the projector returns a tuple (Granite-Docling's connector: its features, then its DeepStack features): the
     #: item that is its features; None where it returns the features alone
     projector_item: int | None = None
@@ -194,6 +197,8 @@ RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention
 GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: MoonViT's attention (Kimi K2.5) calls its kernel once per image too, at attention_interface_2.
 KIMI_PER_IMAGE = r"MoonViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: HunYuanVL's tower attention calls its kernel once per image too, at attention_interface_2.
+HUNYUAN_PER_IMAGE = r"HunYuanVL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -735,6 +740,21 @@ ROWS: dict[str, Row] = {
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", *attention("deepseek_v3", "DeepseekV3Attention"),
                router("deepseek_v3", "DeepseekV3TopkRouter")),
+    ),
+    # envoys/tiny/hunyuan_vl.py: packed, 4 px patches in raster order, no final norm: 32x32 is 64 patches, 48x64 192;
+    # the merger (the projector) runs once per image on its rows of the last block's stream, giving h/2 x (w/2 + 1) + 2
+    # tokens (a newline column, begin and end rows): 22 and 56; 2 blocks, width 32, 2 heads of 16, MLP 64.
+    "hunyuan_vl": Row(
+        image_tokens=(22, 56),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=packed(22, 56),
+        projector_reads=Reads("layer_output", block=-1),
+        projector_per_image=True,
+        pattern_unavailable=HUNYUAN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter("hunyuan_vl"), "hunyuan_vl.vision-attention",
+               *attention("hunyuan_vl", "HunYuanVLDenseV1Attention")),
     ),
     # envoys/tiny/blip_2.py: the BLIP ViT on 32x32 images (any input resized) of 8 px patches, CLS first (1 + 16 rows),
     # 2 blocks, post_layernorm over every row; 4 Q-Former queries, 4 image tokens an image, one image a prompt (two
