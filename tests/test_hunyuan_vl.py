@@ -172,3 +172,15 @@ def test_a_merge_block_reaches_its_image_token_alone(model):
         edited = model.vision.image_features.save()
     changed = (clean != edited).any(-1).nonzero().flatten().tolist()
     assert changed == [22 + 1 + 1 * (8 + 1) + 2]
+    vision = model.vision
+    before, after = vision.token_grid(clean, image=1), vision.token_grid(edited, image=1)
+    assert before.shape[:2] == (6, 8) and (before != after).any(-1).nonzero().tolist() == [[1, 2]]
+    assert torch.equal(before[1, 2], clean[34]) and torch.equal(vision.token_grid(clean, image=0), clean[1:21].view(
+        4, 5, -1)[:, :4])  # image 0: past its begin row, each merged row then its newline
+
+
+def test_the_patch_grid_is_the_raster_order(model):
+    with model.trace(prompt(model, TWO), images=TWO):
+        stream = model.vision.layers[0].layer_input.save()
+    assert torch.equal(model.vision.patch_grid(stream, image=1), stream[0, 64:].view(12, 16, -1))
+    assert torch.equal(model.vision.patch_grid(stream, image=0), stream[0, :64].view(8, 8, -1))

@@ -40,9 +40,8 @@ before them), so the standard block values hold as they are.
 
 Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
 (`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
-image's), ``window_index`` (no windows). No grid layout (``patch_grid`` and
-``token_grid``): the image tokens hold newline, begin and end rows besides
-the merged grid.
+image's), ``window_index`` (no windows). ``vision.token_grid`` puts each
+image's merged cells on its grid, leaving out the newline, begin and end rows.
 """
 
 from __future__ import annotations
@@ -58,6 +57,7 @@ from transformers.models.hunyuan_vl.modeling_hunyuan_vl import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
+from ..grids import RasterGrids
 from ..layouts import Patches
 from ..per_image import per_image_pattern
 from ..qwen import QwenVision, QwenVisionAttention
@@ -127,4 +127,5 @@ ENVOYS: dict[type, Any] = {
     HunYuanVLVisionMLP: VisionMlp,
 }
 
-FAMILY = Family("hunyuan_vl", RENAME, ENVOYS, "model.language_model.layers")
+FAMILY = Family("hunyuan_vl", RENAME, ENVOYS, "model.language_model.layers",
+                grid_layout=RasterGrids(lambda config: config.vision_config.spatial_merge_size, newline=1, around=1))

@@ -38,6 +38,9 @@ either kind; ``mlp.router_logits`` is the output of ``gate``'s ``F.linear``
 (float32, `envoys.moe`), whose sigmoid (plus the correction bias) picks the
 experts; on the dense blocks it is Unavailable, saying so.
 
+``vision.patch_grid`` and ``vision.token_grid`` put each image's patches and
+image tokens on its grids, both in raster order (`envoys.grids.RasterGrids`).
+
 Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
 (`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
 image's), ``window_index`` (no windows); ``mlp.router_logits`` on the dense
@@ -48,7 +51,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from transformers.models.kimi_k25.modeling_kimi_k25 import (
     Kimi_K25VisionAttention,
     Kimi_K25VisionEncoderLayer,
@@ -59,7 +61,7 @@ from transformers.models.kimi_k25.modeling_kimi_k25 import (
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..glm import GlmVision
-from ..grids import Grid, ImageInputs, check_image, packed_raster
+from ..grids import RasterGrids
 from ..layouts import Patches
 from ..per_image import per_image_pattern
 from ..qwen import QwenVisionAttention
@@ -121,28 +123,6 @@ class KimiVision(GlmVision):
         return self.vision_config.merge_kernel_size[0]
 
 
-class KimiGrids:
-    """Where each image's rows are on MoonViT: every image's ``h x w`` patches (``image_grid_thw``), raster order,
-    image after image, in the packed ``[1, patches, ...]`` stream; its image tokens, one per ``merge x merge`` block,
-    raster order over the merged grid, image after image."""
-
-    stream_dims = 2  # [1, patches, ...]
-
-    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        sizes = self._sizes(inputs, image)
-        return packed_raster(sizes, image, stream=int(sizes.prod(dim=1).sum()))
-
-    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
-        height, width = inputs.config.vision_config.merge_kernel_size
-        return packed_raster(self._sizes(inputs, image) // torch.tensor([height, width]), image)
-
-    @staticmethod
-    def _sizes(inputs: ImageInputs, image: int) -> torch.Tensor:
-        grid = inputs["image_grid_thw"].cpu().long()
-        check_image(image, grid.shape[0])
-        return grid[:, 1:]
-
-
 RENAME: dict[str | type, str] = {
     "model.language_model.embed_tokens": "embed_tokens",
     "model.language_model.layers": "layers",
@@ -165,4 +145,5 @@ ENVOYS: dict[type, Any] = {
     Kimi_K25VisionMLP: VisionMlp,
 }
 
-FAMILY = Family("kimi_k25", RENAME, ENVOYS, "model.language_model.layers", grid_layout=KimiGrids())
+FAMILY = Family("kimi_k25", RENAME, ENVOYS, "model.language_model.layers",
+                grid_layout=RasterGrids(lambda config: config.vision_config.merge_kernel_size[0]))
