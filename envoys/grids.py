@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -321,6 +321,44 @@ class GridLayout(Protocol):
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         """Image ``image``'s grid over the image tokens' rows (``out[mask]``, flattened over the batch in order)."""
         ...
+
+
+@dataclass(frozen=True)
+class RasterGrids:
+    """Where each image's rows are on a packed tower whose patches are in raster order (MoonViT, HunYuanVL's tower).
+
+    The stream is ``[1, patches, ...]``: every image's ``h x w`` patches (the
+    processor's ``image_grid_thw``, ``[t, h, w]``, ``t`` = 1), raster order,
+    image after image. The image tokens are one per ``merge x merge`` block
+    (``merge_of(config)``), raster order over the merged grid, image after
+    image; where the host adds learned rows among them (HunYuanVL's merger:
+    ``newline`` after each merged row, ``around`` before and after each
+    image's), they are image tokens no cell covers.
+    """
+
+    merge_of: Callable[[Any], int]
+    newline: int = 0
+    around: int = 0
+    stream_dims: int = 2  # [1, patches, ...]
+
+    def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        sizes = self._sizes(inputs, image)
+        return packed_raster(sizes, image, stream=int(sizes.prod(dim=1).sum()))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        merged = self._sizes(inputs, image) // self.merge_of(inputs.config)
+        counts = merged[:, 0] * (merged[:, 1] + self.newline) + 2 * self.around
+        start = int(counts[:image].sum())
+        height, width = (int(side) for side in merged[image])
+        rows = torch.arange(height).unsqueeze(1) * (width + self.newline) + torch.arange(width).unsqueeze(0)
+        return Grid(start + self.around + rows, slice(start, start + int(counts[image])))
+
+    @staticmethod
+    def _sizes(inputs: ImageInputs, image: int) -> torch.Tensor:
+        """long ``[images, 2]``: each image's patch grid, off ``image_grid_thw``."""
+        sizes = inputs["image_grid_thw"].cpu().long()
+        check_image(image, sizes.shape[0])
+        return sizes[:, 1:]
 
 
 def value_named(of: str, allowed: tuple[str, ...], what: str) -> str:

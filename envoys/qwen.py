@@ -212,7 +212,7 @@ def no_windows(vision: Any) -> str | None:
     if reason is not None:
         return reason
     if vision.window_size is None:
-        return "this tower attends per image, not in windows: its blocks' values are in merge-block order"
+        return f"this tower attends per image, not in windows: its blocks' values are in {vision.stream_order}"
     if missing_site(vision, INDEX_SITE) is None:
         return None
     return missing_site(vision, WINDOW_SITE)
@@ -250,6 +250,9 @@ class QwenVision(Vision):
     ``window_size`` (Qwen2.5-VL's, in pixels; None on the others).
     ``image_size`` is Unavailable: the tower takes any resolution.
     """
+
+    #: The order of each image's patches in the blocks' values (`no_windows` says it).
+    stream_order = "merge-block order"
 
     image_sizes_are = (
         "each image's size is the processor's image_grid_thw, [t, h, w] in patches of patch_size pixels, "

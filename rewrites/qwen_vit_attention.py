@@ -14,7 +14,8 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 (and their MoE siblings' copies) share this forward's shape and names,
 and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, GLM-4.5V's copy of it (glm4v_moe), and
 GLM-OCR's, whose forward adds q/k norms before the rotary embedding), the packed SigLIP-shaped towers of PaddleOCR-VL
-and VideoLLaMA 3, and EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension).
+and VideoLLaMA 3, EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension), Cohere Compass's
+and Muse Glimmer's towers, Kimi K2.5's MoonViT and HunYuanVL's tower.
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -70,4 +71,6 @@ RULES = (
     _attention("exaone4_5", "transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_VisionAttention.forward"),
     _attention("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassVisionAttention.forward"),
     _attention("muse_glimmer", "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionAttention.forward"),
+    _attention("kimi_k25", "transformers.models.kimi_k25.modeling_kimi_k25:Kimi_K25VisionAttention.forward"),
+    _attention("hunyuan_vl", "transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forward"),
 )

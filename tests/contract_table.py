@@ -156,6 +156,9 @@ class Row:
     padded: bool = False
     #: image_features is projector.output, flattened over its leading axes
     features_are_projected: bool = True
+    #: the projector runs once per image (HunYuanVL's merger, inside the tower's loop over images): its input and
+    #: output are image i's at its i-th call, and ``projected`` and ``projector_reads`` are of them concatenated
+    projector_per_image: bool = False
     #: the projector returns a tuple (Granite-Docling's connector: its features, then its DeepStack features): the
     #: item that is its features; None where it returns the features alone
     projector_item: int | None = None
@@ -201,6 +204,10 @@ PACKED_SIGLIP_PER_IMAGE = (
 )
 #: The Muse tower's attention calls its kernel once per window or per image, at attention_interface_2.
 MUSE_PER_IMAGE = r"the Muse tower's attention makes one interface call per window.*\(attention_interface_2\).*cu_seqlens"
+#: MoonViT's attention (Kimi K2.5) calls its kernel once per image too, at attention_interface_2.
+KIMI_PER_IMAGE = r"MoonViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: HunYuanVL's tower attention calls its kernel once per image too, at attention_interface_2.
+HUNYUAN_PER_IMAGE = r"HunYuanVL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -770,6 +777,38 @@ ROWS: dict[str, Row] = {
         embedding_multiplier=10.0,
         rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
                *attention("hyperclovax", "HyperCLOVAXAttention")),
+    ),
+    # envoys/tiny/kimi_k25.py: MoonViT, packed, 4 px patches in raster order merged 2x2: 32x32 is 64 patches and 16
+    # tokens, 48x64 is 192 and 48; a final norm (final_layernorm); the tower gathers each merge block of tower_output
+    # before the projector (tests/test_kimi_k25.py says how), whose output is [tokens, 1, hidden]; 2 blocks, width 32,
+    # 2 heads of 16, MLP 64. DeepSeek-V3 text: block 0 dense (no router), block 1 a mixture of experts.
+    "kimi_k25": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=batched((16, 1), (48, 1)),
+        projector_reads=None,
+        final_norm=True,
+        pattern_unavailable=KIMI_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", *attention("deepseek_v3", "DeepseekV3Attention"),
+               router("deepseek_v3", "DeepseekV3TopkRouter")),
+    ),
+    # envoys/tiny/hunyuan_vl.py: packed, 4 px patches in raster order, no final norm: 32x32 is 64 patches, 48x64 192;
+    # the merger (the projector) runs once per image on its rows of the last block's stream, giving h/2 x (w/2 + 1) + 2
+    # tokens (a newline column, begin and end rows): 22 and 56; 2 blocks, width 32, 2 heads of 16, MLP 64.
+    "hunyuan_vl": Row(
+        image_tokens=(22, 56),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=packed(22, 56),
+        projector_reads=Reads("layer_output", block=-1),
+        projector_per_image=True,
+        pattern_unavailable=HUNYUAN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter("hunyuan_vl"), "hunyuan_vl.vision-attention",
+               *attention("hunyuan_vl", "HunYuanVLDenseV1Attention")),
     ),
     # envoys/tiny/blip_2.py: the BLIP ViT on 32x32 images (any input resized) of 8 px patches, CLS first (1 + 16 rows),
     # 2 blocks, post_layernorm over every row; 4 Q-Former queries, 4 image tokens an image, one image a prompt (two

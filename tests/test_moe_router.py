@@ -39,12 +39,14 @@ class Moe:
 
 
 #: From envoys/tiny/: aria.py (2 blocks, 4 experts, 2 a token), llama4.py (block 0 a MoE of 2 experts, top 1; its
-#: router returns (scores, logits)), mistral_large4.py (block 1 of 4 experts, 2 a token), nemotron_h_omni.py (blocks 1
-#: and 3 of 4, 4 experts, 2 a token), qwen3_vl_moe.py (block 0 of 4 experts, 2 a token), qwen3_5_moe.py (blocks 0 and
-#: 1, 4 experts, 2 a token), glm4v_moe.py (block 1, 4 experts, 2 a token; one group, no score bias).
+#: router returns (scores, logits)), kimi_k25.py and mistral_large4.py (block 1 of 4 experts, 2 a token),
+#: nemotron_h_omni.py (blocks 1 and 3 of 4, 4 experts, 2 a token), qwen3_vl_moe.py (block 0 of 4 experts, 2 a token),
+#: qwen3_5_moe.py (blocks 0 and 1, 4 experts, 2 a token), glm4v_moe.py (block 1, 4 experts, 2 a token; one group, no
+#: score bias).
 MOE = {
     "aria": Moe(sparse=(0, 1), experts=4, top_k=2, router="router"),
     "llama4": Moe(sparse=(0,), experts=2, top_k=1, router="router", logits_item=1),
+    "kimi_k25": Moe(sparse=(1,), experts=4, top_k=2),
     "mistral_large4": Moe(sparse=(1,), experts=4, top_k=2),
     "nemotron_h_omni": Moe(sparse=(1, 3), experts=4, top_k=2),
     "qwen3_vl_moe": Moe(sparse=(0,), experts=4, top_k=2),

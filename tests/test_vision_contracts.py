@@ -253,10 +253,18 @@ def test_what_the_projector_reads_and_gives(model, row):
             last = model.vision.layers[-1].layer_output.save()
         if reads is not None and reads.value == "tower_output":
             source = model.vision.tower_output.save()
-        received = model.projector.input.save()
-        projected = model.projector.output.save()
+        if row.projector_per_image:  # image i's at the projector's i-th call
+            received, projected = nnsight.save([]), nnsight.save([])
+            for _ in tracer.iter[0:len(images)]:
+                received.append(model.projector.input.save())
+                projected.append(model.projector.output.save())
+        else:
+            received = model.projector.input.save()
+            projected = model.projector.output.save()
         features = model.vision.image_features.save()
         tracer.stop()
+    if row.projector_per_image:
+        received, projected = torch.cat(list(received), dim=1), torch.cat(list(projected), dim=1)
     if row.projector_item is not None:  # a projector returning its features with more (DeepStack's)
         projected = projected[row.projector_item]
 

@@ -1,0 +1,131 @@
+"""HunYuanVL (model_type hunyuan_vl, HunyuanOCR): a packed ViT attending per image, its patch merger run once per
+image inside the tower, on a dense HunYuan text model with XD-RoPE.
+
+``HunYuanVLModel.forward`` scatters the merged image features into the token
+embeddings (``inputs_embeds_masked_scatter_0``, argument 1, found). The tower
+is ``model.vision_tower`` (standard ``model.vision``, a `HunYuanVision`):
+every image's patches in one packed stream ``[1, patches,
+vision_hidden_size]``, image after image, each image's in raster order (the
+processor's), split by ``image_grid_thw``; its blocks ``layers``
+(``layer_norm1``, ``self_attn``, ``layer_norm2``, ``mlp``), whose attention
+splits queries, keys and values at ``cu_seqlens`` and calls the kernel once
+per image under every implementation but flash, as the Qwen ViT's does
+(`HunYuanVisionAttention`, ``hunyuan_vl.vision-attention``; no rotary
+embedding: the queries and keys are the projections'), so
+``attention_scores`` and ``attention_probabilities`` are Unavailable
+(`PER_IMAGE`) and the queries, keys and values are served whole.
+
+- ``patch_embeddings`` is the convolution's output (``embeddings.patch_embedding``,
+  ``vision.patch_embed``), one row per patch, before the learned positions
+  (a square grid resampled to each image's grid) that ``embeddings`` adds.
+- The tower has no final norm: ``tower_output`` is the last block's stream,
+  served at the tower's output (``last_hidden_state``), after the merger
+  has run: read projector values first.
+- The projector is the merger (``vision_tower.patch_merger``,
+  ``model.projector``), which the tower calls once per image, on that image's
+  rows of the stream: it RMS-norms them (``before_rms``), folds each 2x2
+  block with a convolution, appends a learned newline column to every row of
+  the merged grid, maps the rows to the text width, puts a learned begin and
+  end row around them and RMS-norms the result (``after_rms``). So
+  ``projector.input`` and ``projector.output`` are image 0's (``[1, patches_0,
+  vision_hidden_size]``, ``[1, tokens_0, hidden_size]``); image i's are the
+  merger's i-th call (``tracer.iter[i]``). Each image's tokens are ``h/2 x
+  (w/2 + 1) + 2`` (its merged grid with the newline column, and the begin and
+  end rows), all image tokens of the prompt, so ``image_features`` is the
+  merger's outputs concatenated, as they are.
+
+The text blocks (``model.language_model.layers``) are pre-norm attention +
+MLP blocks (query and key RMSNorms inside the attention, XD-RoPE applied
+before them), so the standard block values hold as they are.
+
+Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
+(`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
+image's), ``window_index`` (no windows). ``vision.token_grid`` puts each
+image's merged cells on its grid, leaving out the newline, begin and end rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers.models.hunyuan_vl.modeling_hunyuan_vl import (
+    HunYuanVLVisionAttention,
+    HunYuanVLVisionBlock,
+    HunYuanVLVisionMLP,
+    HunYuanVLVisionTransformer,
+)
+
+from rewrites.qwen_vit_attention import PER_IMAGE_SITE
+
+from ..grids import RasterGrids
+from ..layouts import Patches
+from ..per_image import per_image_pattern
+from ..qwen import QwenVision, QwenVisionAttention
+from ..text import value
+from ..vision import VisionLayer, VisionMlp, no_patch_embed
+from . import Family
+
+#: Why HunYuanVL's tower attention has no scores or probabilities, under any implementation.
+PER_IMAGE = (
+    "HunYuanVL's tower attention makes one interface call per image (attention_interface_2), so no one tensor is the "
+    "block's pattern; read attention_queries and attention_keys, whole, and split them where the calls do: at the "
+    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the processor's "
+    "image_grid_thw"
+)
+
+
+class HunYuanVisionAttention(QwenVisionAttention):
+    """HunYuanVL's tower attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image, without a
+    rotary embedding; ``attention_scores`` and ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
+
+    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
+
+
+class HunYuanVision(QwenVision):
+    """HunYuanVL's tower: packed (`QwenVision`'s stream, ``[1, patches, vision_hidden_size]``), each image's patches
+    in raster order, no final norm, its merger (the projector) called once per image inside it.
+
+    Sizes, off the vision config: ``vision_hidden_size`` (``hidden_size``),
+    ``num_heads`` (``num_attention_heads``), ``intermediate_size``,
+    ``patch_size``, ``spatial_merge_size``; ``image_size`` is Unavailable
+    (any resolution).
+    """
+
+    stream_order = "raster order"
+
+    patch_embeddings = value(
+        "patch_embeddings", Patches, "every image's patch embeddings, before the position embedding",
+        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
+        view=lambda grid: grid.flatten(1).unsqueeze(0), inverse=lambda written, current: written.reshape(current.shape),
+        doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
+        "order: the convolution's output, before the learned positions. Assign a tensor of the same shape to "
+        "replace it, or edit it in place.",
+    )
+
+    @property
+    def num_heads(self) -> int:
+        return self.vision_config.num_attention_heads
+
+
+RENAME: dict[str | type, str] = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.vision_tower": "vision",
+    "model.vision_tower.patch_merger": "projector",
+    "embeddings.patch_embedding": "patch_embed",
+    "layer_norm1": "input_layernorm",
+    "layer_norm2": "post_attention_layernorm",
+    "mlp.fc1": "mlp.up_proj",
+    "mlp.fc2": "mlp.down_proj",
+}
+
+ENVOYS: dict[type, Any] = {
+    HunYuanVLVisionTransformer: HunYuanVision,
+    HunYuanVLVisionBlock: VisionLayer,
+    HunYuanVLVisionAttention: HunYuanVisionAttention,
+    HunYuanVLVisionMLP: VisionMlp,
+}
+
+FAMILY = Family("hunyuan_vl", RENAME, ENVOYS, "model.language_model.layers",
+                grid_layout=RasterGrids(lambda config: config.vision_config.spatial_merge_size, newline=1, around=1))
