@@ -101,6 +101,12 @@ LEFT_OUT = {
                   "values make layer_input + attention_output + mlp_output == layer_output hold; it needs a gated-"
                   "residual block layout (the gates as values, the identity stated with them); its audio tower is "
                   "another issue",
+    "hy_v4_vl": "its text blocks use hyper-connections (`HYV4VLHyperConnection`, as DeepSeek-V4's): the stream is "
+                "`hc_mult` copies of the embeddings (`[batch, seq, hc_mult, hidden]`), each sublayer reads a learned, "
+                "input-dependent sum of them and its output is spread back onto them, and the head collapses the "
+                "copies before the final norm, so neither layers[0].input[mask] == image_features nor the block "
+                "identity has a standard form; it needs the hyper-connection layout glm5_next needs; its tower and "
+                "per-image merger are HunYuanVL's layout, served",
     "apertus1p5": "VQ image tokens with no tower of blocks: a convolutional VQ tokenizer (ResNet stages, "
                   "`Apertus1p5VisionTokenizerModel`) turns each image into codes of the text vocabulary, which the "
                   "text model's own embedding table embeds before the scatter; there are no tower blocks, attention "
