@@ -13,7 +13,8 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its MoE sibling's copy) and Qwen3.5 share this forward's shape and names,
 and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, and GLM-OCR's, whose forward adds q/k norms
-before the rotary embedding).
+before the rotary embedding), and MiniCPM-V's SigLIP-NaViT attention (4.6's, 4.7's and MiniCPM-OCR's copies), whose
+queries and keys have no rotary embedding.
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -58,4 +59,7 @@ RULES = (
     _attention("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5VisionAttention.forward"),
     _attention("glm4v", "transformers.models.glm4v.modeling_glm4v:Glm4vVisionAttention.forward"),
     _attention("glm_ocr", "transformers.models.glm_ocr.modeling_glm_ocr:GlmOcrVisionAttention.forward"),
+    _attention("minicpmv4_6", "transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionAttention.forward"),
+    _attention("minicpmv4_7", "transformers.models.minicpmv4_7.modeling_minicpmv4_7:MiniCPMV4_7VisionAttention.forward"),
+    _attention("minicpm_ocr", "transformers.models.minicpm_ocr.modeling_minicpm_ocr:MiniCPMOcrVisionAttention.forward"),
 )

@@ -156,6 +156,11 @@ class Row:
     padded: bool = False
     #: image_features is projector.output, flattened over its leading axes
     features_are_projected: bool = True
+    #: a merger inside the tower after block k (MiniCPM-V's vit_merger): (k, the layout of the later blocks' stream and of
+    #: tower_output), so layers[k + 1].layer_input is the merger's output, not layers[k].layer_output
+    merged_after: tuple[int, Layout] | None = None
+    #: the projector returns a list of one tensor per image unit, which the host concatenates (MiniCPM-V's merger)
+    projector_list: bool = False
     #: the projector returns a tuple (Granite-Docling's connector: its features, then its DeepStack features): the
     #: item that is its features; None where it returns the features alone
     projector_item: int | None = None
@@ -192,6 +197,8 @@ QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \
 RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
 #: The GLM ViT's attention calls its kernel once per image too, at attention_interface_2.
 GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: MiniCPM-V's tower attention calls its kernel once per image unit too, at attention_interface_2.
+MINICPM_PER_IMAGE = r"MiniCPM-V's ViT attention makes one interface call per image unit \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -716,6 +723,40 @@ ROWS: dict[str, Row] = {
         embedding_multiplier=10.0,
         rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
                *attention("hyperclovax", "HyperCLOVAXAttention")),
+    ),
+    # envoys/tiny/minicpm.py: a packed SigLIP-NaViT tower, 4 px patches, 2 blocks, width 32, 2 heads of 16, MLP 64; the
+    # processor makes a 32x32 image one 32x32 unit, a 64x48 one a 32x32 source and 2x2 slices of 32x32 (5 units); 16x:
+    # 64 patches a unit, the vit_merger folds them to 16 rows after block 0, the merger (the projector, outside the
+    # tower, a list of one tensor per unit) to 4 tokens; post_layernorm is tower_output, what the merger reads.
+    # Qwen3.5 text: blocks linear, linear, linear, full attention.
+    **{name: Row(
+        image_tokens=(4, 20),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="target_sizes", **SIGLIP),
+        stream=packed(64, 320),
+        merged_after=(0, packed(16, 80)),
+        projected=flat((1, 4), (5, 4)),
+        projector_reads=Reads("tower_output"),
+        projector_list=True,
+        final_norm=True,
+        pattern_unavailable=MINICPM_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter(name), f"{name}.vision-attention", "qwen3_5.gated-deltanet", *attention("qwen3_5", "Qwen3_5Attention")),
+    ) for name in ("minicpmv4_6", "minicpmv4_7")},
+    # envoys/tiny/minicpm.py, build_minicpm_ocr: the same tower downsampling 4x (no vit_merger): a 32x32 image is one
+    # unit of 64 patches and 16 tokens; a 64x48 one a 24x32 source and 2x2 slices of 24x32 (5 units of 48 patches, 12
+    # tokens each).
+    "minicpm_ocr": Row(
+        image_tokens=(16, 60),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="target_sizes", **SIGLIP),
+        stream=packed(64, 240),
+        projected=flat((1, 16), (5, 12)),
+        projector_reads=Reads("tower_output"),
+        projector_list=True,
+        final_norm=True,
+        pattern_unavailable=MINICPM_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", "qwen3_5.gated-deltanet",
+               *attention("qwen3_5", "Qwen3_5Attention")),
     ),
     # envoys/tiny/blip_2.py: the BLIP ViT on 32x32 images (any input resized) of 8 px patches, CLS first (1 + 16 rows),
     # 2 blocks, post_layernorm over every row; 4 Q-Former queries, 4 image tokens an image, one image a prompt (two

@@ -73,6 +73,9 @@ CLASSES = {
     "glm_ocr": ("GlmOcrForConditionalGeneration", "Glm46VProcessor", "TokenizersBackend"),
     "blip-2": ("Blip2ForConditionalGeneration", "Blip2Processor", "TokenizersBackend"),
     "instructblip": ("InstructBlipForConditionalGeneration", "InstructBlipProcessor", "TokenizersBackend"),
+    "minicpmv4_6": ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_6Processor", "TokenizersBackend"),
+    "minicpmv4_7": ("MiniCPMV4_7ForConditionalGeneration", "MiniCPMV4_7Processor", "TokenizersBackend"),
+    "minicpm_ocr": ("MiniCPMOcrForConditionalGeneration", "MiniCPMOcrProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -122,6 +125,9 @@ IMAGE_TOKENS = {
     "glm_ocr": (4, 12),
     "blip-2": (4, 4),  # the Q-Former's 4 queries an image, one image a prompt
     "instructblip": (4, 4),
+    "minicpmv4_6": (4, 20),  # 16x: 4 tokens a 32x32 unit; the 48x64 image is a source and 2x2 slices, 5 units
+    "minicpmv4_7": (4, 20),
+    "minicpm_ocr": (16, 60),  # 4x: 16 tokens a 32x32 unit; a 24x32 source and 2x2 slices of 24x32, 12 tokens each
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
@@ -272,7 +278,8 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
     # high-res tower's pixels: high_res_pixel_values
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
                                      "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
-                                     "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask")
+                                     "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask",
+                                     "target_sizes")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
