@@ -30,7 +30,9 @@ half-side grid in raster order, and ``layers[k + 1].layer_input`` is
 (``vision.merged_after`` says which k). Downsampling 4x (MiniCPM-OCR's
 default) skips it: every block runs on every patch. Then the final LayerNorm
 (``post_layernorm``, ``vision.norm``): ``tower_output`` is its output, the
-tower's ``last_hidden_state``, read before the projector.
+tower's ``last_hidden_state``, read before the projector. On a model that
+downsamples 4x the ``vit_merger``'s envoys are not served
+(`vit_merger_skipped`: its values are Unavailable, saying why).
 
 The projector is the merger (``model.merger``, outside the tower): for each
 unit it folds 2x2 blocks of ``tower_output``'s grid into one row and maps it
@@ -107,6 +109,16 @@ class MiniCPMVision(Vision):
         return config.insert_layer_id
 
 
+def vit_merger_skipped(envoy: Any) -> str | None:
+    """Why ``envoy`` is not served: it is in the tower's ``vit_merger`` (its attention, keyed by class, is the blocks'
+    kind) on a model that downsamples 4x, whose tower's forward skips the ``vit_merger``; None elsewhere (`Family`'s
+    ``unserved``)."""
+    if "vit_merger" not in envoy.path.split(".") or envoy.root.config.downsample_mode != "4x":
+        return None
+    return ("this is the tower's vit_merger, which the tower's forward skips on a model that downsamples 4x "
+            "(config.downsample_mode '4x'): every block runs on every patch, and the merger folds 2x2 patches")
+
+
 #: The native names of MiniCPM-V's tower, merger and Qwen3.5 text model under the standard ones.
 MINICPM_RENAME = {
     "model.language_model.embed_tokens": "embed_tokens",
@@ -121,4 +133,4 @@ MINICPM_RENAME = {
 #: Where the text blocks are.
 TEXT_LAYERS = "model.language_model.layers"
 
-__all__ = ["MINICPM_RENAME", "PER_IMAGE", "TEXT_LAYERS", "MiniCPMVision", "MiniCPMVisionAttention"]
+__all__ = ["MINICPM_RENAME", "PER_IMAGE", "TEXT_LAYERS", "MiniCPMVision", "MiniCPMVisionAttention", "vit_merger_skipped"]

@@ -250,3 +250,13 @@ def test_a_block_of_tower_output_reaches_its_image_token_alone(model):
         edited = model.vision.image_features.save()
         tracer.stop()
     assert (clean != edited).any(-1).nonzero().flatten().tolist() == [1]
+
+
+def test_under_4x_the_vit_merger_s_values_say_it_does_not_run(load):
+    from envoys import Unavailable
+
+    model = load("minicpm_ocr")
+    with pytest.raises(Unavailable, match="vit_merger, which the tower's forward skips on a model that downsamples 4x"):
+        model.vision.vit_merger.self_attn.attention_queries
+    assert model.vision.support()["self_attn.attention_queries"] is None  # the blocks' own attention is served
+    assert load("minicpmv4_6").vision.vit_merger.self_attn.support()["attention_queries"] is None
