@@ -47,9 +47,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from .families.encoder_names import ENCODER_RENAME
+from .grids import Grid, GridError, ImageInputs, check_image, raster, stitch, value_named
 from .per_image import per_image_pattern
 from .qwen import QwenVisionAttention
 from .vision import Vision, variable_resolution
@@ -119,6 +122,99 @@ def vit_merger_skipped(envoy: Any) -> str | None:
             "(config.downsample_mode '4x'): every block runs on every patch, and the merger folds 2x2 patches")
 
 
+#: Which rows a MiniCPM-V patch grid is over (``of=``): the tower's rows before the ``vit_merger`` (the patch
+#: embeddings, the blocks up to ``merged_after``; every block under 4x) or after it (16x: the later blocks and
+#: ``tower_output``).
+PATCH_VALUES = ("stream", "merged")
+
+
+class MiniCPMGrids:
+    """Where each image's rows are on MiniCPM-V's tower and image tokens.
+
+    An image is units, one run of image tokens each, in the order of the
+    processor's ``target_sizes``: its source image (the run after
+    ``<image>``), then, where it was sliced, its slices (each run after
+    ``<slice>``), row by row, a row ending where the next ``<slice>`` does not
+    follow a ``</slice>`` (the processor puts a newline there). An image's grid
+    is its slices stitched by row and column, or its source unit where it was
+    not sliced; a sliced image's source unit is in its rows, off the grid. A
+    unit's rows are its ``[h, w]`` grid in raster order, units one after another:
+    ``h x w`` patches (``of="stream"``, the rows before the ``vit_merger``),
+    ``h / 2 x w / 2`` after it (``of="merged"``, 16x), and ``h / m x w / m``
+    image tokens (``m`` 4 under 16x, 2 under 4x).
+    """
+
+    stream_dims = 2  # [1, patches, ...]
+
+    def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
+        """Image ``image``'s patch grid over the tower's packed rows: ``of`` "stream" (before the ``vit_merger``) or
+        "merged" (after it, 16x: the later blocks and ``tower_output``)."""
+        side = 1
+        if value_named(of, PATCH_VALUES, "MiniCPM-V per-patch") == "merged":
+            if inputs.config.downsample_mode == "4x":
+                raise GridError("of='merged': this model downsamples 4x, so no vit_merger runs: every block and "
+                                "tower_output are over the stream's rows (of='stream')")
+            side = 2
+        sizes = inputs["target_sizes"].cpu().long() // side
+        starts = [0, *sizes.prod(dim=1).cumsum(0).tolist()]
+        return self._grid(inputs, image, sizes, starts, int(starts[-1]))
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        """Image ``image``'s grid over the image tokens, one token per ``m x m`` block of a unit's patches."""
+        merge = 2 if inputs.config.downsample_mode == "4x" else 4
+        sizes = inputs["target_sizes"].cpu().long() // merge
+        starts = [run.first for run in inputs.token_runs()]
+        return self._grid(inputs, image, sizes, [*starts, inputs.image_tokens], None)
+
+    @staticmethod
+    def _images(inputs: ImageInputs) -> list[list[tuple[int, int]]]:
+        """Each image's units as ``(unit, row)``: its source unit (row -1), then its slices with their slice row."""
+        tokenizer = getattr(inputs.processor, "tokenizer", inputs.processor)
+        slice_start, slice_end = (tokenizer.convert_tokens_to_ids(getattr(tokenizer, name))
+                                  for name in ("slice_start_token", "slice_end_token"))
+        images: list[list[tuple[int, int]]] = []
+        for unit, run in enumerate(inputs.token_runs()):
+            before = int(inputs.input_ids[run.batch, run.position - 1]) if run.position else None
+            if before != slice_start:
+                images.append([(unit, -1)])
+                continue
+            if not images:
+                raise GridError("the prompt's first image tokens follow a <slice> token: the prompt is not one the "
+                                "processor wrote, so its units cannot be placed")
+            after_slice = run.position > 1 and int(inputs.input_ids[run.batch, run.position - 2]) == slice_end
+            rows = images[-1][-1][1]
+            images[-1].append((unit, rows if after_slice else rows + 1))
+        return images
+
+    def _grid(self, inputs: ImageInputs, image: int, sizes: torch.Tensor, starts: list[int], stream: int | None) -> Grid:
+        images = self._images(inputs)
+        check_image(image, len(images))
+        units = images[image]
+        if len(units) > sizes.shape[0] or units[-1][0] >= sizes.shape[0]:
+            raise GridError(f"the prompt holds more image units than target_sizes' {sizes.shape[0]}")
+
+        def cells(unit: int) -> torch.Tensor:
+            height, width = (int(side) for side in sizes[unit])
+            return raster(height, width, int(starts[unit]))
+
+        span = slice(int(starts[units[0][0]]), int(starts[units[-1][0] + 1]))
+        slices = units[1:]
+        if not slices:
+            return Grid(cells(units[0][0]), span, stream)
+        rows = slices[-1][1] + 1
+        columns = len(slices) // rows
+        if [row for _, row in slices] != [row for row in range(rows) for _ in range(columns)]:
+            raise GridError(f"image {image}'s slices do not fill a {rows}x{columns} grid")
+        tiles = [cells(unit) for unit, _ in slices]
+        if len({tuple(tile.shape) for tile in tiles}) != 1:
+            raise GridError(f"image {image}'s slices are of different sizes "
+                            f"({sorted({tuple(tile.shape) for tile in tiles})}), so they stitch into no one grid")
+        return Grid(stitch(torch.stack(tiles), rows, columns), span, stream)
+
+
+MINICPM_GRIDS = MiniCPMGrids()
+
+
 #: The native names of MiniCPM-V's tower, merger and Qwen3.5 text model under the standard ones.
 MINICPM_RENAME = {
     "model.language_model.embed_tokens": "embed_tokens",
@@ -133,4 +229,4 @@ MINICPM_RENAME = {
 #: Where the text blocks are.
 TEXT_LAYERS = "model.language_model.layers"
 
-__all__ = ["MINICPM_RENAME", "PER_IMAGE", "TEXT_LAYERS", "MiniCPMVision", "MiniCPMVisionAttention", "vit_merger_skipped"]
+__all__ = ["MINICPM_GRIDS", "MINICPM_RENAME", "PER_IMAGE", "TEXT_LAYERS", "MiniCPMVision", "MiniCPMVisionAttention", "vit_merger_skipped"]

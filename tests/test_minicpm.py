@@ -260,3 +260,48 @@ def test_under_4x_the_vit_merger_s_values_say_it_does_not_run(load):
         model.vision.vit_merger.self_attn.attention_queries
     assert model.vision.support()["self_attn.attention_queries"] is None  # the blocks' own attention is served
     assert load("minicpmv4_6").vision.vit_merger.self_attn.support()["attention_queries"] is None
+
+
+# -- the grids -------------------------------------------------------------------------------------
+
+
+def test_an_image_s_grid_is_its_slices_stitched_and_a_block_reaches_its_token_alone(model):
+    """Image 1 (64 wide, 48 high) is a source unit and 2x2 slices: its grid stitches the slices by row and column.
+    Zeroing one 2x2 block of that grid in tower_output (on the stream after the vit_merger under 16x) changes the image
+    token at that block's cell of image 1's token grid, and no other image token."""
+    vision = model.vision
+    of = "merged" if sixteen_x(model) else "stream"
+    sizes = target_sizes(model, TWO)  # [h, w] in patches: image 0's one unit, image 1's source, then its 4 slices
+    side = 2 if sixteen_x(model) else 1
+    slice_rows, slice_columns = (int(size) // side for size in sizes[2])
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO) as tracer:
+        patches = vision.patch_embeddings.save()
+        clean = vision.image_features.save()
+        tracer.stop()
+    first = sizes[0].tolist()
+    assert torch.equal(vision.patch_grid(patches, image=0), patches[0, :first[0] * first[1]].view(*first, -1))
+    with model.trace(text, images=TWO) as tracer:
+        tower = vision.tower_output
+        cells = vision.patch_grid(tower, image=1, of=of)
+        assert cells.shape[:2] == (2 * slice_rows, 2 * slice_columns)
+        cells[slice_rows:slice_rows + 2, 2:4] = 0  # the second slice row's first slice, its block (0, 1)
+        vision.place_patch_grid(cells, tower, image=1, of=of)
+        edited = vision.image_features.save()
+        tracer.stop()
+    before, after = vision.token_grid(clean, image=1), vision.token_grid(edited, image=1)
+    assert before.shape[:2] == (slice_rows, slice_columns)  # each slice's tokens: its grid folded 2x2
+    assert (before != after).any(-1).nonzero().tolist() == [[slice_rows // 2, 1]]
+    assert torch.equal(vision.token_grid(clean, image=0), vision.token_grid(edited, image=0))
+
+
+def test_under_4x_there_is_no_merged_grid(load):
+    from envoys.grids import GridError
+
+    model = load("minicpm_ocr")
+    with model.trace(prompt(model, ONE), images=ONE) as tracer:
+        tower = model.vision.tower_output.save()
+        tracer.stop()
+    assert model.vision.patch_grid(tower).shape[:2] == (8, 8)
+    with pytest.raises(GridError, match="downsamples 4x, so no vit_merger runs"):
+        model.vision.patch_grid(tower, of="merged")

@@ -21,7 +21,7 @@ from transformers.models.minicpm_ocr.modeling_minicpm_ocr import (
     MiniCPMOcrVisionModel,
 )
 
-from ..minicpm import MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
 from ..vision import VisionLayer, VisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
@@ -36,4 +36,5 @@ ENVOYS = {
     MiniCPMOcrVisionMLP: VisionMlp,
 }
 
-FAMILY = Family("minicpm_ocr", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped)
+FAMILY = Family("minicpm_ocr", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
+                grid_layout=MINICPM_GRIDS)

@@ -27,7 +27,7 @@ from transformers.models.minicpmv4_6.modeling_minicpmv4_6 import (
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qwen3_5GatedDeltaNet
 
 from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
-from ..minicpm import MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
 from ..vision import VisionLayer, VisionMlp
 from . import Family
 
@@ -42,4 +42,5 @@ ENVOYS = {
     Qwen3_5GatedDeltaNet: GatedDeltaNet,
 }
 
-FAMILY = Family("minicpmv4_6", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped)
+FAMILY = Family("minicpmv4_6", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
+                grid_layout=MINICPM_GRIDS)

@@ -22,7 +22,7 @@ from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import (
     MiniCPMV4_7VisionModel,
 )
 
-from ..minicpm import MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
 from ..vision import VisionLayer, VisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
@@ -37,4 +37,5 @@ ENVOYS = {
     MiniCPMV4_7VisionMLP: VisionMlp,
 }
 
-FAMILY = Family("minicpmv4_7", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped)
+FAMILY = Family("minicpmv4_7", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
+                grid_layout=MINICPM_GRIDS)
