@@ -41,6 +41,11 @@ per unit, which the host (``*Model.forward``) concatenates and scatters
 (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video). So
 ``projector.input`` is ``tower_output`` and ``projector.output`` is that
 list; ``torch.cat(projector.output)`` is ``image_features``.
+
+Grids (`MiniCPMGrids`): an image's grid is its slices stitched by row and
+column, or its source unit where it was not sliced (a sliced image's source
+unit is in its rows, off the grid), over the stream before the ``vit_merger``
+(``of="stream"``) or after it (``of="merged"``, 16x) and over its image tokens.
 """
 
 from __future__ import annotations
