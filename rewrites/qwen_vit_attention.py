@@ -15,7 +15,8 @@ Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 (and their MoE siblings' copies) shar
 and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, GLM-4.5V's copy of it (glm4v_moe), and
 GLM-OCR's, whose forward adds q/k norms before the rotary embedding), the packed SigLIP-shaped towers of PaddleOCR-VL
 and VideoLLaMA 3, EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension), Cohere Compass's
-and Muse Glimmer's towers, Kimi K2.5's MoonViT and HunYuanVL's tower.
+and Muse Glimmer's towers, Kimi K2.5's MoonViT and HunYuanVL's tower, and MiniCPM-V's SigLIP-NaViT
+attention (4.6's, 4.7's and MiniCPM-OCR's copies), whose queries and keys have no rotary embedding.
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -73,4 +74,7 @@ RULES = (
     _attention("muse_glimmer", "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionAttention.forward"),
     _attention("kimi_k25", "transformers.models.kimi_k25.modeling_kimi_k25:Kimi_K25VisionAttention.forward"),
     _attention("hunyuan_vl", "transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forward"),
+    _attention("minicpmv4_6", "transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionAttention.forward"),
+    _attention("minicpmv4_7", "transformers.models.minicpmv4_7.modeling_minicpmv4_7:MiniCPMV4_7VisionAttention.forward"),
+    _attention("minicpm_ocr", "transformers.models.minicpm_ocr.modeling_minicpm_ocr:MiniCPMOcrVisionAttention.forward"),
 )

@@ -159,6 +159,11 @@ class Row:
     #: the projector runs once per image (HunYuanVL's merger, inside the tower's loop over images): its input and
     #: output are image i's at its i-th call, and ``projected`` and ``projector_reads`` are of them concatenated
     projector_per_image: bool = False
+    #: a merger inside the tower after block k (MiniCPM-V's vit_merger): (k, the layout of the later blocks' stream and of
+    #: tower_output), so layers[k + 1].layer_input is the merger's output, not layers[k].layer_output
+    merged_after: tuple[int, Layout] | None = None
+    #: the projector returns a list of one tensor per image unit, which the host concatenates (MiniCPM-V's merger)
+    projector_list: bool = False
     #: the projector returns a tuple (Granite-Docling's connector: its features, then its DeepStack features): the
     #: item that is its features; None where it returns the features alone
     projector_item: int | None = None
@@ -208,6 +213,8 @@ MUSE_PER_IMAGE = r"the Muse tower's attention makes one interface call per windo
 KIMI_PER_IMAGE = r"MoonViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: HunYuanVL's tower attention calls its kernel once per image too, at attention_interface_2.
 HUNYUAN_PER_IMAGE = r"HunYuanVL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: MiniCPM-V's tower attention calls its kernel once per image unit too, at attention_interface_2.
+MINICPM_PER_IMAGE = r"MiniCPM-V's ViT attention makes one interface call per image unit \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -809,6 +816,40 @@ ROWS: dict[str, Row] = {
         vision_unavailable=NO_WINDOWS,
         rules=(scatter("hunyuan_vl"), "hunyuan_vl.vision-attention",
                *attention("hunyuan_vl", "HunYuanVLDenseV1Attention")),
+    ),
+    # envoys/tiny/minicpm.py: a packed SigLIP-NaViT tower, 4 px patches, 2 blocks, width 32, 2 heads of 16, MLP 64; the
+    # processor makes a 32x32 image one 32x32 unit, a 64x48 one a 32x32 source and 2x2 slices of 32x32 (5 units); 16x:
+    # 64 patches a unit, the vit_merger folds them to 16 rows after block 0, the merger (the projector, outside the
+    # tower, a list of one tensor per unit) to 4 tokens; post_layernorm is tower_output, what the merger reads.
+    # Qwen3.5 text: blocks linear, linear, linear, full attention.
+    **{name: Row(
+        image_tokens=(4, 20),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="target_sizes", **SIGLIP),
+        stream=packed(64, 320),
+        merged_after=(0, packed(16, 80)),
+        projected=flat((1, 4), (5, 4)),
+        projector_reads=Reads("tower_output"),
+        projector_list=True,
+        final_norm=True,
+        pattern_unavailable=MINICPM_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter(name), f"{name}.vision-attention", "qwen3_5.gated-deltanet", *attention("qwen3_5", "Qwen3_5Attention")),
+    ) for name in ("minicpmv4_6", "minicpmv4_7")},
+    # envoys/tiny/minicpm.py, build_minicpm_ocr: the same tower downsampling 4x (no vit_merger): a 32x32 image is one
+    # unit of 64 patches and 16 tokens; a 64x48 one a 24x32 source and 2x2 slices of 24x32 (5 units of 48 patches, 12
+    # tokens each).
+    "minicpm_ocr": Row(
+        image_tokens=(16, 60),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="target_sizes", **SIGLIP),
+        stream=packed(64, 240),
+        projected=flat((1, 16), (5, 12)),
+        projector_reads=Reads("tower_output"),
+        projector_list=True,
+        final_norm=True,
+        pattern_unavailable=MINICPM_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", "qwen3_5.gated-deltanet",
+               *attention("qwen3_5", "Qwen3_5Attention")),
     ),
     # envoys/tiny/blip_2.py: the BLIP ViT on 32x32 images (any input resized) of 8 px patches, CLS first (1 + 16 rows),
     # 2 blocks, post_layernorm over every row; 4 Q-Former queries, 4 image tokens an image, one image a prompt (two

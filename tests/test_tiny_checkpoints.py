@@ -82,6 +82,9 @@ CLASSES = {
     "paddleocr_vl": ("PaddleOCRVLForConditionalGeneration", "PaddleOCRVLProcessor", "TokenizersBackend"),
     "video_llama_3": ("VideoLlama3ForConditionalGeneration", "VideoLlama3Processor", "TokenizersBackend"),
     "exaone4_5": ("Exaone4_5_ForConditionalGeneration", "Exaone4_5_Processor", "TokenizersBackend"),
+    "minicpmv4_6": ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_6Processor", "TokenizersBackend"),
+    "minicpmv4_7": ("MiniCPMV4_7ForConditionalGeneration", "MiniCPMV4_7Processor", "TokenizersBackend"),
+    "minicpm_ocr": ("MiniCPMOcrForConditionalGeneration", "MiniCPMOcrProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -140,6 +143,9 @@ IMAGE_TOKENS = {
     "paddleocr_vl": (4, 12),  # 8 px patches folded 2x2 by the projector: 4x4 patches, 6x8
     "video_llama_3": (16, 48),  # 8 px patches, images at merge_size 1: one token a patch
     "exaone4_5": (16, 48),  # qwen2_5_vl's tower sizes: 4 px patches merged 2x2, 8x8 and 12x16 patches
+    "minicpmv4_6": (4, 20),  # 16x: 4 tokens a 32x32 unit; the 48x64 image is a source and 2x2 slices, 5 units
+    "minicpmv4_7": (4, 20),
+    "minicpm_ocr": (16, 60),  # 4x: 16 tokens a 32x32 unit; a 24x32 source and 2x2 slices of 24x32, 12 tokens each
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is
@@ -291,7 +297,7 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
                                      "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
                                      "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask",
-                                     "image_merge_sizes")
+                                     "image_merge_sizes", "target_sizes")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features

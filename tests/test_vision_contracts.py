@@ -193,18 +193,19 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
         tower = model.vision.tower_output.save()
         tracer.stop()
     width = row.sizes.vision_hidden_size
-    stream = (*row.stream.shape(count), width)
+    merge, merged = row.merged_after or (None, row.stream)  # a merger inside the tower: later blocks on its rows
     assert patches.shape == (*row.stream.without(row.prefix).shape(count), width)
     assert len(blocks) == row.sizes.num_layers
     for index, (layer_input, attention, mlp, output) in enumerate(blocks):
+        stream = (*(row.stream if merge is None or index <= merge else merged).shape(count), width)
         assert layer_input.shape == attention.shape == mlp.shape == output.shape == stream, index
         assert torch.equal(layer_input + attention + mlp, output), index
-        if index:
+        if index and index - 1 != merge:
             assert torch.equal(layer_input, blocks[index - 1][3]), index
     last = blocks[-1][3]
     if row.restores_window_order:  # the blocks' rows in window order, the tower's output back in raster order
         last = last[:, torch.argsort(window)]
-    assert tower.shape == stream
+    assert tower.shape == (*merged.shape(count), width)
     if row.final_norm:  # after the tower's final norm over the patches
         assert torch.equal(tower, model.vision.norm._module(last)) and not torch.equal(tower, last)
     else:
@@ -267,6 +268,8 @@ def test_what_the_projector_reads_and_gives(model, row):
         received, projected = torch.cat(list(received), dim=1), torch.cat(list(projected), dim=1)
     if row.projector_item is not None:  # a projector returning its features with more (DeepStack's)
         projected = projected[row.projector_item]
+    if row.projector_list:  # one tensor per image unit, concatenated by the host
+        projected = torch.cat(projected)
 
     def as_read(value):
         taken = value[:, reads.drop_first:]

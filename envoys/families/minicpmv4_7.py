@@ -1,0 +1,41 @@
+"""MiniCPM-V 4.7 (model_type minicpmv4_7): MiniCPM-V 4.6's layout (`envoys.minicpm`) under canvas M-RoPE.
+
+transformers builds 4.7's tower, merger and host as copies of 4.6's
+(``MiniCPMV4_7*``): the packed SigLIP-NaViT tower at ``model.vision_tower``
+(a `MiniCPMVision`, its ``vit_merger`` folding the stream 2x2 after block
+``insert_layer_id`` under 16x, the default), per-unit attention
+(`envoys.minicpm.PER_IMAGE`), the merger at ``model.merger`` (the projector,
+a list of one tensor per unit), the scatter ``inputs_embeds_masked_scatter_0``
+in ``MiniCPMV4_7Model.forward``, on a Qwen3.5 text model. What differs is
+where the text positions come from: the host computes 3D positions that lay
+each image's tokens out on a canvas (the processor's ``mm_token_type_ids``
+and the marker tokens' ids in the config) before the text model runs, which
+changes no standard value's meaning. Unavailable as on MiniCPM-V 4.6.
+"""
+
+from __future__ import annotations
+
+from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import (
+    MiniCPMV4_7VisionAttention,
+    MiniCPMV4_7VisionEncoderLayer,
+    MiniCPMV4_7VisionMLP,
+    MiniCPMV4_7VisionModel,
+)
+
+from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..vision import VisionLayer, VisionMlp
+from . import Family
+from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
+
+RENAME = dict(MINICPM_RENAME)
+
+ENVOYS = {
+    **{text: envoy for text, envoy in MINICPMV4_6_ENVOYS.items() if text.__module__.endswith("qwen3_5")},
+    MiniCPMV4_7VisionModel: MiniCPMVision,
+    MiniCPMV4_7VisionEncoderLayer: VisionLayer,
+    MiniCPMV4_7VisionAttention: MiniCPMVisionAttention,
+    MiniCPMV4_7VisionMLP: VisionMlp,
+}
+
+FAMILY = Family("minicpmv4_7", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
+                grid_layout=MINICPM_GRIDS)
