@@ -80,31 +80,23 @@ def softcaps_logits(head_owner: type) -> bool:
         return False
 
 
-@cache
-def multiplies_logits(head_owner: type, factor: str = "self.logit_scale") -> bool:
-    """Whether the forward of ``head_owner`` multiplies the head's output by ``factor``: its own ``logit_scale``
-    (Cohere's causal LMs and Cohere Compass's wrapper), or the text config's ``output_multiplier`` (the Muse
-    wrappers, before their soft cap). Read off the forward's source, as `softcaps_logits`."""
-    try:
-        return factor in inspect.getsource(head_owner.forward)
-    except (OSError, TypeError):
-        return False
-
-
-#: ``logits * self.config.logits_scaling`` or ``/ self.config.text_config.logits_scaling``: the operator is group 1.
-_LOGITS_SCALING = re.compile(r"([*/])\s*self\.config(?:\.text_config)?\.logits_scaling")
+#: A factor the head's output is multiplied or divided by: the operator (group 1) and the factor's name (group 2), the
+#: module's own ``logit_scale`` (Cohere's causal LMs, Cohere Compass's wrapper) or the text config's
+#: ``output_multiplier`` (the Muse wrappers, before their soft cap) or ``logits_scaling`` (divided on Granite's causal LM
+#: and Granite-Docling's wrapper, multiplied on HyperCLOVAX's).
+_LOGIT_FACTOR = re.compile(r"([*/])\s*self\.(?:config\.(?:text_config\.)?)?(logit_scale|output_multiplier|logits_scaling)\b")
 
 
 @cache
-def logits_scaling_operator(head_owner: type) -> str | None:
-    """How the forward of ``head_owner`` applies the text config's ``logits_scaling`` to the head's output: ``"/"``
-    (Granite's causal LM and Granite-Docling's wrapper divide), ``"*"`` (HyperCLOVAX's MuP scale, its causal LM and
-    its vision wrapper, multiplies), or None where it does not. Read off the forward's source, as `softcaps_logits`."""
+def logit_factors(head_owner: type) -> tuple[tuple[str, str], ...]:
+    """The factors the forward of ``head_owner`` applies to the head's output before any soft cap, in its order:
+    ``(operator, name)`` pairs, ``("*", "logit_scale")`` or ``("/", "logits_scaling")``. Read off the forward's source,
+    as `softcaps_logits`."""
     try:
-        found = _LOGITS_SCALING.search(inspect.getsource(head_owner.forward))
+        source = inspect.getsource(head_owner.forward)
     except (OSError, TypeError):
-        return None
-    return found.group(1) if found else None
+        return ()
+    return tuple(dict.fromkeys(match.groups() for match in _LOGIT_FACTOR.finditer(source)))
 
 
 def logits_location(root: Any) -> str:
@@ -311,18 +303,9 @@ class TextRoot:
         """
         logits = self.lm_head(self.norm(hidden))
         owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
-        scale = getattr(owner, "logit_scale", None)
-        if isinstance(scale, (int, float)) and multiplies_logits(type(owner)):
-            logits = logits * scale
-        multiplier = getattr(self.text_config, "output_multiplier", None)
-        if multiplier is not None and multiplies_logits(type(owner), "output_multiplier"):
-            logits = logits * multiplier
-        scaling = getattr(self.text_config, "logits_scaling", None)
-        operator = logits_scaling_operator(type(owner)) if scaling is not None else None
-        if operator == "/":
-            logits = logits / scaling
-        elif operator == "*":
-            logits = logits * scaling
+        for operator, name in logit_factors(type(owner)):
+            factor = getattr(owner, name) if name == "logit_scale" else getattr(self.text_config, name)
+            logits = logits * factor if operator == "*" else logits / factor
         cap = getattr(self.text_config, "final_logit_softcapping", None)
         if cap is not None and softcaps_logits(type(owner)):
             logits = torch.tanh(logits / cap) * cap
