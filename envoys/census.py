@@ -125,6 +125,21 @@ LEFT_OUT = {
                         "projections over space-and-time folds, its last stage projecting to the text width): no "
                         "attention, no residual blocks and no projector, so the tower's standard block values do "
                         "not exist; it needs a layout for folded MLP stages",
+    "qwen4_exp": "its text blocks use gated hyper-connections (`Qwen4ExpTextGatedResidual`): the embeddings are "
+                 "repeated into `hc_count` streams (`[batch, seq, hc_count * hidden]`), each sublayer reads a learned, "
+                 "input-dependent mix of them and its output is injected back with per-stream weights, and a mixer "
+                 "collapses the streams before the head, so the block identity has no standard form; it needs the "
+                 "hyper-connection layout glm5_next needs; its tower is a Qwen-style packed ViT",
+    "inkling2": "its text blocks use block attention residuals (`Inkling2BlockAttentionResidual`): every sublayer's "
+                "input is a learned attention over the outputs of earlier block groups (`block_states`), not the "
+                "stream, and at each group boundary the stream restarts from the sublayer's output, so neither "
+                "layer_input + attention_output + mlp_output == layer_output nor the logit lens over layer outputs "
+                "holds; it needs a block-states layout (the states as values, each sublayer's attended input); its "
+                "tower is a packed ViT attending per image at `cu_seqlens`",
+    "inkling2_loop": "Inkling 2's block attention residuals (see inkling2), and its loop layers run "
+                     "`loop_num_passes` times per forward, each pass restarting from the pre-loop states and reading "
+                     "messages from the last, so `layers[i]` has several outputs per token; it needs the block-states "
+                     "layout and a value per pass (as `tracer.iter` gives per step)",
 }
 
 
