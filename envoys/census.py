@@ -282,18 +282,22 @@ def census() -> list[Entry]:
 
 def report(entries: list[Entry]) -> str:
     """The census as text: a line per model_type, then the counts."""
-    import transformers
-
     width = max(len(e.model_type) for e in entries)
     status_width = max(len(e.status) for e in entries)
     lines = [f"{e.model_type:<{width}}  {e.status:<{status_width}}  {e.reason}" for e in entries]
+    return "\n".join(lines) + "\n\n" + counts_line(entries) + "\n"
+
+
+def counts_line(entries: list[Entry]) -> str:
+    """The census's counts in one sentence, naming the installed transformers release."""
+    import transformers
+
     counts = Counter(e.status for e in entries)
     scatter_vlms = counts[SUPPORTED] + counts[SCATTERS] + counts[ELSEWHERE]
     looked_at = sum(e.status in (SCATTERS, ELSEWHERE) and e.model_type in LEFT_OUT for e in entries)
-    lines.append(
-        f"\ntransformers {transformers.__version__}: {len(entries)} image-text-to-text model_types; "
+    return (
+        f"transformers {transformers.__version__}: {len(entries)} image-text-to-text model_types; "
         f"{counts[SUPPORTED]} supported, {counts[SCATTERS]} more scatter at the host we look in, "
         f"{counts[ELSEWHERE]} scatter elsewhere, {counts[NOT_SCATTER]} are not scatter VLMs "
         f"({counts[SUPPORTED]} of {scatter_vlms} scatter VLMs served; {looked_at} of the others left out, saying why)"
     )
-    return "\n".join(lines) + "\n"

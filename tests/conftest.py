@@ -20,28 +20,24 @@ if ENVIRONMENT not in os.environ:
     os.environ[ENVIRONMENT] = tempfile.mkdtemp(prefix="vlm-instrument-cache-")
     atexit.register(shutil.rmtree, os.environ[ENVIRONMENT], True)
 
+from envoys import testing
 from envoys.bugs import BrokenLoad
-from envoys.tiny import ABSENT, build_checkpoint
+from envoys.tiny import ABSENT
 from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
 from instrument.versions import for_installed
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+def tiny_checkpoint() -> Callable[..., Path]:
     """A factory: ``tiny_checkpoint("llava-siglip")`` is the directory of that saved checkpoint.
 
-    Each (name, seed) is built once per session into its own temporary
-    directory; later calls return the same path. Treat the directory as
-    read-only.
+    Each (name, seed) is built once per session (`envoys.testing.tiny_checkpoint`, which the documentation's
+    snippets share); later calls return the same path. Treat the directory as read-only.
     """
-    built: dict[tuple[str, int], Path] = {}
 
     def get(name: str, seed: int = 0) -> Path:
         skip_if_absent(name.partition("-")[0])
-        key = (name, seed)
-        if key not in built:
-            built[key] = build_checkpoint(name, tmp_path_factory.mktemp(f"{name}-seed{seed}"), seed=seed)
-        return built[key]
+        return testing.tiny_checkpoint(name, seed)
 
     return get
 

@@ -1,0 +1,76 @@
+"""Every Python block of the README, CONTRIBUTING.md and the docs runs, in order, on tiny checkpoints; the README's
+"Use it" runs on every family; the README's family table names exactly the supported families.
+
+Each document's blocks share one namespace (a page reads as one script) and run
+in a temporary working folder. A block that should not run is not written as
+``python`` (shell commands are ``sh``).
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+import torch
+from contract_table import ROWS
+from sybil import Sybil
+from sybil.parsers.markdown import PythonCodeBlockParser
+
+from envoys import StandardizedTransformer
+from envoys.bugs import TransformersBug
+from envoys.families import families
+from envoys.testing import chat_prompt, noise_image
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCUMENTS = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+SYBIL = Sybil(parsers=[PythonCodeBlockParser()])
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_python_block_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for example in SYBIL.parse(path):
+        example.evaluate()
+
+
+def use_it() -> str:
+    """The README's "Use it" block, as source."""
+    section = README.read_text().split("## Use it", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+
+
+#: Families on which "Use it" does not run as written, and the README's sentence saying how they differ.
+DIFFERS = {
+    "granite_docling": (AssertionError, "Granite-Docling and HyperCLOVAX the text model receives the features times"),
+    "hyperclovax_vision_v2": (AssertionError, "Granite-Docling and HyperCLOVAX the text model receives the features times"),
+    "blip-2": (AssertionError, "BLIP-2 on OPT adds learned positions"),
+    "llama4": (TransformersBug, "each trace ends with `tracer.stop()`"),
+}
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_use_it_runs_on_every_family(name: str, tiny_checkpoint, tmp_path: Path) -> None:
+    model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text")
+    script = tmp_path / "use_it.py"  # nnsight reads a trace's body back from its file
+    script.write_text(use_it())
+    namespace = {"torch": torch, "model": model, "image": noise_image(64, 48),
+                 "prompt": chat_prompt(model.processor, 1, "What is in the image?")}
+    model_type = model.config.model_type
+    if model_type not in DIFFERS:
+        result = runpy.run_path(str(script), init_globals=namespace)
+        assert result["unavailable"] == {name: why for name, why in model.support().items() if why}
+        return
+    expected, said = DIFFERS[model_type]
+    assert said in " ".join(README.read_text().split())  # the README says how it differs, and it does
+    with pytest.raises(expected):
+        runpy.run_path(str(script), init_globals=namespace)
+
+
+def test_the_family_table_names_every_supported_family() -> None:
+    table = README.read_text().split("## Supported families", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`([\w-]+)`", "".join(line for line in table.splitlines() if line.startswith("| "))))
+    assert listed == {family.model_type for family in families()}
+    assert f"{len(listed)} model_types" in table
