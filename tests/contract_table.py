@@ -215,6 +215,8 @@ KIMI_PER_IMAGE = r"MoonViT's attention makes one interface call per image \(atte
 HUNYUAN_PER_IMAGE = r"HunYuanVL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: MiniCPM-V's tower attention calls its kernel once per image unit too, at attention_interface_2.
 MINICPM_PER_IMAGE = r"MiniCPM-V's ViT attention makes one interface call per image unit \(attention_interface_2.*cu_seqlens"
+#: Dots 3 Note's tower attention calls its kernel once per image too, at attention_interface_2.
+DOTS_PER_IMAGE = r"the Dots 3 tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -801,6 +803,24 @@ ROWS: dict[str, Row] = {
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", *attention("deepseek_v3", "DeepseekV3Attention"),
                router("deepseek_v3", "DeepseekV3TopkRouter")),
+    ),
+    # envoys/tiny/dots3_note.py: packed, 8 px patches (one frame deep) in merge-block order, merged 2x2: 32x32 is 16
+    # patches and 4 tokens, 48x64 is 48 and 12; 2 blocks, width 32, 2 heads of 16, the dense MLP 64 wide (block 1 a
+    # mixture of experts); a final norm (norm) that the merger (the projector, inside the tower) reads. Text: block 0
+    # dense (no router), block 1 a mixture of experts.
+    "dots3_note": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=DOTS_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("dots3_note"), "dots3_note.vision-attention", *attention("dots3_note", "Dots3NoteTextAttention"),
+               router("dots3_note", "Dots3NoteTextTopkRouter"), router("dots3_note", "Dots3NoteVisionTopKRouter"),
+               "dots3_note.Dots3NoteAudioAttention"),
     ),
     # envoys/tiny/hunyuan_vl.py: packed, 4 px patches in raster order, no final norm: 32x32 is 64 patches, 48x64 192;
     # the merger (the projector) runs once per image on its rows of the last block's stream, giving h/2 x (w/2 + 1) + 2

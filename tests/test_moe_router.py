@@ -42,7 +42,7 @@ class Moe:
 #: router returns (scores, logits)), kimi_k25.py and mistral_large4.py (block 1 of 4 experts, 2 a token),
 #: nemotron_h_omni.py (blocks 1 and 3 of 4, 4 experts, 2 a token), qwen3_vl_moe.py (block 0 of 4 experts, 2 a token),
 #: qwen3_5_moe.py (blocks 0 and 1, 4 experts, 2 a token), glm4v_moe.py (block 1, 4 experts, 2 a token; one group, no
-#: score bias).
+#: score bias), dots3_note.py (block 1, 4 experts, 2 a token; one group, no score bias).
 MOE = {
     "aria": Moe(sparse=(0, 1), experts=4, top_k=2, router="router"),
     "llama4": Moe(sparse=(0,), experts=2, top_k=1, router="router", logits_item=1),
@@ -52,6 +52,7 @@ MOE = {
     "qwen3_vl_moe": Moe(sparse=(0,), experts=4, top_k=2),
     "qwen3_5_moe": Moe(sparse=(0, 1), experts=4, top_k=2),
     "glm4v_moe": Moe(sparse=(1,), experts=4, top_k=2),
+    "dots3_note": Moe(sparse=(1,), experts=4, top_k=2),
 }
 
 

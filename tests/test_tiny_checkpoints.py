@@ -46,6 +46,7 @@ CLASSES = {
     "lighton_ocr": ("LightOnOcrForConditionalGeneration", "LightOnOcrProcessor", "TokenizersBackend"),
     "mistral_large4": ("MistralLarge4ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend"),
     "kimi_k25": ("Kimi_K25ForConditionalGeneration", "Kimi_K25Processor", "TokenizersBackend"),
+    "dots3_note": ("Dots3NoteForConditionalGeneration", "Dots3NoteProcessor", "TokenizersBackend"),
     "hunyuan_vl": ("HunYuanVLForConditionalGeneration", "HunYuanVLProcessor", "TokenizersBackend"),
     "llava_next": ("LlavaNextForConditionalGeneration", "LlavaNextProcessor", "TokenizersBackend"),
     "llava_onevision": ("LlavaOnevisionForConditionalGeneration", "LlavaOnevisionProcessor", "TokenizersBackend"),
@@ -107,6 +108,7 @@ IMAGE_TOKENS = {
     "lighton_ocr": (16, 48),  # mistral3's sizes: 2x2 merge of 4 px patches, 4x4 and 6x8
     "mistral_large4": (16, 48),  # mistral3's tower and processor
     "kimi_k25": (16, 48),
+    "dots3_note": (4, 12),  # 8 px patches merged 2x2: 4x4 patches, 6x8
     "hunyuan_vl": (22, 56),  # h/2 x (w/2 + 1) + 2: the merged grid, a newline column, begin and end rows
     "llava_next": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6
     "llava_onevision": (36, 70),  # base tile 16 + unpadded grid rows and their newline rows: 4x4 + 4, 6x8 + 6

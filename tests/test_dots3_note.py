@@ -1,0 +1,261 @@
+"""StandardizedTransformer on a tiny Dots 3 Note checkpoint: what is particular to its tower (per-image attention,
+mixture-of-experts blocks, the norm inside the patch embedding, the merger reading the final norm) and to its text
+model (the gated, index-masked attention; the sparse block's experts), exact.
+
+Every expected number comes from outside the code under test: the stock
+processor's ``image_grid_thw``, the modules' own weights and attributes, or a
+recomputation from other values read in the same trace. The spec's contracts
+(the scatter and the mask, the packed stream and every block's identity, the
+pattern's per-image reason, ablation, sizes, support, the text-only load,
+generation, outputs against the plain model) run in test_vision_contracts.py,
+the text router in test_moe_router.py.
+"""
+
+from __future__ import annotations
+
+import nnsight
+import pytest
+import torch
+from transformers.models.dots3_note.modeling_dots3_note import apply_rotary_pos_emb_vision
+
+from envoys import StandardizedTransformer
+from envoys.tiny import chat_prompt, noise_image
+
+ONE = [noise_image(32, 32, seed=0)]
+TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 6x8 grid of 8 px patches
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return StandardizedTransformer(tiny_checkpoint("dots3_note"), task="image-text-to-text", device="cpu",
+                                   attn_implementation="eager")
+
+
+def prompt(model, images) -> str:
+    return chat_prompt(model.processor, len(images), "What is in the picture?")
+
+
+def grid(model, images) -> torch.Tensor:
+    """The stock processor's ``image_grid_thw``: ``[t, h, w]`` patches per image."""
+    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")["image_grid_thw"]
+
+
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
+    """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
+    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(weights, v).transpose(1, 2).contiguous()
+
+
+# -- names -----------------------------------------------------------------------------------------
+
+
+def test_the_standard_names_reach_the_native_modules(model):
+    inner = model._module.model
+    tower = inner.vision_tower
+    assert model.vision._module is tower and model.projector._module is tower.merger
+    assert model.vision.norm._module is tower.norm
+    assert [layer._module for layer in model.vision.layers] == list(tower.blocks)
+    block, first = model.vision.layers[0], tower.blocks[0]
+    assert block.self_attn._module is first.attn and block.self_attn.o_proj._module is first.attn.proj
+    assert block.input_layernorm._module is first.norm1 and block.post_attention_layernorm._module is first.norm2
+    assert [type(layer.mlp._module).__name__ for layer in model.vision.layers] == [
+        "Dots3NoteVisionMLP", "Dots3NoteVisionMoE"]
+    text = inner.language_model
+    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
+    assert [layer._module for layer in model.layers] == list(text.layers)
+    assert model.vision.spatial_merge_size == 2 and model.vision.num_heads == 2
+    assert model.model.audio_tower.layers[0]._module is inner.audio_tower.layers[0]  # native names
+    assert not any("audio" in row for row in model.support())
+
+
+# -- the per-image attention -----------------------------------------------------------------------
+
+
+def test_queries_keys_and_values_are_what_each_image_attends_with(model):
+    """The per-image kernel outputs, joined, are attention_head_outputs; each is eager attention over its image's
+    slice, at ``cu_seqlens``, of the whole queries, keys and values."""
+    attention = model.vision.layers[-1].self_attn
+    with model.trace(prompt(model, TWO), images=TWO) as tracer:
+        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        per_image = nnsight.save([])
+        for _ in tracer.iter[0:len(TWO)]:
+            per_image.append(attention.source.attention_interface_2.output[0].save())
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+    sizes = [int(t * h * w) for t, h, w in grid(model, TWO)]
+    bounds = [0, *torch.tensor(sizes).cumsum(0).tolist()]
+    assert sizes == [16, 48] and cu_seqlens.tolist() == bounds
+    native = attention._module
+    assert queries.shape == keys.shape == values.shape == (1, native.num_heads, bounds[-1], native.head_dim)
+    assert [o.shape[1] for o in per_image] == sizes
+    assert torch.equal(torch.cat(list(per_image), dim=1), heads)
+    assert torch.equal(heads.reshape(bounds[-1], -1), projected_in)
+    for (a, b), output in zip(zip(bounds, bounds[1:]), per_image):
+        q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
+        assert torch.equal(eager_attention(q, k, v, native.scaling), output)
+
+
+def test_queries_and_keys_are_after_their_norms_and_the_rotary_embedding(model):
+    attention = model.vision.layers[0].self_attn
+    with model.trace(prompt(model, TWO), images=TWO):
+        cos, sin = attention.inputs[1]["position_embeddings"]
+        cos, sin = cos.save(), sin.save()
+        normed_q = attention.q_norm.output.save()
+        normed_k = attention.k_norm.output.save()
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+    rotated_q, rotated_k = apply_rotary_pos_emb_vision(normed_q, normed_k, cos, sin)
+    assert torch.equal(queries, rotated_q.transpose(0, 1).unsqueeze(0))
+    assert torch.equal(keys, rotated_k.transpose(0, 1).unsqueeze(0))
+    assert not torch.equal(queries, normed_q.transpose(0, 1).unsqueeze(0))
+
+
+def test_the_pattern_is_per_image_under_sdpa(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("dots3_note"), task="image-text-to-text", attn_implementation="sdpa")
+    reasons = model.vision.support()["self_attn.attention_probabilities"]
+    assert set(reasons) == {0, 1} and "the Dots 3 tower's attention makes one interface call per image" in reasons[0]
+    with model.trace(prompt(model, TWO), images=TWO):
+        queries = model.vision.layers[0].self_attn.attention_queries.save()
+        heads = model.vision.layers[0].self_attn.attention_head_outputs.save()
+    assert heads.shape[1] == queries.shape[2] == 16 + 48
+
+
+# -- the stream's ends: what the first block receives, the merge -----------------------------------
+
+
+def test_patch_embeddings_are_the_convolution_before_the_patch_embeddings_norm(model):
+    """patch_embeddings is the convolution's output, one row per patch; the first block receives it RMS-normed by
+    the patch embedding's own norm (no position embedding is added)."""
+    vision = model.vision
+    with model.trace(prompt(model, TWO), images=TWO):
+        convolved = vision.patch_embed.proj.output.save()
+        patches = vision.patch_embeddings.save()
+        first = vision.layers[0].layer_input.save()
+    assert patches.shape == (1, 16 + 48, 32)
+    assert torch.equal(patches[0], convolved.reshape(convolved.shape[0], -1))
+    with torch.no_grad():
+        assert torch.equal(first[0], model._module.model.vision_tower.patch_embed.norm(patches[0]))
+    assert not torch.equal(first, patches)
+
+
+def test_writing_patch_embeddings_reaches_the_first_block(model):
+    vision = model.vision
+    with model.trace(prompt(model, ONE), images=ONE):
+        clean = vision.layers[0].layer_input.save()
+    with model.trace(prompt(model, ONE), images=ONE):
+        vision.patch_embeddings[:] = 0  # in place, through the [1, patches, width] view
+        edited = vision.layers[0].layer_input.save()
+    assert not torch.equal(edited, clean)
+    assert torch.equal(edited, torch.zeros_like(edited))  # an RMSNorm of zeros
+
+
+def test_the_merger_reads_each_merge_block_of_tower_output(model):
+    """tower_output is the final RMSNorm's output, what the merger reads as it is; the merger folds each run of 4
+    consecutive rows (one 2x2 merge block) into one image token, image after image."""
+    tower = model._module.model.vision_tower
+    with model.trace(prompt(model, TWO), images=TWO):
+        last = model.vision.layers[-1].layer_output.save()
+        output = model.vision.tower_output.save()
+        received = model.projector.input.save()
+        projected = model.projector.output.save()
+        features = model.vision.image_features.save()
+    with torch.no_grad():
+        assert torch.equal(output[0], tower.norm(last[0]))
+        merger = tower.merger
+        assert torch.equal(projected, merger.mlp(merger.ln_q(received).view(-1, 4 * 32)))
+    assert torch.equal(received, output[0]) and torch.equal(projected, features)
+    assert projected.shape == (4 + 12, model.hidden_size)
+
+
+def test_a_merge_block_of_tower_output_reaches_its_image_token_alone(model):
+    """The merge's order: zeroing one 2x2 block of image 1's patch grid in tower_output changes the image token at
+    that block's cell of image 1's merged grid, and no other image token."""
+    vision = model.vision
+    text = prompt(model, TWO)
+    with model.trace(text, images=TWO):
+        clean = vision.image_features.save()
+    with model.trace(text, images=TWO):
+        output = vision.tower_output
+        cells = vision.patch_grid(output, image=1)  # [6, 8, width]: 48 high, 64 wide, in 8 px patches
+        cells[2:4, 4:6] = 0  # the merge block at merged cell (1, 2)
+        vision.place_patch_grid(cells, output, image=1)
+        edited = vision.image_features.save()
+    before, after = vision.token_grid(clean, image=1), vision.token_grid(edited, image=1)
+    assert before.shape[:2] == (3, 4)
+    assert (before != after).any(-1).nonzero().tolist() == [[1, 2]]
+    assert torch.equal(vision.token_grid(clean, image=0), vision.token_grid(edited, image=0))
+
+
+# -- the tower's mixture-of-experts block ----------------------------------------------------------
+
+
+def test_the_towers_sparse_block_adds_its_routed_experts(model):
+    """Block 1's MLP routes each patch to the top 2 of 4 experts by its router's sigmoid scores plus the
+    correction bias (zero here), weighted by those scores renormed; mlp_output is the weighted sum, no shared
+    expert, what the block adds to the stream."""
+    block = model.vision.layers[1]
+    native = block.mlp._module
+    with model.trace(prompt(model, TWO), images=TWO):
+        received = block.mlp.input.save()
+        logits = block.mlp.gate.source.F_linear_0.output.save()
+        _, weights, chosen = block.mlp.gate.output
+        weights, chosen = weights.save(), chosen.save()
+        routed = block.mlp.experts.output.save()
+        mlp = block.mlp_output.save()
+        on_mlp = block.mlp.mlp_output.save()
+    assert logits.shape == (16 + 48, 4) and chosen.shape == weights.shape == (16 + 48, 2)
+    assert not native.e_score_correction_bias.any()
+    assert torch.equal(chosen.sort(-1).values, logits.sigmoid().topk(2, dim=-1).indices.sort(-1).values)
+    scores = logits.sigmoid().gather(1, chosen)
+    assert torch.equal(weights, scores / (scores.sum(-1, keepdim=True) + 1e-20) * native.gate.router_scaling_factor)
+    assert torch.equal(mlp, on_mlp) and mlp.shape == (1, 16 + 48, 32)
+    assert torch.equal(mlp[0], routed.view(received.shape))
+
+
+# -- the text blocks -------------------------------------------------------------------------------
+
+
+def test_the_text_attention_gates_each_heads_output_before_o_proj(model):
+    """attention_head_outputs is the kernel's output; the block scales each head's by the sigmoid of g_proj's output
+    before the output projection."""
+    attention = model.layers[0].self_attn
+    with model.trace(prompt(model, ONE), images=ONE):
+        heads = attention.attention_head_outputs.save()
+        gate = attention.g_proj.output.save()
+        projected_in = attention.o_proj.input.save()
+    batch, seq = gate.shape[:2]
+    assert heads.shape == (batch, seq, 2, 12)
+    assert torch.equal(projected_in, (heads * gate.view(batch, seq, -1, 1).sigmoid()).reshape(batch, seq, -1))
+
+
+def test_the_indexer_leaves_each_query_its_top_keys_alone(model):
+    """On an indexed_attention block the indexer picks each query's top 8 keys (index_topk), and the eager kernel's
+    mask removes the rest: attention_probabilities is zero off them."""
+    attention = model.layers[1].self_attn
+    with model.trace(prompt(model, ONE), images=ONE):
+        chosen = attention.indexer.output.save()
+        probabilities = attention.attention_probabilities.save()
+    batch, heads, seq, keys = probabilities.shape
+    assert chosen.shape == (batch, seq, min(8, keys))
+    kept = torch.zeros(batch, seq, keys, dtype=torch.bool).scatter(-1, chosen.long(), True)
+    assert not probabilities.masked_fill(kept[:, None], 0).any()
+    assert ((probabilities > 0).sum(-1) <= 8).all() and seq > 8
+
+
+def test_the_sparse_block_adds_its_routed_and_shared_experts(model):
+    """Block 1's MLP: mlp_output is its whole output, the routed experts' weighted sum plus the shared expert's
+    output, what the block adds to the stream; block 0's is a dense MLP."""
+    block = model.layers[1]
+    assert type(block.mlp._module).__name__ == "Dots3NoteTextMoE"
+    assert type(model.layers[0].mlp._module).__name__ == "Dots3NoteTextMLP"
+    with model.trace(prompt(model, ONE), images=ONE):
+        received = block.mlp.input.save()
+        routed = block.mlp.experts.output.save()
+        shared = block.mlp.shared_experts.output.save()
+        mlp = block.mlp_output.save()
+        on_mlp = block.mlp.mlp_output.save()
+    assert torch.equal(mlp, on_mlp)
+    assert torch.equal(mlp, routed.view(received.shape) + shared)
