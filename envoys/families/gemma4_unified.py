@@ -19,9 +19,13 @@ The text model's blocks are Gemma 4's, sandwich-normed and scaled by
 ``layer_scalar`` (`Gemma4TextLayer`), without per-layer inputs (so
 ``per_layer_input`` and ``per_layer_output`` are Unavailable on every block)
 and without a mixture of experts; the attention is on the shared interface,
-sliding-window on the "sliding_attention" blocks, where a checkpoint with
-``use_bidirectional_attention="vision"`` (the default) lets each image's tokens
-attend to each other both ways.
+sliding-window on the "sliding_attention" blocks. On a checkpoint with
+``use_bidirectional_attention="vision"`` (the default) each image's tokens
+attend to each other both ways on every block, full and sliding, whatever the
+window (transformers 5.24.0's forward builds its masks with
+``create_masks_for_generate`` and the image's block ids; the module's
+``create_masks_for_vision_model``, whose docstring keeps the full blocks
+causal, is not called); text tokens stay causal.
 """
 
 from __future__ import annotations
