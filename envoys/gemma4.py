@@ -124,10 +124,14 @@ class Gemma4Grids:
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         """Image ``image``'s pooled grid over the image tokens (the soft tokens, image after image)."""
         positions = self._positions(inputs, image)
-        kernel = inputs.config.vision_config.pooling_kernel_size
+        kernel = self.token_kernel(inputs)
         start = sum(int((pooled_cells(positions[before], kernel) >= 0).sum()) for before in range(image))
         cells = pooled_cells(positions[image], kernel)
         return grid_from(cells, start, int((cells >= 0).sum()))
+
+    def token_kernel(self, inputs: ImageInputs) -> int:
+        """The side, in patches, of the square block of real patches that makes one image token: the pooler's."""
+        return inputs.config.vision_config.pooling_kernel_size
 
     @staticmethod
     def _positions(inputs: ImageInputs, image: int) -> torch.Tensor:
@@ -312,7 +316,7 @@ def no_per_layer_input(block: Any) -> str | None:
     if child(block, "post_per_layer_input_norm") is not None:
         return None
     return (
-        "this model has no per-layer inputs (its text config's hidden_size_per_layer_input is 0), so its blocks "
+        "this model has no per-layer inputs (its text config's hidden_size_per_layer_input is 0 or absent), so its blocks "
         "add nothing after the MLP: layer_output == (layer_input + attention_output + mlp_output) * layer_scalar"
     )
 

@@ -115,7 +115,9 @@ class Reads:
 @dataclass(frozen=True)
 class Sizes:
     """The tower's sizes as ``model.vision`` should give them. ``image_size`` is an int, or, on a tower that takes any
-    resolution, the name of the processor output that says each image's size (its Unavailable reason names it)."""
+    resolution, the name of the processor output that says each image's size (its Unavailable reason names it). On a
+    vision side with no blocks (``num_layers`` 0) the block sizes (heads, head width, MLP width) are 0 here and
+    Unavailable on ``model.vision``, for the reason every block value gives."""
 
     num_layers: int
     vision_hidden_size: int
@@ -217,6 +219,8 @@ HUNYUAN_PER_IMAGE = r"HunYuanVL's tower attention makes one interface call per i
 MINICPM_PER_IMAGE = r"MiniCPM-V's ViT attention makes one interface call per image unit \(attention_interface_2.*cu_seqlens"
 #: Dots 3 Note's tower attention calls its kernel once per image too, at attention_interface_2.
 DOTS_PER_IMAGE = r"the Dots 3 tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: A vision side with no tower blocks (Gemma 4 Unified's embedder): every block value's reason.
+NO_BLOCKS = r"has no blocks \(vision\.num_layers is 0\)"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -502,6 +506,27 @@ ROWS: dict[str, Row] = {
         projector_reads=None,
         padded=True,
         rules=(scatter("gemma4"), *attention("gemma4", "Gemma4TextAttention"), "gemma4.Gemma4VisionAttention"),
+    ),
+    # envoys/tiny/gemma4_unified.py: no tower blocks; every image's row padded to 70 merged 8x8-pixel patches
+    # (max_soft_tokens), width 48; 32x32 has 8x8 = 64 real ones, 48 high x 64 wide 7x9 = 63, one image token each; the
+    # projector (inside model.vision) gives every row, padding included, which the host drops. Text blocks: Gemma 4's,
+    # no per-layer inputs.
+    "gemma4_unified": Row(
+        image_tokens=(64, 63),
+        sizes=Sizes(num_layers=0, vision_hidden_size=48, num_heads=0, head_dim=0, intermediate_size=0, patch_size=8,
+                    image_size="image_position_ids"),
+        stream=batched((1, 70), (1, 70)),
+        projected=batched((1, 70), (1, 70)),
+        projector_reads=None,
+        padded=True,
+        features_are_projected=False,
+        pattern_unavailable=NO_BLOCKS,
+        vision_unavailable={value: NO_BLOCKS for value in (
+            "layer_input", "attention_output", "mlp_output", "layer_output", "self_attn.attention_output",
+            "self_attn.attention_queries", "self_attn.attention_keys", "self_attn.attention_values",
+            "self_attn.attention_head_outputs", "mlp.mlp_output")},
+        text_gaps={"per_layer_input": (0, 1, 2, 3), "per_layer_output": (0, 1, 2, 3)},
+        rules=(scatter("gemma4_unified"), *attention("gemma4_unified", "Gemma4UnifiedTextAttention")),
     ),
     # envoys/tiny/lfm2_vl.py: every row padded to 80 patches of 4 px (max_image_tokens 20 x 2**2); 32x32 is one row of
     # 8x8 real patches and 16 tokens, 64 wide x 48 high 2x2 tiles of 8x8 + a 10x6 thumbnail (5 rows, 4 * 16 + 15 = 79

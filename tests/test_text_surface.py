@@ -68,10 +68,11 @@ def post_norms_only(block) -> bool:
 
 @pytest.mark.parametrize("part", ["self_attn", "mlp"])
 def test_pre_norms_feed_the_attention_and_the_mlp(model, part):
-    # On a tower block, and on the first text block holding the sublayer (a hybrid stack's blocks differ; OPT's hold
-    # no MLP module).
+    # On a tower block (where the vision side has blocks), and on the first text block holding the sublayer (a hybrid
+    # stack's blocks differ; OPT's hold no MLP module).
     text_block = block_with(model, part)
-    for block in (model.vision.layers[0], *([] if text_block is None else [model.layers[text_block]])):
+    tower = [model.vision.layers[0]] if model.vision.num_layers else []
+    for block in (*tower, *([] if text_block is None else [model.layers[text_block]])):
         if part == "self_attn" and getattr(block, "windowed", False):
             continue  # a SAM block's attention receives the normed grid cut into windows (tests/test_got_ocr2_pp_chart2table.py)
         if post_norms_only(block):  # each sublayer receives the stream itself

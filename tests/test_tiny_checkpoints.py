@@ -65,6 +65,7 @@ CLASSES = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"),
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
+    "gemma4_unified": ("Gemma4UnifiedForConditionalGeneration", "Gemma4UnifiedProcessor", "TokenizersBackend"),
     "lfm2_vl": ("Lfm2VlForConditionalGeneration", "Lfm2VlProcessor", "TokenizersBackend"),
     "paligemma": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
     "paligemma-2": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
@@ -127,6 +128,7 @@ IMAGE_TOKENS = {
     "llama4": (4, 20),  # 32 px tiles of 4 tokens: 32x32 is 1 tile; 48x64 is padded to 2x2 tiles plus a global one
     "nemotron_h_omni": (4, 12),
     "gemma4": (64, 63),
+    "gemma4_unified": (64, 63),  # one token per real merged patch: 8x8 and 7x9
     "lfm2_vl": (16, 79),  # 4x4 blocks of one row; 2x2 tiles of 16 + a 5x3 thumbnail
     "paligemma": (16, 16),  # llava-siglip's tower: one token per patch
     "paligemma-2": (16, 16),

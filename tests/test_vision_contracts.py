@@ -202,6 +202,9 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
         assert torch.equal(layer_input + attention + mlp, output), index
         if index and index - 1 != merge:
             assert torch.equal(layer_input, blocks[index - 1][3]), index
+    if not blocks:  # no tower blocks (Gemma 4 Unified's embedder): its family's test says what tower_output is
+        assert tower.shape == (*merged.shape(count), width)
+        return
     last = blocks[-1][3]
     if row.restores_window_order:  # the blocks' rows in window order, the tower's output back in raster order
         last = last[:, torch.argsort(window)]
@@ -223,7 +226,7 @@ def test_the_pattern_or_why_it_is_unavailable(model, row):
                     getattr(block, value)
         with pytest.raises(Unavailable, match=row.pattern_unavailable):
             with model.trace(prompt(model, images), images=images):
-                attention[0].attention_probabilities.save()
+                model.vision.layers[0].self_attn.attention_probabilities.save()
         return
     with model.trace(prompt(model, images), images=images) as tracer:
         patterns = nnsight.save([block.attention_probabilities for block in attention])
@@ -344,9 +347,15 @@ def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, ro
 
 def test_the_sizes_are_the_towers(model, row):
     sizes, vision = row.sizes, model.vision
-    assert (vision.num_layers, vision.vision_hidden_size, vision.num_heads, vision.head_dim) == (
-        sizes.num_layers, sizes.vision_hidden_size, sizes.num_heads, sizes.head_dim)
-    assert (vision.intermediate_size, vision.patch_size) == (sizes.intermediate_size, sizes.patch_size)
+    assert (vision.num_layers, vision.vision_hidden_size, vision.patch_size) == (
+        sizes.num_layers, sizes.vision_hidden_size, sizes.patch_size)
+    if sizes.num_layers:
+        assert (vision.num_heads, vision.head_dim, vision.intermediate_size) == (
+            sizes.num_heads, sizes.head_dim, sizes.intermediate_size)
+    else:  # no blocks: no heads, no MLP
+        for size in ("num_heads", "head_dim", "intermediate_size"):
+            with pytest.raises(Unavailable, match=rf"vision\.{size} is unavailable: .*{row.pattern_unavailable}"):
+                getattr(vision, size)
     assert len(vision.layers) == sizes.num_layers
     if isinstance(sizes.image_size, int):
         assert vision.image_size == sizes.image_size
@@ -371,7 +380,7 @@ def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
         expected = row.pattern_unavailable if value in PATTERN else row.vision_unavailable.get(value)
         if expected is None:
             assert reason is None, (value, reason)
-        elif value in PATTERN:  # per block, on every block
+        elif value in PATTERN and layers:  # per block, on every block
             assert set(reason) == layers and all(re.search(expected, why) for why in reason.values()), value
         else:
             assert re.search(expected, reason), (value, reason)
@@ -433,7 +442,7 @@ def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, r
         for step in tracer.iter[0:STEPS]:  # bounded, so that what follows the loop runs
             masks.append(model.vision.image_token_mask.save())
             if step == 0:
-                stream.append(model.vision.layers[0].layer_output.save())
+                stream.append(first_stream_value(model).save())
                 features.append(model.vision.image_features.save())
         generated = tracer.result.save()
     assert torch.equal(generated, plain.generate(**inputs, **options))
@@ -446,13 +455,19 @@ def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, r
 
     # The tower and the scatter do not run again: on the first decode step the mask is served, and a read of the
     # tower's first value, or of image_features, is left waiting, served neither there nor on any later step.
-    for value in (lambda: model.vision.layers[0].layer_output, lambda: model.vision.image_features):
+    for value in (lambda: first_stream_value(model), lambda: model.vision.image_features):
         with model.generate(text, images=images, **options) as tracer:
             seen, later = nnsight.save([]), nnsight.save([])
             for _ in tracer.iter[1:STEPS]:
                 seen.append(model.vision.image_token_mask.save())
                 later.append(value().save())
         assert len(seen) == 1 and later == []
+
+
+def first_stream_value(model):
+    """The tower's first value over its stream: block 0's layer_output, or tower_output on a vision side with no
+    blocks."""
+    return model.vision.layers[0].layer_output if len(model.vision.layers) else model.vision.tower_output
 
 
 def generation_apart(model, row, plain, count):
