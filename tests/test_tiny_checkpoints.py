@@ -65,6 +65,7 @@ CLASSES = {
     "nemotron_h_omni": ("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
     "lfm2_vl": ("Lfm2VlForConditionalGeneration", "Lfm2VlProcessor", "TokenizersBackend"),
+    "lfm3_vl": ("Lfm3VlForConditionalGeneration", "Lfm3VlProcessor", "TokenizersBackend"),
     "paligemma": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
     "paligemma-2": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
     "got_ocr2": ("GotOcr2ForConditionalGeneration", "GotOcr2Processor", "TokenizersBackend"),
@@ -126,6 +127,7 @@ IMAGE_TOKENS = {
     "nemotron_h_omni": (4, 12),
     "gemma4": (64, 63),
     "lfm2_vl": (16, 79),  # 4x4 blocks of one row; 2x2 tiles of 16 + a 5x3 thumbnail
+    "lfm3_vl": (4, 12),  # 2x2 merge blocks of 8 px patches: 4x4 and 6x8 patches
     "paligemma": (16, 16),  # llava-siglip's tower: one token per patch
     "paligemma-2": (16, 16),
     "got_ocr2": (256, 256),  # every image resized to 128x128: a 64x64 grid of patches folded 4x4 by the projector
