@@ -64,14 +64,14 @@ from transformers.models.lfm3_vl.modeling_lfm3_vl import (
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..hybrid import HybridLayer, HybridVisionLayer, no_softmax_attention
-from ..layouts import Hidden
+from ..layouts import Hidden, Patches
 from ..per_image import per_image_pattern
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention, tower_output_at
 from ..sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
 from ..standard import child
 from ..text import Attention, Mlp, value
 from ..values import First
-from ..vision import VisionMlp
+from ..vision import VisionMlp, as_patches, from_patches, no_images
 from . import Family
 from .encoder_names import WRAPPER_RENAME
 
@@ -126,6 +126,15 @@ class Lfm3Vision(QwenVision):
     ``patch_size``, ``spatial_merge_size``; ``image_size`` is Unavailable (any
     resolution), ``window_index`` too (it attends per image).
     """
+
+    tower_output = value(
+        "tower_output", Patches, "the last block's stream, the projector's input (there is no final norm)",
+        lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
+        inverse=from_patches,
+        doc="The last block's stream, ``[1, patches, vision_hidden_size]``, image after image, each in merge-block "
+        "order: the tower has no final norm, so this is what the projector (``model.projector``, after the tower) "
+        "reads. Read it before the projector's values.",
+    )
 
     @property
     def num_heads(self) -> int:
