@@ -125,6 +125,13 @@ LEFT_OUT = {
                         "projections over space-and-time folds, its last stage projecting to the text width): no "
                         "attention, no residual blocks and no projector, so the tower's standard block values do "
                         "not exist; it needs a layout for folded MLP stages",
+    "cosmos3_edge": "on transformers 5.24 its stock processor (`Cosmos3EdgeProcessor`) never returns "
+                    "`mm_token_type_ids` (the class drops the `return_mm_token_type_ids = True` it would inherit from "
+                    "Qwen3-VL's processor, and no init argument or saved key restores it), and "
+                    "`Cosmos3EdgeModel.forward` raises right after the image scatter without them, so no image prompt "
+                    "reaches the text model through the stock processor; serving it needs a transformers fix or a "
+                    "documented workaround passing `return_mm_token_type_ids=True`; the rest is reuse (a packed "
+                    "SigLIP2 tower attending per image, a projector after it, a Llama-shaped text model)",
     "qwen4_exp": "its text blocks use gated hyper-connections (`Qwen4ExpTextGatedResidual`): the embeddings are "
                  "repeated into `hc_count` streams (`[batch, seq, hc_count * hidden]`), each sublayer reads a learned, "
                  "input-dependent mix of them and its output is injected back with per-stream weights, and a mixer "

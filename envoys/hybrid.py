@@ -5,12 +5,16 @@ attention with a recurrent state) and full-attention blocks (``self_attn``),
 each with an MLP. NemotronH's blocks hold one sublayer each, under the one
 native name ``mixer``: a Mamba2 mixer, softmax attention, or a mixture of
 experts, so a block has either an attention or an MLP, or neither.
+LFM2's and LFM3's blocks hold a gated short convolution (``conv``) or
+attention, and so do LFM3-VL's tower blocks (a gated 2D convolution over each
+image's grid), served by `HybridVisionLayer`.
 
 A block keeps `Layer`'s values; on a block without ``self_attn`` the values of
 the attention it lacks (``attention_output`` and every ``self_attn.*`` value)
 are Unavailable, on a block without ``mlp`` ``mlp_output`` is, and
 `HybridLayer.support` says so per block, naming the sublayer the block has
-instead and where to read what it adds to the stream.
+instead and where to read what it adds to the stream (on a sandwich-normed
+block, ``mixer_post_norm``, the output of the norm after it).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .layouts import Hidden
+from .layouts import Hidden, Patches
 from .standard import child
-from .text import Attention, Layer, value
+from .text import Attention, Layer, either, value
 from .values import First, standard_values
+from .vision import VisionLayer, as_patches, from_patches, no_images
 
 #: Qwen3.5's token mixers other than softmax attention: child name -> what it is.
 MIXERS = {"linear_attn": "a gated DeltaNet (linear attention)"}
@@ -49,6 +54,20 @@ def _index(block: Any) -> str:
     return block.path.rpartition(".")[2]
 
 
+def _named(block: Any) -> str:
+    """The block's standard name, ``layers[i]`` (``vision.layers[i]`` on a tower's, its ``stream_name``)."""
+    return f"{getattr(block, 'stream_name', 'layers')}[{_index(block)}]"
+
+
+def _adds(block: Any, name: str) -> str:
+    """Where what the block's mixer ``name`` adds to the stream is read: its output, or, on a sandwich-normed block
+    (``mixer_post_norm``), the output of the norm after it."""
+    norm = getattr(block, "mixer_post_norm", None)
+    if norm is None:
+        return f"{_named(block)}.{name}.output"
+    return f"{_named(block)}.{norm}.output, {name}'s output after {norm}"
+
+
 def no_softmax_attention(block: Any) -> str | None:
     """Why this block has no softmax attention values, or None when it has ``self_attn``."""
     if child(block, "self_attn") is not None:
@@ -58,8 +77,8 @@ def no_softmax_attention(block: Any) -> str | None:
     if mixer is not None:
         name, what = mixer
         return (
-            f"layers[{index}]'s token mixer is {what}, {name}, not softmax attention, so it has no "
-            f"self_attn values; what it adds to the stream is layers[{index}].{name}.output"
+            f"{_named(block)}'s token mixer is {what}, {name}, not softmax attention, so it has no "
+            f"self_attn values; what it adds to the stream is {_adds(block, name)}"
         )
     mlp = child(block, "mlp")
     if mlp is not None:
@@ -109,8 +128,32 @@ class HybridLayer(Layer):
 
     def support(self) -> dict[str, str | None]:
         """This block's values, plus, on a block without ``self_attn``, each attention value with the reason."""
-        rows = super().support()
-        reason = no_softmax_attention(self)
-        if reason is not None:
-            rows.update({f"self_attn.{name}": reason for name in standard_values(Attention)})
-        return rows
+        return with_attention_rows(self, super().support())
+
+
+def with_attention_rows(block: Any, rows: dict[str, str | None]) -> dict[str, str | None]:
+    """``rows`` plus, on a block without ``self_attn``, each attention value with the reason."""
+    reason = no_softmax_attention(block)
+    if reason is not None:
+        rows.update({f"self_attn.{name}": reason for name in standard_values(Attention)})
+    return rows
+
+
+class HybridVisionLayer(VisionLayer):
+    """A tower block whose token mixer is softmax attention on some blocks and something else on others (LFM3-VL's
+    gated 2D convolution): `VisionLayer`'s values, ``attention_output`` and every ``self_attn.*`` value Unavailable
+    on a block without ``self_attn``, naming the mixer it has instead."""
+
+    stream_name = "vision.layers"
+    #: The token mixers other than softmax attention this block may hold: child name -> what it is.
+    mixers: Mapping[str | type, str] = {}
+
+    attention_output = value(
+        "attention_output", Patches, "what the attention adds to the stream",
+        lambda block: f"{child(block, 'self_attn').path}.output", First(), either(no_images, no_softmax_attention),
+        view=as_patches, inverse=from_patches,
+    )
+
+    def support(self) -> dict[str, str | None]:
+        """This block's values, plus, on a block without ``self_attn``, each attention value with the reason."""
+        return with_attention_rows(self, super().support())

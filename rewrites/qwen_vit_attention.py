@@ -78,4 +78,5 @@ RULES = (
     _attention("minicpmv4_7", "transformers.models.minicpmv4_7.modeling_minicpmv4_7:MiniCPMV4_7VisionAttention.forward"),
     _attention("minicpm_ocr", "transformers.models.minicpm_ocr.modeling_minicpm_ocr:MiniCPMOcrVisionAttention.forward"),
     _attention("dots3_note", "transformers.models.dots3_note.modeling_dots3_note:Dots3NoteVisionAttention.forward"),
+    _attention("lfm3_vl", "transformers.models.lfm3_vl.modeling_lfm3_vl:Lfm3VlVisionAttention.forward"),
 )

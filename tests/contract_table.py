@@ -176,6 +176,9 @@ class Row:
     deepstack_taps: int = 0
     #: rows of vision.support() unavailable on this tower besides the pattern: row -> regex of the reason
     vision_unavailable: Mapping[str, str] = field(default_factory=dict)
+    #: tower blocks whose token mixer is not attention (LFM3-VL's gated convolution): block -> the mixer's native name,
+    #: whose output the block adds in attention_output's place; their attention values are Unavailable, naming it
+    tower_mixers: Mapping[int, str] = field(default_factory=dict)
     #: rows of model.support() unavailable on some text blocks: a row, or every row under a prefix ending in ".",
     #: -> the blocks that lack it
     text_gaps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
@@ -221,6 +224,8 @@ MINICPM_PER_IMAGE = r"MiniCPM-V's ViT attention makes one interface call per ima
 DOTS_PER_IMAGE = r"the Dots 3 tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A vision side with no tower blocks (Gemma 4 Unified's embedder): every block value's reason.
 NO_BLOCKS = r"has no blocks \(vision\.num_layers is 0\)"
+#: LFM3-VL's tower attention calls its kernel once per image too, at attention_interface_2.
+LFM3_VL_PER_IMAGE = r"LFM3-VL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 
@@ -543,6 +548,21 @@ ROWS: dict[str, Row] = {
         features_are_projected=False,
         text_gaps={"attention_output": (0,), "self_attn.": (0,)},
         rules=(scatter("lfm2_vl"), *attention("siglip2", "Siglip2Attention"), *attention("lfm2", "Lfm2Attention")),
+    ),
+    # envoys/tiny/lfm3_vl.py: packed, patch 8, 2x2 merge blocks: 32x32 is 16 patches and 4 tokens, 64 wide x 48 high
+    # 48 patches and 12; tower block 0 attention, block 1 a gated 2D convolution, no final norm; the projector reads
+    # tower_output. Text blocks: a short convolution, sliding-window attention, full attention.
+    "lfm3_vl": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        pattern_unavailable=LFM3_VL_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        tower_mixers={1: "conv"},
+        text_gaps={"attention_output": (0,), "self_attn.": (0,)},
+        rules=(scatter("lfm3_vl"), "lfm3_vl.vision-attention", *attention("lfm3", "Lfm3Attention")),
     ),
     # envoys/tiny/idefics3.py: 32 px tiles of 8 px patches (16 a tile), 4 tokens a tile; 32x32 is 2x2 tiles + the
     # global one (20 tokens), 64 wide x 32 high 1x2 + 1 (12); post_layernorm; the connector reads tower_output.

@@ -18,7 +18,7 @@ from contract_table import ROWS
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser
 
-from envoys import StandardizedTransformer
+from envoys import StandardizedTransformer, Unavailable
 from envoys.bugs import TransformersBug
 from envoys.families import families
 from envoys.testing import chat_prompt, noise_image
@@ -48,6 +48,7 @@ DIFFERS = {
     "hyperclovax_vision_v2": (AssertionError, "Granite-Docling and HyperCLOVAX the text model receives the features times"),
     "blip-2": (AssertionError, "BLIP-2 on OPT adds learned positions"),
     "llama4": (TransformersBug, "each trace ends with `tracer.stop()`"),
+    "gemma4_unified": (Unavailable, "Gemma 4 Unified has no tower blocks"),
 }
 
 

@@ -67,6 +67,7 @@ CLASSES = {
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend"),
     "gemma4_unified": ("Gemma4UnifiedForConditionalGeneration", "Gemma4UnifiedProcessor", "TokenizersBackend"),
     "lfm2_vl": ("Lfm2VlForConditionalGeneration", "Lfm2VlProcessor", "TokenizersBackend"),
+    "lfm3_vl": ("Lfm3VlForConditionalGeneration", "Lfm3VlProcessor", "TokenizersBackend"),
     "paligemma": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
     "paligemma-2": ("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend"),
     "got_ocr2": ("GotOcr2ForConditionalGeneration", "GotOcr2Processor", "TokenizersBackend"),
@@ -130,6 +131,7 @@ IMAGE_TOKENS = {
     "gemma4": (64, 63),
     "gemma4_unified": (64, 63),  # one token per real merged patch: 8x8 and 7x9
     "lfm2_vl": (16, 79),  # 4x4 blocks of one row; 2x2 tiles of 16 + a 5x3 thumbnail
+    "lfm3_vl": (4, 12),  # 2x2 merge blocks of 8 px patches: 4x4 and 6x8 patches
     "paligemma": (16, 16),  # llava-siglip's tower: one token per patch
     "paligemma-2": (16, 16),
     "got_ocr2": (256, 256),  # every image resized to 128x128: a 64x64 grid of patches folded 4x4 by the projector

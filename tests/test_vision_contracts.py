@@ -187,9 +187,11 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
             window = model.vision.window_index.save()
         patches = model.vision.patch_embeddings.save()
         blocks = nnsight.save([])
-        for block in model.vision.layers:
-            blocks.append(nnsight.save([block.layer_input, block.attention_output, block.mlp_output,
-                                        block.layer_output]))
+        for index, block in enumerate(model.vision.layers):
+            mixer = row.tower_mixers.get(index)  # a block whose mixer is not attention adds its output instead
+            layer_input = block.layer_input
+            added = block.attention_output if mixer is None else getattr(block, mixer).output
+            blocks.append(nnsight.save([layer_input, added, block.mlp_output, block.layer_output]))
         tower = model.vision.tower_output.save()
         tracer.stop()
     width = row.sizes.vision_hidden_size
@@ -198,6 +200,8 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
     assert len(blocks) == row.sizes.num_layers
     for index, (layer_input, attention, mlp, output) in enumerate(blocks):
         stream = (*(row.stream if merge is None or index <= merge else merged).shape(count), width)
+        if index in row.tower_mixers:  # the mixer's own output, in the module's shape
+            attention = attention.reshape(stream)
         assert layer_input.shape == attention.shape == mlp.shape == output.shape == stream, index
         assert torch.equal(layer_input + attention + mlp, output), index
         if index and index - 1 != merge:
@@ -217,23 +221,26 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
 
 def test_the_pattern_or_why_it_is_unavailable(model, row):
     images = row.images
-    attention = [block.self_attn for block in model.vision.layers]
+    attention = {index: block.self_attn for index, block in enumerate(model.vision.layers)
+                 if index not in row.tower_mixers}  # a block whose mixer is not attention has none
     if row.pattern_unavailable is not None:
-        for index, block in enumerate(attention):
+        for index, block in attention.items():
             for value in ("attention_probabilities", "attention_scores"):
                 with pytest.raises(Unavailable, match=rf"vision\.layers\[{index}\]\.self_attn\.{value} is unavailable: "
                                                       rf".*{row.pattern_unavailable}"):
                     getattr(block, value)
         with pytest.raises(Unavailable, match=row.pattern_unavailable):
             with model.trace(prompt(model, images), images=images):
-                model.vision.layers[0].self_attn.attention_probabilities.save()
+                # the first attention block's; with no tower blocks, block 0, whose read raises the reason
+                first = next(iter(attention.values())) if attention else model.vision.layers[0].self_attn
+                first.attention_probabilities.save()
         return
     with model.trace(prompt(model, images), images=images) as tracer:
-        patterns = nnsight.save([block.attention_probabilities for block in attention])
+        patterns = nnsight.save([block.attention_probabilities for block in attention.values()])
         tracer.stop()
     leading, heads = row.stream.shape(2), row.sizes.num_heads
     rows, positions = (leading[0], leading[1]) if row.stream.kind == "batched" else (1, leading[1])
-    for index, pattern in enumerate(patterns):
+    for index, pattern in zip(attention, patterns):
         block_rows, block_positions = row.pattern_rows.get(index, (rows, positions))  # a windowed block's: per window
         assert pattern.shape == (block_rows, heads, block_positions, block_positions), index
         torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]), rtol=0, atol=1e-5)
@@ -375,8 +382,13 @@ def gap(row: Row, name: str) -> tuple[int, ...] | None:
 def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
     tower = model.vision.support()
     assert set(TOWER_VALUES) <= set(tower), set(TOWER_VALUES) - set(tower)
-    layers = set(range(row.sizes.num_layers))
+    layers = set(range(row.sizes.num_layers)) - set(row.tower_mixers)
     for value, reason in tower.items():
+        if row.tower_mixers and (value == "attention_output" or value.startswith("self_attn.")):
+            reason = dict(reason)  # a block whose mixer is not attention says so, naming it
+            for index, mixer in row.tower_mixers.items():
+                assert re.search(rf"token mixer is .*{mixer}, not softmax attention", reason.pop(index)), value
+            reason = reason or None
         expected = row.pattern_unavailable if value in PATTERN else row.vision_unavailable.get(value)
         if expected is None:
             assert reason is None, (value, reason)
