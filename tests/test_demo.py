@@ -1,4 +1,4 @@
-"""``python -m envoys.demo``: the walkthrough's equalities hold, and the command runs as the README writes it."""
+"""``python -m envoys.demo``: the walkthrough's equalities hold, and the command runs as the README and the docs write it."""
 
 from __future__ import annotations
 
