@@ -21,7 +21,7 @@ from envoys.rules import catalog, rules_for_model
 from envoys.tiny import NAMES, build
 from envoys.vision import ImageScatter
 from instrument import DriftError, compile_rule, install_all
-from instrument.calls import assigned_call, bound_default, calls
+from instrument.calls import assigned_call, bound_default, calls, filled_in_place
 from instrument.install import INSTALLED
 from instrument.versions import for_installed
 from rewrites import LISTED, rules_for_classes
@@ -150,6 +150,13 @@ class LinearTwice(nn.Module):
     def forward(self, hidden_states):
         router_logits = F.linear(hidden_states, self.weight)
         return router_logits, F.linear(hidden_states, self.bias)
+
+
+class SplitBlock(nn.Module):
+    def forward(self, hidden_states, vision):
+        router_logits = torch.zeros(hidden_states.shape[0], 4)
+        out, router_logits[~vision] = self.text_moe(hidden_states[~vision])
+        return out, router_logits
 '''
 
 
@@ -233,6 +240,13 @@ def test_a_block_unpacking_its_routers_output_and_a_twice_called_callee_get_none
     assert assigned_call(routers.SparseBlock.forward, "router_logits") is None  # a tuple target
     assert assigned_call(routers.LinearTwice.forward, "router_logits") == "F.linear"  # but called twice: no rule
     assert router_rules([routers.Router], claimed=["modeling_routers:Router.forward"]) == ()
+
+
+def test_a_block_filling_a_buffer_with_its_routers_logits_gets_none(routers):
+    # ERNIE-4.5-VL's modality-split block: the zeros it fills are no router's logits
+    assert assigned_call(routers.SplitBlock.forward, "router_logits") == "torch.zeros"
+    assert filled_in_place(routers.SplitBlock.forward, "router_logits")
+    assert router_rules([routers.SplitBlock]) == ()
 
 
 # -- the scatter rule --------------------------------------------------------------------------------------
