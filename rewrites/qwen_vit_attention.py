@@ -77,4 +77,5 @@ RULES = (
     _attention("minicpmv4_6", "transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionAttention.forward"),
     _attention("minicpmv4_7", "transformers.models.minicpmv4_7.modeling_minicpmv4_7:MiniCPMV4_7VisionAttention.forward"),
     _attention("minicpm_ocr", "transformers.models.minicpm_ocr.modeling_minicpm_ocr:MiniCPMOcrVisionAttention.forward"),
+    _attention("ernie4_5_vl_moe", "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeVisionAttention.forward"),
 )
