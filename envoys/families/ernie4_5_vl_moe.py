@@ -163,6 +163,14 @@ class ErnieMoeMlp(RoutedMlp):
         ``vision_moe.router_logits``."""
         return logits
 
+    def gradient_reason(self, name: str) -> str | None:
+        """Why the value ``name`` has no gradient: the assembled logits are returned and discarded."""
+        if name != "router_logits":
+            return None
+        return ("the block returns it beside its output and the decoder block discards it, so nothing the logits "
+                "depend on is computed from it; text_moe.router_logits and vision_moe.router_logits, each router's "
+                "own, have the gradients of the routing")
+
 
 def one_modality(experts: Any) -> str:
     """Why one modality's experts have no mlp_output of their own."""
