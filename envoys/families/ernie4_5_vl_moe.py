@@ -4,7 +4,7 @@ mixture-of-experts text model whose experts are split by modality.
 - ``Ernie4_5_VLMoeModel.forward`` scatters the resampled image features
   (``inputs_embeds_masked_scatter_0``, argument 1, found; ``_1`` is video,
   left as it is).
-- The tower (``model.vision_tower``, ``vision``; a `QwenVision`) is laid out
+- The tower (``model.vision_tower``, ``vision``; an `ErnieVision`) is laid out
   as the Qwen ViT's: a linear patch embedding (``patch_embed``) of the
   processor's patches, every image's patches packed ``[patches,
   vision_hidden_size]``, image after image, each image's in merge-block order,
