@@ -240,7 +240,9 @@ class EProperty(eproperty):
         part = select.get(raw) if select is not None else raw
         shown = self._preprocess(obj, part) if self._preprocess is not None else part
         if self.read_only is not None and isinstance(shown, torch.Tensor):
-            return read_only(shown, self._read_only_message(obj))
+            no_gradient = getattr(obj, "gradient_reason", lambda name: None)(self.name)
+            unused = None if no_gradient is None else f"{_label(obj, self.name)} has no gradient: {no_gradient}"
+            return read_only(shown, self._read_only_message(obj), unused)
         if not isinstance(shown, torch.Tensor) or not isinstance(part, torch.Tensor):
             return shown
         no_gradient = getattr(obj, "gradient_reason", lambda name: None)(self.name)
@@ -348,11 +350,22 @@ class ReadOnly(torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)
 
+    @property
+    def grad(self) -> Any:
+        """nnsight's ``.grad`` inside ``with loss.backward():``; `Unavailable` there on a value the model computes
+        nothing from (its ``gradient_reason``), instead of waiting for a gradient that never comes."""
+        unused = self.__dict__.get("_no_gradient")
+        if unused is not None and isinstance(torch.Tensor.__dict__.get("grad"), property):
+            raise Unavailable(unused)
+        return torch.Tensor.grad.__get__(self, type(self))
 
-def read_only(value: torch.Tensor, message: str) -> ReadOnly:
-    """``value`` as a `ReadOnly` tensor whose in-place edits raise with ``message``."""
+
+def read_only(value: torch.Tensor, message: str, no_gradient: str | None = None) -> ReadOnly:
+    """``value`` as a `ReadOnly` tensor whose in-place edits raise with ``message``; ``no_gradient``, where given, is
+    what its ``.grad`` raises inside a backward (the model computes nothing from it)."""
     view = value.as_subclass(ReadOnly)
     view.__dict__["_read_only"] = message
+    view.__dict__["_no_gradient"] = no_gradient
     return view
 
 

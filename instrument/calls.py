@@ -136,6 +136,23 @@ def assigned_call(function: FunctionType, name: str) -> str | None:
     return None
 
 
+def filled_in_place(function: FunctionType, name: str) -> bool:
+    """Whether ``function`` assigns into its local ``name`` by subscript (``router_logits[mask] = ...``, alone or in a
+    tuple target): a local filled in place is a buffer, so the call it was first assigned from made no value of it."""
+    tree = _tree(function.__code__)
+    if tree is None:
+        return False
+    def parts(target: ast.expr) -> list[ast.expr]:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return [part for element in target.elts for part in parts(element)]
+        return parts(target.value) if isinstance(target, ast.Starred) else [target]
+
+    targets = (t for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AugAssign))
+               for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+    return any(isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name) and part.value.id == name
+               for target in targets for part in parts(target))
+
+
 def label_stem(callee: str) -> str:
     """The name part of nnsight's label for a call of ``callee``: ``inputs_embeds.masked_scatter`` -> ``inputs_embeds_masked_scatter``."""
     return callee.replace(".", "_")

@@ -79,4 +79,5 @@ RULES = (
     _attention("minicpm_ocr", "transformers.models.minicpm_ocr.modeling_minicpm_ocr:MiniCPMOcrVisionAttention.forward"),
     _attention("dots3_note", "transformers.models.dots3_note.modeling_dots3_note:Dots3NoteVisionAttention.forward"),
     _attention("lfm3_vl", "transformers.models.lfm3_vl.modeling_lfm3_vl:Lfm3VlVisionAttention.forward"),
+    _attention("ernie4_5_vl_moe", "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeVisionAttention.forward"),
 )

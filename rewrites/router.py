@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from instrument import Rule
-from instrument.calls import assigned_call, calls, defining_class, innermost, label_stem
+from instrument.calls import assigned_call, calls, defining_class, filled_in_place, innermost, label_stem
 
 from .attention import model_type_of
 
@@ -38,7 +38,7 @@ def logits_callee(cls: type) -> str | None:
     """The dotted callee of the call ``cls``'s forward assigns ``router_logits`` from, where it calls it once; else None."""
     owner = defining_class(cls)
     forward = innermost(owner.__dict__.get("forward")) if owner is not None else None
-    if forward is None or LOGITS not in forward.__code__.co_varnames:
+    if forward is None or LOGITS not in forward.__code__.co_varnames or filled_in_place(forward, LOGITS):
         return None
     callee = assigned_call(forward, LOGITS)
     return callee if callee is not None and calls(forward, callee) == 1 else None

@@ -1006,6 +1006,22 @@ ROWS: dict[str, Row] = {
         pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
         rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
     ),
+    # envoys/tiny/ernie4_5_vl_moe.py: a packed ViT of 8 px patches in merge-block order, 2 blocks, a final LayerNorm
+    # (ln); the resampler (outside the tower) reads tower_output and folds 2x2 patches: 32x32 is 16 patches and 4
+    # tokens, 48x64 is 48 and 12. Text block 0 dense, block 1 a modality-split mixture of experts.
+    "ernie4_5_vl_moe": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=r"the ERNIE-4.5-VL ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens",
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("ernie4_5_vl_moe"), "ernie4_5_vl_moe.vision-attention",
+               *attention("ernie4_5_vl_moe", "Ernie4_5_VLMoeTextAttention"), router("ernie4_5_vl_moe", "Ernie4_5_VLMoeMoeTopKRouter")),
+    ),
     # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
     # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final
     # norm; the neck then the projector's two stride-2 convolutions fold the grid to 16x16 = 256 image tokens (the

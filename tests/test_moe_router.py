@@ -55,6 +55,13 @@ MOE = {
     "dots3_note": Moe(sparse=(1,), experts=4, top_k=2),
 }
 
+#: Blocks whose experts are split by modality, each set with its own router (ernie4_5_vl_moe.py: block 1, 4 experts a
+#: modality, 2 a token): ``router_logits`` is the block's assembled logits, read-only; each router's, and the writes,
+#: are tested in test_ernie4_5_vl_moe.py. Here, what support() says of the dense blocks.
+SPLIT = {
+    "ernie4_5_vl_moe": Moe(sparse=(1,), experts=4, top_k=2, router="text_moe.gate"),
+}
+
 
 @pytest.fixture(scope="module", params=list(MOE))
 def name(request) -> str:
@@ -127,7 +134,16 @@ def test_a_write_to_the_router_logits_changes_which_experts_run(model, name):
 
 
 def test_support_says_which_blocks_are_dense(model, name):
-    moe = MOE[name]
+    says_which_blocks_are_dense(model, MOE[name])
+
+
+@pytest.mark.parametrize("split", list(SPLIT))
+def test_support_says_which_split_blocks_are_dense(split, tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint(split), task="image-text-to-text", device="cpu")
+    says_which_blocks_are_dense(model, SPLIT[split])
+
+
+def says_which_blocks_are_dense(model, moe: Moe) -> None:
     support = model.support()
     dense = {index for index in range(model.num_layers) if index not in moe.sparse}
     reasons = support["mlp.router_logits"] or {}

@@ -21,7 +21,7 @@ from envoys.rules import catalog, rules_for_model
 from envoys.tiny import NAMES, build
 from envoys.vision import ImageScatter
 from instrument import DriftError, compile_rule, install_all
-from instrument.calls import assigned_call, bound_default, calls
+from instrument.calls import assigned_call, bound_default, calls, filled_in_place
 from instrument.install import INSTALLED
 from instrument.versions import for_installed
 from rewrites import LISTED, rules_for_classes
@@ -150,6 +150,13 @@ class LinearTwice(nn.Module):
     def forward(self, hidden_states):
         router_logits = F.linear(hidden_states, self.weight)
         return router_logits, F.linear(hidden_states, self.bias)
+
+
+class SplitBlock(nn.Module):
+    def forward(self, hidden_states, vision):
+        router_logits = torch.zeros(hidden_states.shape[0], 4)
+        out, router_logits[~vision] = self.text_moe(hidden_states[~vision])
+        return out, router_logits
 '''
 
 
@@ -235,6 +242,13 @@ def test_a_block_unpacking_its_routers_output_and_a_twice_called_callee_get_none
     assert router_rules([routers.Router], claimed=["modeling_routers:Router.forward"]) == ()
 
 
+def test_a_block_filling_a_buffer_with_its_routers_logits_gets_none(routers):
+    # ERNIE-4.5-VL's modality-split block: the zeros it fills are no router's logits
+    assert assigned_call(routers.SplitBlock.forward, "router_logits") == "torch.zeros"
+    assert filled_in_place(routers.SplitBlock.forward, "router_logits")
+    assert router_rules([routers.SplitBlock]) == ()
+
+
 # -- the scatter rule --------------------------------------------------------------------------------------
 
 
@@ -311,7 +325,8 @@ def test_every_attention_class_a_checkpoint_holds_is_found(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_router_a_checkpoint_holds_is_found(name):
     """Every module whose own forward assigns ``router_logits = <call>`` (read here with ``ast.unparse``, not the
-    finder's reader) has a router rule on that call."""
+    finder's reader) has a router rule on that call, unless the forward then fills it in place
+    (``router_logits[mask] = ...``: ERNIE-4.5-VL's block, whose call allocates a buffer for its routers' logits)."""
     import inspect
 
     model, _ = build(name)
@@ -321,7 +336,10 @@ def test_every_router_a_checkpoint_holds_is_found(name):
         tree = ast.parse(textwrap.dedent(inspect.getsource(owner.forward)))
         assigned = [ast.unparse(node.value.func) for node in ast.walk(tree) if isinstance(node, ast.Assign)
                     and [ast.unparse(t) for t in node.targets] == ["router_logits"] and isinstance(node.value, ast.Call)]
-        if assigned:
+        filled = any(isinstance(part, ast.Subscript) and ast.unparse(part.value) == "router_logits"
+                     for node in ast.walk(tree) if isinstance(node, ast.Assign) for target in node.targets
+                     for part in (target.elts if isinstance(target, ast.Tuple) else [target]))
+        if assigned and not filled:
             rule = rules.get(f"{owner.__module__}:{owner.__qualname__}.forward")
             assert rule is not None, f"{name}: {owner.__qualname__} computes router logits and has no rule"
             callee = assigned[0].replace("super().", "")

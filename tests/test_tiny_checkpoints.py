@@ -88,6 +88,7 @@ CLASSES = {
     "minicpmv4_6": ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_6Processor", "TokenizersBackend"),
     "minicpmv4_7": ("MiniCPMV4_7ForConditionalGeneration", "MiniCPMV4_7Processor", "TokenizersBackend"),
     "minicpm_ocr": ("MiniCPMOcrForConditionalGeneration", "MiniCPMOcrProcessor", "TokenizersBackend"),
+    "ernie4_5_vl_moe": ("Ernie4_5_VLMoeForConditionalGeneration", "Ernie4_5_VLMoeProcessor", "TokenizersBackend"),
 }
 
 #: Image tokens for a 32x32 image and a 48 (high) x 64 (wide) one, as documented in the builders.
@@ -152,6 +153,7 @@ IMAGE_TOKENS = {
     "minicpmv4_6": (4, 20),  # 16x: 4 tokens a 32x32 unit; the 48x64 image is a source and 2x2 slices, 5 units
     "minicpmv4_7": (4, 20),
     "minicpm_ocr": (16, 60),  # 4x: 16 tokens a 32x32 unit; a 24x32 source and 2x2 slices of 24x32, 12 tokens each
+    "ernie4_5_vl_moe": (4, 12),  # 8 px patches folded 2x2 by the resampler: 4x4 patches, 6x8
 }
 
 #: The processor attribute naming the prompt's image placeholder, where it is not ``image_token``. (Gemma 3's is

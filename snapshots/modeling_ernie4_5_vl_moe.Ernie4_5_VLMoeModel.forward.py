@@ -1,0 +1,92 @@
+# rule ernie4_5_vl_moe.image-scatter: image (_0) and video (_1) features scattered into the embeddings
+# transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeModel.forward
+# transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py
+# sites: inputs_embeds_masked_scatter_0, inputs_embeds_masked_scatter_1
+
+@can_return_tuple
+@auto_docstring
+@deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+def forward(
+    self,
+    input_ids: torch.LongTensor = None,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.LongTensor | None = None,
+    mm_token_type_ids: torch.IntTensor | None = None,
+    moe_mm_token_type_ids: torch.IntTensor | None = None,
+    cache: Cache | None = None,
+    inputs_embeds: torch.Tensor | None = None,
+    use_cache: bool | None = None,
+    pixel_values: torch.Tensor | None = None,
+    pixel_values_videos: torch.Tensor | None = None,
+    image_grid_thw: torch.LongTensor | None = None,
+    video_grid_thw: torch.LongTensor | None = None,
+    mm_encoder_outputs: dict[str, BaseModelOutputWithPooling] | None = None,
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple | MultimodalMoeBaseModelOutputWithPast:
+    r"""
+    mm_token_type_ids (`torch.IntTensor` of shape `(batch_size, sequence_length)`, *optional*):
+        Token type ids matching each modality to a different value in the input sequence, i.e. text (0), image (1), video (2).
+    moe_mm_token_type_ids (`torch.IntTensor` of shape `(batch_size, sequence_length)`, *optional*):
+        The same as `mm_token_type_ids` while additionally considering start/end image/video tokens as respective vision tokens.
+    """
+    if (pixel_values is not None or pixel_values_videos is not None) and mm_encoder_outputs is not None:
+        raise ValueError(
+            "You cannot specify both pixel_values/pixel_values_videos and mm_encoder_outputs at the same time"
+        )
+
+    if inputs_embeds is None:
+        inputs_embeds = self.get_input_embeddings()(input_ids)
+
+    mm_encoder_outputs = mm_encoder_outputs if mm_encoder_outputs is not None else {}
+    if mm_encoder_outputs.get("image") is None and pixel_values is not None:
+        mm_encoder_outputs["image"] = self.get_image_features(
+            pixel_values, image_grid_thw, return_dict=True, **kwargs
+        )
+
+    if mm_encoder_outputs.get("video") is None and pixel_values_videos is not None:
+        mm_encoder_outputs["video"] = self.get_video_features(
+            pixel_values_videos, video_grid_thw, return_dict=True, **kwargs
+        )
+
+    if mm_encoder_outputs.get("image") is not None:
+        image_embeds = mm_encoder_outputs["image"].pooler_output
+        image_embeds = torch.cat(image_embeds, dim=0).to(inputs_embeds.device, inputs_embeds.dtype)
+        image_mask, _ = self.get_placeholder_mask(
+            input_ids, inputs_embeds=inputs_embeds, image_features=image_embeds
+        )
+        inputs_embeds = __vlm_site__("inputs_embeds_masked_scatter_0", inputs_embeds.masked_scatter, image_mask, image_embeds)
+
+    if mm_encoder_outputs.get("video") is not None:
+        video_embeds = mm_encoder_outputs["video"].pooler_output
+        video_embeds = torch.cat(video_embeds, dim=0).to(inputs_embeds.device, inputs_embeds.dtype)
+        _, video_mask = self.get_placeholder_mask(
+            input_ids, inputs_embeds=inputs_embeds, video_features=video_embeds
+        )
+        inputs_embeds = __vlm_site__("inputs_embeds_masked_scatter_1", inputs_embeds.masked_scatter, video_mask, video_embeds)
+
+    if position_ids is None:
+        position_ids = self.compute_3d_position_ids(
+            input_ids=input_ids,
+            image_grid_thw=image_grid_thw,
+            video_grid_thw=video_grid_thw,
+            mm_token_type_ids=mm_token_type_ids,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            cache=cache,
+        )
+
+    outputs = self.language_model(
+        input_ids=None,
+        position_ids=position_ids,
+        moe_mm_token_type_ids=moe_mm_token_type_ids,
+        attention_mask=attention_mask,
+        use_cache=use_cache,
+        cache=cache,
+        inputs_embeds=inputs_embeds,
+        return_dict=True,
+        **kwargs,
+    )
+
+    return MultimodalMoeBaseModelOutputWithPast(
+        **outputs, image_outputs=mm_encoder_outputs.get("image"), video_outputs=mm_encoder_outputs.get("video")
+    )
