@@ -127,7 +127,8 @@ def pictures(model: StandardizedTransformer, path: str | Path, say: Callable[...
     every = list(range(model.num_layers))
     attention = [recipes.attention_to_image(model, prompt, [image], layer=layer) for layer in every]
     written = [plots.side_by_side([a.grid for a in attention], image, path,
-                                  titles=[f"last token -> image, layers[{a.layer}]" for a in attention])]
+                                  titles=[f"last token -> image, layers[{a.layer}]" for a in attention],
+                                  scale="attention, summed over heads")]
     written.append(recipes.logit_lens(model, prompt, [image]).draw(sibling(path, "lens")))
     knockout = recipes.knock_out_image_attention(model, prompt, [image], layers=every)
     good, bad = (int(i) for i in knockout.clean.topk(2).indices)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from .layouts import Hidden, Patches
+from .layouts import Hidden, PackedPatches
 from .per_image import per_image_pattern
 from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from .sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
@@ -81,8 +81,8 @@ def _tower_output_site(vision: object) -> str:
 class GlmVision(QwenVision):
     """The GLM ViT (GLM-4.1V, GLM-4.6V, GLM-GA, GLM-OCR): packed, a final norm, a convolution and the merger after it.
 
-    Packed as the Qwen ViT is (`QwenVision`): its stream values are `Patches`
-    with 1 in the images axis, ``[1, patches, vision_hidden_size]``, each
+    Packed as the Qwen ViT is (`QwenVision`): its stream values are `PackedPatches`,
+    1 in the images axis, ``[1, patches, vision_hidden_size]``, each
     image's patches in merge-block order. ``tower_output`` is the final
     norm's output (``post_layernorm``, the tower's ``norm``), read before the
     projector values; the convolution ``downsample`` then folds each merge
@@ -99,7 +99,7 @@ class GlmVision(QwenVision):
     """
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream after the final norm (post_layernorm)",
+        "tower_output", PackedPatches, "the last block's stream after the final norm (post_layernorm)",
         _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final norm (``post_layernorm``, ``vision.norm``), "
         "``[1, patches, vision_hidden_size]``, in merge-block order: what the convolution ``downsample`` folds, "

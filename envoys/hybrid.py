@@ -139,6 +139,16 @@ def with_attention_rows(block: Any, rows: dict[str, str | None]) -> dict[str, st
     return rows
 
 
+def mixer_attention_output(layout: type) -> Any:
+    """A hybrid tower block's ``attention_output`` in ``layout`` (a packed tower's `PackedPatches`): the attention's
+    output, Unavailable on a block whose mixer is not softmax attention."""
+    return value(
+        "attention_output", layout, "what the attention adds to the stream",
+        lambda block: f"{child(block, 'self_attn').path}.output", First(), either(no_images, no_softmax_attention),
+        view=as_patches, inverse=from_patches,
+    )
+
+
 class HybridVisionLayer(VisionLayer):
     """A tower block whose token mixer is softmax attention on some blocks and something else on others (LFM3-VL's
     gated 2D convolution): `VisionLayer`'s values, ``attention_output`` and every ``self_attn.*`` value Unavailable
@@ -148,11 +158,7 @@ class HybridVisionLayer(VisionLayer):
     #: The token mixers other than softmax attention this block may hold: child name -> what it is.
     mixers: Mapping[str | type, str] = {}
 
-    attention_output = value(
-        "attention_output", Patches, "what the attention adds to the stream",
-        lambda block: f"{child(block, 'self_attn').path}.output", First(), either(no_images, no_softmax_attention),
-        view=as_patches, inverse=from_patches,
-    )
+    attention_output = mixer_attention_output(Patches)
 
     def support(self) -> dict[str, str | None]:
         """This block's values, plus, on a block without ``self_attn``, each attention value with the reason."""

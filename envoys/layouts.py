@@ -29,7 +29,11 @@ class TokenMask(Layout):
 
 
 class Patches(Layout):
-    """[images, patches, vision_hidden_size]: a tower's stream, one row per image (a packed tower's one row holds every image)."""
+    """[images, patches, vision_hidden_size]: a tower's stream, one row per image (or per tile)."""
+
+
+class PackedPatches(Patches):
+    """[1, patches, vision_hidden_size]: a packed tower's stream, one row holding every image's patches, image after image."""
 
 
 class Pattern(Layout):

@@ -60,7 +60,7 @@ from .families.encoder_names import ENCODER_RENAME
 from .grids import Grid, GridError, ImageInputs, check_image, raster, stitch, value_named
 from .per_image import per_image_pattern
 from .qwen import QwenVisionAttention
-from .vision import Vision, variable_resolution
+from .vision import PackedVision, variable_resolution
 
 #: Why MiniCPM-V's attention has no scores or probabilities, under any implementation.
 PER_IMAGE = (
@@ -86,7 +86,7 @@ class MiniCPMVisionAttention(QwenVisionAttention):
     attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
-class MiniCPMVision(Vision):
+class MiniCPMVision(PackedVision):
     """MiniCPM-V's tower: packed, ``[1, patches, vision_hidden_size]``, its stream merged 2x2 after one block under 16x.
 
     Every unit's patches (source images and slices, the processor's

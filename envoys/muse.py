@@ -39,7 +39,7 @@ import torch
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from .grids import Grid, ImageInputs, raster, value_named
-from .layouts import Patches
+from .layouts import PackedPatches
 from .per_image import per_image_pattern
 from .qwen import PATCH_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 from .standard import child
@@ -93,7 +93,7 @@ def _tower_output_site(vision: Any) -> str:
 class MuseVision(QwenVision):
     """The Muse tower: packed, raster order per image, windows then the whole image, ``ln_post``, a pixel shuffle.
 
-    Its stream values are `Patches` with 1 in the images axis, ``[1, patches,
+    Its stream values are `PackedPatches`, 1 in the images axis, ``[1, patches,
     vision_hidden_size]``; the blocks' values are in window order
     (``window_index``: which patch, counted over every image of the call, is
     at each position), ``patch_embeddings`` and ``tower_output`` in raster
@@ -111,7 +111,7 @@ class MuseVision(QwenVision):
     """
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, before the position embedding",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the position embedding",
         _patch_embedding, None, no_images, view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
         "order: the linear patch embedding's output, before the learned positions and ``ln_pre``. Assign a tensor "
@@ -119,7 +119,7 @@ class MuseVision(QwenVision):
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream back in raster order, after the final norm (ln_post)",
+        "tower_output", PackedPatches, "the last block's stream back in raster order, after the final norm (ln_post)",
         _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream put back from window order into raster order and normed (``ln_post``, "
         "``vision.norm``), ``[1, patches, vision_hidden_size]``: what the tower pixel-shuffles. Read it before the "

@@ -6,7 +6,7 @@ The tower's blocks are SigLIP's (``layer_norm1``, ``self_attn`` with
 every image's patches in one stream ``[patches, vision_hidden_size]``, image
 after image, split by the processor's ``image_grid_thw`` (``[t, h, w]`` per
 image, in patches), with a 2D rotary embedding in the attention. Its stream
-values are `Patches` with 1 in the images axis, ``[1, patches,
+values are `PackedPatches`, 1 in the images axis, ``[1, patches,
 vision_hidden_size]`` (a view: an in-place edit reaches the model).
 
 The patch embedding is a convolution run on every patch alone (``[patches,
@@ -31,12 +31,12 @@ import torch
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from .layouts import Patches
+from .layouts import PackedPatches
 from .per_image import per_image_pattern
 from .qwen import QwenVisionAttention
 from .standard import child
 from .text import value
-from .vision import Vision, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
+from .vision import PackedVision, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
 
 #: Why a packed SigLIP tower's attention has no scores or probabilities, under any implementation.
 PER_IMAGE = (
@@ -70,7 +70,7 @@ def _tower_output_site(vision: object) -> str:
     return f"{child(vision, 'norm').path}.output"
 
 
-class PackedSiglipVision(Vision):
+class PackedSiglipVision(PackedVision):
     """A SigLIP-shaped tower run packed (PaddleOCR-VL's, VideoLLaMA 3's): every image's patches in one row.
 
     ``patch_embeddings`` is the patch convolution's output as ``[1, patches,
@@ -94,7 +94,7 @@ class PackedSiglipVision(Vision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, before any position embedding",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, before any position embedding",
         lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=one_row, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in the "
         "processor's order: the patch convolution's output (``[patches, vision_hidden_size, 1, 1]``) as one row, "
@@ -102,7 +102,7 @@ class PackedSiglipVision(Vision):
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream after the final norm (post_layernorm)",
+        "tower_output", PackedPatches, "the last block's stream after the final norm (post_layernorm)",
         _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final norm (``post_layernorm``, ``vision.norm``), "
         "``[1, patches, vision_hidden_size]``, image after image: read it after the blocks' values and before the "

@@ -7,7 +7,7 @@ width]``, and runs its convolution (``patch_conv``, standard
 own size (the processor's ``image_sizes``, ``[height, width]`` in pixels),
 flattens each in raster order and concatenates them, image after image, into
 one row, ``[1, all patches, vision_hidden_size]``, which enters ``ln_pre``
-and the blocks. So its stream values are `Patches` with a leading 1, and image
+and the blocks. So its stream values are `PackedPatches`, and image
 ``i`` holds ``(height_i // patch_size) * (width_i // patch_size)``
 consecutive rows of it.
 
@@ -34,11 +34,11 @@ from transformers.models.pixtral.modeling_pixtral import (
 )
 
 from .grids import Grid, ImageInputs, check_image, packed_raster
-from .layouts import Patches
+from .layouts import PackedPatches
 from .standard import child
 from .text import interior_values, value
 from .values import Argument, Field
-from .vision import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, variable_resolution
+from .vision import PackedVision, PackedVisionAttention, PackedVisionLayer, PackedVisionMlp, no_images, variable_resolution
 
 #: The tower's norm over the packed row, where the patch embeddings enter the tower proper.
 LN_PRE = "ln_pre"
@@ -54,7 +54,7 @@ def no_ln_pre(vision: Any) -> str | None:
     return None
 
 
-class PixtralVisionAttention(VisionAttention):
+class PixtralVisionAttention(PackedVisionAttention):
     """A Pixtral block's attention: one kernel call over every image's patches, under a block-diagonal mask.
 
     The interior is whole, one row holding every image: queries, keys and
@@ -78,14 +78,14 @@ class PixtralVisionAttention(VisionAttention):
     ) = interior_values("call, every image's patches packed in it", no_images)
 
 
-class PixtralVision(Vision):
+class PixtralVision(PackedVision):
     """Pixtral's tower (Mistral 3, Llava-Pixtral): packed, every image's patches in one row.
 
     The convolution runs on the batch padded to its largest image, each image
     is cropped to its own grid, and the grids are flattened and concatenated
     into ``[1, all patches, vision_hidden_size]`` before ``ln_pre``; the blocks
     attend under a block-diagonal mask, so no patch sees another image's. So
-    `Patches` has a leading 1 here, and ``patch_embeddings`` is that packed
+    its stream values are `PackedPatches`, and ``patch_embeddings`` is that packed
     row as it enters ``ln_pre`` (the convolution's own output,
     ``patch_embed.output``, is still the padded grid,
     ``[images, vision_hidden_size, rows, columns]`` of the largest image). The
@@ -106,7 +106,7 @@ class PixtralVision(Vision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, cropped to its grid and packed in one row",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, cropped to its grid and packed in one row",
         lambda v: f"{child(v, LN_PRE).path}.input", Argument(0, "hidden_states"), no_ln_pre,
         doc="Every image's patch embeddings, ``[1, all patches, vision_hidden_size]``, image after image, each in "
         "raster order. What enters ``ln_pre``: the convolution's output (``patch_embed.output``, the padded grid) "
@@ -115,7 +115,7 @@ class PixtralVision(Vision):
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream, every image packed in one row (there is no final norm)",
+        "tower_output", PackedPatches, "the last block's stream, every image packed in one row (there is no final norm)",
         "output", Field("last_hidden_state"), no_images,
         doc="The last block's stream, ``[1, all patches, vision_hidden_size]``, image after image: the tower has no "
         "final norm. The host's projector reads the block its ``vision_feature_layer`` names from the tower's "
@@ -141,9 +141,9 @@ PIXTRAL_RENAME = {
 #: The Pixtral tower's envoys, for every family that has it.
 PIXTRAL_ENVOYS = {
     PixtralVisionModel: PixtralVision,
-    PixtralAttentionLayer: VisionLayer,
+    PixtralAttentionLayer: PackedVisionLayer,
     PixtralAttention: PixtralVisionAttention,
-    PixtralMLP: VisionMlp,
+    PixtralMLP: PackedVisionMlp,
 }
 
 

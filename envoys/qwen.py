@@ -5,7 +5,7 @@ The tower (``model.visual``, standard ``model.vision``) runs on
 each image's patches in merge-block order (``spatial_merge_size`` x
 ``spatial_merge_size`` blocks, each block's patches consecutive), so
 ``image_grid_thw`` (``[t, h, w]`` per image, in patches) splits it. Its stream
-values are `Patches` with a leading 1, ``[1, patches, vision_hidden_size]``
+values are `PackedPatches`, ``[1, patches, vision_hidden_size]``
 (a view: an in-place edit reaches the model). Its merger (``model.projector``)
 folds each merge block into one image token inside the tower's forward, so
 projector values are read before ``tower_output``.
@@ -42,13 +42,13 @@ from rewrites.qwen_vit_attention import FLASH_SITE, JOIN_SITE, PER_IMAGE_SITE, S
 from rewrites.qwen_vit_windows import INDEX_SITE, WINDOW_SITE
 
 from .grids import Grid, GridError, ImageInputs, check_image, raster, value_named
-from .layouts import HeadOutputs, Keys, Layout, Patches, Queries, Values
+from .layouts import HeadOutputs, Keys, Layout, PackedPatches, Queries, Values
 from .per_image import per_image_pattern
 from .pinning import PinnedEProperty
 from .standard import missing_site
 from .text import either, value
 from .values import Argument, EProperty, Field, Item, Selector
-from .vision import Vision, VisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
+from .vision import PackedVision, PackedVisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
 
 #: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by every family on it (and
 #: by the GLM ViT's, which names them alike).
@@ -151,7 +151,7 @@ def whole(name: str, layout: type, what: str, argument: str, index: int, occurre
     )(identity)
 
 
-class QwenVisionAttention(VisionAttention):
+class QwenVisionAttention(PackedVisionAttention):
     """The Qwen ViT's attention: one interface call per image (or window), so the interior is read whole around them.
 
     ``attention_queries``, ``attention_keys`` and ``attention_values`` are the
@@ -218,11 +218,11 @@ def no_windows(vision: Any) -> str | None:
     return missing_site(vision, WINDOW_SITE)
 
 
-class QwenVision(Vision):
+class QwenVision(PackedVision):
     """The Qwen ViT (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): packed, its merger inside, at ``model.visual``.
 
     The tower runs on ``[patches, vision_hidden_size]``, every image's patches
-    concatenated, so its stream values are `Patches` with 1 in the images axis,
+    concatenated, so its stream values are `PackedPatches`, 1 in the images axis,
     ``[1, patches, vision_hidden_size]``, and its blocks' attention is a
     `QwenVisionAttention`.
 
@@ -260,7 +260,7 @@ class QwenVision(Vision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, before any position embedding",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, before any position embedding",
         lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in "
         "merge-block order (the processor's), before any position embedding or window permutation. "
@@ -268,7 +268,7 @@ class QwenVision(Vision):
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream, the merger's input (there is no final norm)",
+        "tower_output", PackedPatches, "the last block's stream, the merger's input (there is no final norm)",
         lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
         inverse=from_patches,
         doc="The last block's stream, ``[1, patches, vision_hidden_size]``: the tower has no final norm, so this "

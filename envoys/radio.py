@@ -29,13 +29,13 @@ import torch
 from rewrites.radio_attention import PER_IMAGE_SITE, PROJECTION_SITES
 
 from .grids import Grid, ImageInputs, check_image, packed_raster, raster, value_named
-from .layouts import HeadOutputs, Keys, Patches, Queries, Values
+from .layouts import HeadOutputs, Keys, PackedPatches, Queries, Values
 from .per_image import per_image_pattern
 from .qwen import variable_resolution
 from .standard import child, missing_site
 from .text import either, lacks, value
 from .values import Argument, EProperty, Field
-from .vision import Vision, VisionAttention, VisionLayer, as_patches, from_patches, no_images, no_patch_embed
+from .vision import PackedVision, PackedVisionAttention, PackedVisionLayer, as_patches, from_patches, no_images, no_patch_embed
 
 #: Why RADIO's attention has no scores or probabilities, under any implementation and image count.
 PER_IMAGE = (
@@ -64,7 +64,7 @@ def projected(name: str, layout: type, what: str, site: str) -> EProperty:
     )
 
 
-class RadioVisionAttention(VisionAttention):
+class RadioVisionAttention(PackedVisionAttention):
     """RADIO's attention: the interior whole, around one kernel call for one image or one per image for several.
 
     ``attention_queries``, ``attention_keys`` and ``attention_values`` are read
@@ -101,7 +101,7 @@ class RadioVisionAttention(VisionAttention):
 def scaled(name: str, what: str, scale: str) -> EProperty:
     """What the block's ``what`` adds to the stream: its output after the layer scale ``scale``."""
     return value(
-        name, Patches, f"what the {what} adds to the stream, after its layer scale",
+        name, PackedPatches, f"what the {what} adds to the stream, after its layer scale",
         lambda block: f"{child(block, scale).path}.output", None, either(no_images, lacks(scale)),
         view=as_patches, inverse=from_patches,
         doc=f"What the {what} adds to the stream, ``[1, tokens, vision_hidden_size]``: its output times the block's "
@@ -109,7 +109,7 @@ def scaled(name: str, what: str, scale: str) -> EProperty:
     )
 
 
-class RadioVisionLayer(VisionLayer):
+class RadioVisionLayer(PackedVisionLayer):
     """A RADIO block, ``[1, tokens, vision_hidden_size]``: ``layer_input + attention_output + mlp_output == layer_output``.
 
     ``attention_output`` and ``mlp_output`` are read after the layer scales
@@ -122,10 +122,10 @@ class RadioVisionLayer(VisionLayer):
     mlp_output = scaled("mlp_output", "MLP", "layer_scale2")
 
 
-class RadioVision(Vision):
+class RadioVision(PackedVision):
     """RADIO: packed, ``num_prefix_tokens`` cls and register tokens before each image's patches, at ``vision_model``.
 
-    Every stream value is `Patches` with 1 in the images axis,
+    Every stream value is `PackedPatches`, 1 in the images axis,
     ``[1, tokens, vision_hidden_size]``: image after image, each image's
     ``num_cls_tokens`` cls tokens, its ``num_registers`` register tokens, then
     its ``h * w`` patches in raster order (``image_grid_hw``, the processor's and
@@ -149,7 +149,7 @@ class RadioVision(Vision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, before position embeddings and prefix tokens",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, before position embeddings and prefix tokens",
         lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
         "order: the patch projection's output, before the position embedding is added and the cls and register "
@@ -157,7 +157,7 @@ class RadioVision(Vision):
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream (there is no final norm), prefix tokens included",
+        "tower_output", PackedPatches, "the last block's stream (there is no final norm), prefix tokens included",
         "output", Field("last_hidden_state"), no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream, ``[1, tokens, vision_hidden_size]``, each image's cls and register tokens "
         "then its patches: the tower has no final norm. The wrapper reads the patch rows of it (the tower's "

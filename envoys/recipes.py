@@ -136,6 +136,7 @@ class LogitLens:
         return plots.side_by_side(
             [self.probabilities[row, ..., 0] for row in rows], self.image, path,
             titles=[f"layers[{self.layers[row]}] top token" for row in rows], labels=[self.tokens[row] for row in rows],
+            scale="the top token's probability",
         )
 
 
@@ -195,9 +196,10 @@ class ImageAttention:
         """The grid over the image (one panel per head when per head)."""
         where = f"layers[{self.layer}], token {self.position}"
         if self.grid.dim() == 2:
-            return plots.overlay(self.grid, self.image, path, title=f"attention to the image, {where}")
+            return plots.overlay(self.grid, self.image, path, title=f"attention to the image, {where}",
+                                 scale="attention, summed over heads")
         return plots.side_by_side(list(self.grid), self.image, path,
-                                  titles=[f"head {head}, {where}" for head in range(len(self.grid))])
+                                  titles=[f"head {head}, {where}" for head in range(len(self.grid))], scale="attention")
 
 
 def attention_to_image(

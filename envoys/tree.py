@@ -14,10 +14,14 @@ from typing import Any
 import torch
 from nnsight import Envoy
 
+from .standard import child
 from .values import standard_values
+from .vision import Vision
 
 ROOT_NAMES = ("embed_tokens", "layers", "norm", "lm_head", "vision", "projector")
 BLOCK_PARTS = ("self_attn", "linear_attn", "mlp")
+#: A tower's standard children, shown whether the module names them so itself or a rename does.
+TOWER_NAMES = ("patch_embed", "layers", "norm")
 
 
 def module_line(module: torch.nn.Module) -> str:
@@ -70,11 +74,18 @@ def node_lines(name: str, envoy: Any, indent: str) -> list[str]:
         return lines
     lines = [f"{indent}{name}: {module_line(module)}"]
     lines += value_lines(envoy, indent + "  ")
-    for alias in getattr(envoy, "_aliases", {}):
-        child = envoy.__dict__.get(alias)
-        if isinstance(child, Envoy) and "." not in alias:
-            lines += node_lines(alias, child, indent + "  ")
+    for part, node in child_names(envoy).items():
+        lines += node_lines(part, node, indent + "  ")
     return lines
+
+
+def child_names(envoy: Any) -> dict[str, Envoy]:
+    """The standard children a node shows, by name: those a rename gives a standard name and, on a tower, those of
+    `TOWER_NAMES` its module already names so (Kimi's ``layers``, the Qwen ViT's ``patch_embed``), these first."""
+    aliases = [alias for alias in getattr(envoy, "_aliases", {}) if "." not in alias]
+    names = dict.fromkeys([*(TOWER_NAMES if isinstance(envoy, Vision) else ()), *aliases])
+    found = {name: child(envoy, name) for name in names}
+    return {name: part for name, part in found.items() if isinstance(part, Envoy)}
 
 
 def standard_tree(root: Any, title: str) -> str:

@@ -27,9 +27,9 @@ import torch
 from rewrites.image_scatter import Scatter
 
 from .grids import gather, image_grid, place, token_rows, tower_rows
-from .layouts import ImageFeatures, ImageTokenMask, Patches
+from .layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches
 from .standard import Standard, child, missing_site, rows_over
-from .text import interior_values, own_output, stream_values
+from .text import interior_values, own_output, stream_values, value
 from .values import Argument, EProperty, Field, Unavailable
 
 #: The forward arguments that carry an image (pixels, or what the tower made of them; Video-LLaVA's processor names
@@ -181,6 +181,35 @@ def image_token_id(config: Any) -> int:
     raise AttributeError(f"{type(config).__name__} names no image token id (image_token_id / image_token_index)")
 
 
+def patch_rows(grid: torch.Tensor) -> torch.Tensor:
+    """A convolution's ``[images, width, rows, columns]`` as one row per patch, ``[images, patches, width]`` (a view)."""
+    return grid.flatten(2).transpose(1, 2)
+
+
+def onto_patch_grid(written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """Rows per patch back on the convolution's grid ``current``: `patch_rows` undone."""
+    return written.transpose(1, 2).reshape(current.shape)
+
+
+def tower_values(layout: type) -> tuple[EProperty, EProperty]:
+    """A tower's ``patch_embeddings`` and ``tower_output`` in ``layout`` (`Patches`, or a packed tower's `PackedPatches`).
+
+    ``patch_embeddings`` is the patch embedding's output, one row per patch in
+    raster order, before position embeddings, CLS or pre-norm;
+    ``tower_output`` the tower's ``last_hidden_state``.
+    """
+    return (
+        value("patch_embeddings", layout, "the patch embedding's output", lambda v: f"{v.patch_embed.path}.output",
+              None, no_patch_embed, view=patch_rows, inverse=onto_patch_grid,
+              doc=f"The patch embedding's output, ``{layout.shape()}``, one row per patch in raster order, before "
+              "position embeddings, CLS or pre-norm."),
+        value("tower_output", layout, "the last block's stream after the tower's final norm", "output",
+              Field("last_hidden_state"), no_images,
+              doc=f"The tower's last_hidden_state, ``{layout.shape()}``: the last block's stream after its final norm "
+              "where it has one, before pooling or CLS dropping."),
+    )
+
+
 class Vision(Standard):
     """``model.vision``: a vision tower's root. Its blocks are ``layers``; its sizes are its own config's."""
 
@@ -217,21 +246,7 @@ class Vision(Standard):
     def image_features(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
         return written.reshape(current.shape)
 
-    @EProperty(key=lambda v: f"{v.patch_embed.path}.output", description="the patch embedding's output [images, patches, vision_hidden_size]",
-               unavailable=no_patch_embed)
-    def patch_embeddings(self, grid: torch.Tensor) -> Patches:
-        """The patch embedding's output, one row per patch in raster order, before position embeddings, CLS or pre-norm."""
-        return grid.flatten(2).transpose(1, 2)
-
-    @patch_embeddings.inverse
-    def patch_embeddings(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return written.transpose(1, 2).reshape(current.shape)
-
-    @EProperty(key="output", description="the last block's stream after the tower's final norm [images, patches, vision_hidden_size]",
-               unavailable=no_images, select=Field("last_hidden_state"))
-    def tower_output(self, hidden: torch.Tensor) -> Patches:
-        """The tower's last_hidden_state: the last block's stream after its final norm where it has one, before pooling or CLS dropping."""
-        return hidden
+    patch_embeddings, tower_output = tower_values(Patches)
 
     # -- sizes, off the tower's own config ----------------------------------------------------
 
@@ -357,8 +372,8 @@ def from_patches(written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
 class VisionLayer(Standard):
     """A tower block: the text block's values as Patches, ``layer_input + attention_output + mlp_output == layer_output``.
 
-    ``[images, patches, vision_hidden_size]``, one row per image; a packed tower
-    (Qwen ViT, Pixtral) holds every image in one row, ``[1, patches, vision_hidden_size]``.
+    ``[images, patches, vision_hidden_size]``, one row per image; a packed tower's
+    block is a `PackedVisionLayer`.
     """
 
     order_hint = VISION_ORDER
@@ -392,3 +407,45 @@ class VisionMlp(Standard):
     first_step_only = FIRST_STEP_ONLY
 
     mlp_output = own_output("mlp_output", Patches, "what the MLP adds to the stream", no_images, as_patches, from_patches)
+
+
+# -- a packed tower: the same values, every image's patches in one row --------------------------------------------
+
+
+class PackedVision(Vision):
+    """A packed tower's root (the Qwen ViT, Pixtral, RADIO, ...): every image's patches run in one row.
+
+    Its stream values are `PackedPatches`, ``[1, patches, vision_hidden_size]``,
+    image after image; its blocks are `PackedVisionLayer`, `PackedVisionAttention`
+    and `PackedVisionMlp`. A family's tower says the rest (where the patches are
+    read, in which order).
+    """
+
+    patch_embeddings, tower_output = tower_values(PackedPatches)
+
+
+class PackedVisionLayer(VisionLayer):
+    """A packed tower's block (the Qwen ViT, Pixtral, ...): `VisionLayer`'s values as `PackedPatches`.
+
+    The module runs on ``[patches, vision_hidden_size]`` (or already ``[1, patches,
+    vision_hidden_size]``), every image's patches one after another, so each
+    value is ``[1, patches, vision_hidden_size]``.
+    """
+
+    layer_input, attention_output, mlp_output, layer_output = stream_values(
+        PackedPatches, no_images, as_patches, from_patches
+    )
+
+
+class PackedVisionAttention(VisionAttention):
+    """A packed tower block's attention: ``attention_output`` is `PackedPatches`, ``[1, patches, vision_hidden_size]``."""
+
+    attention_output = own_output("attention_output", PackedPatches, "what the attention adds to the stream",
+                                  no_images, as_patches, from_patches)
+
+
+class PackedVisionMlp(VisionMlp):
+    """A packed tower block's MLP: ``mlp_output`` is `PackedPatches`, ``[1, patches, vision_hidden_size]``."""
+
+    mlp_output = own_output("mlp_output", PackedPatches, "what the MLP adds to the stream", no_images, as_patches,
+                            from_patches)

@@ -79,8 +79,8 @@ def test_the_pixtral_names_apply_only_to_a_checkpoint_with_a_pixtral_tower():
     names = {cls.__name__: envoy.__name__ for cls, envoy in llava.ENVOYS.items()}
     assert {name: names[name] for name in ("PixtralVisionModel", "PixtralAttentionLayer", "PixtralAttention",
                                            "PixtralMLP", "SiglipVisionModel", "CLIPVisionModel")} == {
-        "PixtralVisionModel": "PixtralVision", "PixtralAttentionLayer": "VisionLayer",
-        "PixtralAttention": "PixtralVisionAttention", "PixtralMLP": "VisionMlp",
+        "PixtralVisionModel": "PixtralVision", "PixtralAttentionLayer": "PackedVisionLayer",
+        "PixtralAttention": "PixtralVisionAttention", "PixtralMLP": "PackedVisionMlp",
         "SiglipVisionModel": "Vision", "CLIPVisionModel": "Vision",
     }
 

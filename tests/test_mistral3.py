@@ -69,7 +69,7 @@ def test_the_family_names_are_the_specs():
     }
     assert {cls.__name__: envoy.__name__ for cls, envoy in mistral3.ENVOYS.items()} == {
         "PixtralVisionModel": "PixtralVision",
-        "PixtralAttentionLayer": "VisionLayer", "PixtralAttention": "PixtralVisionAttention", "PixtralMLP": "VisionMlp",
+        "PixtralAttentionLayer": "PackedVisionLayer", "PixtralAttention": "PixtralVisionAttention", "PixtralMLP": "PackedVisionMlp",
     }
     assert mistral3.FAMILY.root_scatter is None
 

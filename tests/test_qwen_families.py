@@ -115,8 +115,8 @@ def test_qwen3_vl_names_are_the_specs():
     }
     assert {cls.__name__: envoy.__name__ for cls, envoy in qwen3_vl.ENVOYS.items()} == {
         "Qwen3VLTextDecoderLayer": "DeepstackLayer",
-        "Qwen3VLVisionModel": "QwenVision", "Qwen3VLVisionBlock": "VisionLayer",
-        "Qwen3VLVisionAttention": "QwenVisionAttention", "Qwen3VLVisionMLP": "VisionMlp",
+        "Qwen3VLVisionModel": "QwenVision", "Qwen3VLVisionBlock": "PackedVisionLayer",
+        "Qwen3VLVisionAttention": "QwenVisionAttention", "Qwen3VLVisionMLP": "PackedVisionMlp",
     }
 
 

@@ -24,6 +24,7 @@ on its last line, which changes nothing elsewhere.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import nnsight
@@ -34,6 +35,7 @@ from contract_table import ROWS, Row
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.layouts import PackedPatches
 from envoys.tiny import NAMES, image_prompts
 from instrument import installed
 from instrument.show import main as show
@@ -217,6 +219,37 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
         assert torch.equal(tower, model.vision.norm._module(last)) and not torch.equal(tower, last)
     else:
         assert torch.equal(tower, last)
+
+
+#: The tower's stream values, as print(model) names them: the tower's own and every block's (and its parts').
+STREAM_VALUES = ("patch_embeddings", "tower_output", "layer_input", "attention_output", "mlp_output", "layer_output")
+
+
+def test_print_gives_the_tower_streams_layout(model, row):
+    """``print(model)`` shows every tower stream value (patch_embeddings, tower_output, each block's) in the
+    layout a read of it has: `PackedPatches`, ``[1, patches, vision_hidden_size]``, on a packed tower; one row per
+    image or tile (`Patches`, ``[images, patches, vision_hidden_size]``, or the family's own) otherwise. A block's
+    own repr (nnsight's) says the same."""
+    shown = repr(model).splitlines()
+    start = next(index for index, line in enumerate(shown) if line.startswith("  vision: "))
+    tower = list(itertools.takewhile(lambda line: line.startswith("    "), shown[start + 1:]))
+    stream = [re.fullmatch(r"\s+(\w+) -> (\w+): .* (\[[^]]*\])", line) for line in tower]
+    stream = [found.groups() for found in stream if found is not None and found[1] in STREAM_VALUES]
+    blocks = ("layer_input", "layer_output") if row.sizes.num_layers else ()  # a tower may have no blocks
+    assert {"tower_output", *blocks} <= {name for name, _, _ in stream}, "\n".join(tower)
+    packed = row.stream.kind == "packed"
+    for name, layout, shape in stream:
+        if packed:
+            assert (layout, shape) == ("PackedPatches", PackedPatches.shape()), (name, layout, shape)
+        else:
+            assert layout != "PackedPatches" and not shape.startswith("[1, "), (name, layout, shape)
+    if not blocks:
+        return
+    block = repr(model.vision.layers[0])
+    if packed:
+        assert f"(layer_output) -> PackedPatches: the stream leaving the block {PackedPatches.shape()}" in block, block
+    else:
+        assert "PackedPatches" not in block, block
 
 
 def test_the_pattern_or_why_it_is_unavailable(model, row):

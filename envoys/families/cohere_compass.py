@@ -49,7 +49,7 @@ from transformers.models.cohere_compass.modeling_cohere_compass import (
 from ..cohere import ParallelLayer
 from ..deepstack import DeepstackLayer
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
@@ -64,9 +64,9 @@ RENAME = dict(QWEN3_VL_RENAME)
 ENVOYS = {
     CohereCompassDecoderLayer: ParallelDeepstackLayer,
     CohereCompassVisionModel: QwenVision,
-    CohereCompassVisionBlock: VisionLayer,
+    CohereCompassVisionBlock: PackedVisionLayer,
     CohereCompassVisionAttention: QwenVisionAttention,
-    CohereCompassVisionMLP: VisionMlp,
+    CohereCompassVisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("cohere_compass", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

@@ -74,12 +74,12 @@ from transformers.models.dots3_note.modeling_dots3_note import (
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..glm import GlmVision
-from ..layouts import Patches
+from ..layouts import PackedPatches
 from ..per_image import per_image_pattern
 from ..qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVisionAttention
 from ..text import value
 from ..values import Argument
-from ..vision import VisionLayer, VisionMlp, as_patches, from_patches, no_patch_embed
+from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
 from . import Family
 
 #: Why the Dots tower's attention has no scores or probabilities, under any implementation.
@@ -111,7 +111,7 @@ class DotsVision(GlmVision):
     """
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, before the patch embedding's norm",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the patch embedding's norm",
         lambda v: f"{v.patch_embed.norm.path}.input", Argument(0, "hidden_states"), no_patch_embed,
         view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in "
@@ -136,10 +136,10 @@ RENAME: dict[str | type, str] = {
 
 ENVOYS: dict[type, Any] = {
     Dots3NoteVisionModel: DotsVision,
-    Dots3NoteVisionBlock: VisionLayer,
+    Dots3NoteVisionBlock: PackedVisionLayer,
     Dots3NoteVisionAttention: DotsVisionAttention,
-    Dots3NoteVisionMLP: VisionMlp,
-    Dots3NoteVisionMoE: VisionMlp,
+    Dots3NoteVisionMLP: PackedVisionMlp,
+    Dots3NoteVisionMoE: PackedVisionMlp,
 }
 
 FAMILY = Family("dots3_note", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS,

@@ -86,14 +86,14 @@ from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..layouts import Hidden, Patches, RouterLogits
+from ..layouts import Hidden, PackedPatches, RouterLogits
 from ..moe import RoutedMlp, not_routed
 from ..per_image import per_image_pattern
 from ..qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..standard import child
 from ..text import value
 from ..values import EProperty, Item
-from ..vision import VisionLayer, VisionMlp, as_patches, from_patches, no_images
+from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
 from . import Family
 
 #: Why the ERNIE ViT's attention has no scores or probabilities, under any implementation.
@@ -137,7 +137,7 @@ class ErnieVision(QwenVision):
     inside: the resampler (``model.projector``) runs after the tower."""
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream after the final norm (ln)",
+        "tower_output", PackedPatches, "the last block's stream after the final norm (ln)",
         _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final LayerNorm (``ln``, ``vision.norm``), ``[1, patches, "
         "vision_hidden_size]``, in merge-block order: the tower's ``last_hidden_state``, what the resampler "
@@ -194,9 +194,9 @@ class ModalityExperts(RoutedMlp):
 
 ENVOYS = {
     Ernie4_5_VLMoeVisionTransformerPretrainedModel: ErnieVision,
-    Ernie4_5_VLMoeVisionBlock: VisionLayer,
+    Ernie4_5_VLMoeVisionBlock: PackedVisionLayer,
     Ernie4_5_VLMoeVisionAttention: ErnieVisionAttention,
-    Ernie4_5VLVisionMLP: VisionMlp,
+    Ernie4_5VLVisionMLP: PackedVisionMlp,
     Ernie4_5_VLMoeMoeBlock: ErnieMoeMlp,
     Ernie4_5_VLMoeMLP: ErnieMoeMlp,
     Ernie4_5_VLMoeSparseMoeBlock: ModalityExperts,

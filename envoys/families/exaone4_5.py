@@ -34,7 +34,7 @@ from transformers.models.exaone4_5.modeling_exaone4_5 import (
 
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
@@ -42,9 +42,9 @@ RENAME = dict(QWEN_VIT_RENAME)
 
 ENVOYS = {
     Exaone4_5_VisionModel: QwenVision,
-    Exaone4_5_VisionBlock: VisionLayer,
+    Exaone4_5_VisionBlock: PackedVisionLayer,
     Exaone4_5_VisionAttention: QwenVisionAttention,
-    Exaone4_5_MLP: VisionMlp,
+    Exaone4_5_MLP: PackedVisionMlp,
     Exaone4DecoderLayer: SandwichLayer,
     Exaone4Attention: SandwichAttention,
     Exaone4MLP: SandwichMlp,

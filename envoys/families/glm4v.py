@@ -26,7 +26,7 @@ from transformers.models.glm4v.modeling_glm4v import (
 
 from ..glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
 from ..qwen import QWEN_GRIDS
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(GLM_RENAME)
@@ -34,9 +34,9 @@ RENAME = dict(GLM_RENAME)
 #: GLM-4.1V's tower and text blocks, which GLM-4.6V and GLM-GA run too.
 ENVOYS = {
     Glm4vVisionModel: GlmVision,
-    Glm4vVisionBlock: VisionLayer,
+    Glm4vVisionBlock: PackedVisionLayer,
     Glm4vVisionAttention: GlmVisionAttention,
-    Glm4VisionMlp: VisionMlp,
+    Glm4VisionMlp: PackedVisionMlp,
     Glm4vTextDecoderLayer: GlmLayer,
     Glm4vTextAttention: GlmAttention,
     Glm4vTextMLP: GlmMlp,

@@ -53,7 +53,7 @@ from transformers.models.glm4v_moe.modeling_glm4v_moe import (
 
 from ..glm import GLM_RENAME, GlmVision, GlmVisionAttention
 from ..qwen import QWEN_GRIDS
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(GLM_RENAME)
@@ -61,9 +61,9 @@ RENAME = dict(GLM_RENAME)
 #: The tower's classes (the generated copy names its MLP ``Glm4vMoeisionMlp``); the text blocks are found.
 ENVOYS = {
     Glm4vMoeVisionModel: GlmVision,
-    Glm4vMoeVisionBlock: VisionLayer,
+    Glm4vMoeVisionBlock: PackedVisionLayer,
     Glm4vMoeVisionAttention: GlmVisionAttention,
-    Glm4vMoeisionMlp: VisionMlp,
+    Glm4vMoeisionMlp: PackedVisionMlp,
 }
 
 FAMILY = Family("glm4v_moe", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

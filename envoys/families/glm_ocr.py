@@ -27,16 +27,16 @@ from transformers.models.glm_ocr.modeling_glm_ocr import (
 
 from ..glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
 from ..qwen import QWEN_GRIDS
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(GLM_RENAME)
 
 ENVOYS = {
     GlmOcrVisionModel: GlmVision,
-    GlmOcrVisionBlock: VisionLayer,
+    GlmOcrVisionBlock: PackedVisionLayer,
     GlmOcrVisionAttention: GlmVisionAttention,
-    GlmOcrVisionMlp: VisionMlp,
+    GlmOcrVisionMlp: PackedVisionMlp,
     GlmOcrTextDecoderLayer: GlmLayer,
     GlmOcrTextAttention: GlmAttention,
     GlmOcrTextMLP: GlmMlp,

@@ -58,11 +58,11 @@ from transformers.models.hunyuan_vl.modeling_hunyuan_vl import (
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..grids import RasterGrids
-from ..layouts import Patches
+from ..layouts import PackedPatches
 from ..per_image import per_image_pattern
 from ..qwen import QwenVision, QwenVisionAttention
 from ..text import value
-from ..vision import VisionLayer, VisionMlp, no_patch_embed
+from ..vision import PackedVisionLayer, PackedVisionMlp, no_patch_embed
 from . import Family
 
 #: Why HunYuanVL's tower attention has no scores or probabilities, under any implementation.
@@ -94,7 +94,7 @@ class HunYuanVision(QwenVision):
     stream_order = "raster order"
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, before the position embedding",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the position embedding",
         lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
         view=lambda grid: grid.flatten(1).unsqueeze(0), inverse=lambda written, current: written.reshape(current.shape),
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
@@ -122,9 +122,9 @@ RENAME: dict[str | type, str] = {
 
 ENVOYS: dict[type, Any] = {
     HunYuanVLVisionTransformer: HunYuanVision,
-    HunYuanVLVisionBlock: VisionLayer,
+    HunYuanVLVisionBlock: PackedVisionLayer,
     HunYuanVLVisionAttention: HunYuanVisionAttention,
-    HunYuanVLVisionMLP: VisionMlp,
+    HunYuanVLVisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("hunyuan_vl", RENAME, ENVOYS, "model.language_model.layers",

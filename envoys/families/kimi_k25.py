@@ -62,12 +62,12 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..glm import GlmVision
 from ..grids import RasterGrids
-from ..layouts import Patches
+from ..layouts import PackedPatches
 from ..per_image import per_image_pattern
 from ..qwen import QwenVisionAttention
 from ..text import value
 from ..values import Argument
-from ..vision import VisionLayer, VisionMlp, as_patches, from_patches, no_patch_embed
+from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
 from . import Family
 
 #: Why MoonViT's attention has no scores or probabilities, under any implementation.
@@ -100,7 +100,7 @@ class KimiVision(GlmVision):
     stream_order = "raster order"
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's patch embeddings, before the position embedding",
+        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the position embedding",
         lambda v: f"{v.patch_embed.pos_emb.path}.input", Argument(0, "hidden_states"), no_patch_embed,
         view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
@@ -140,9 +140,9 @@ RENAME: dict[str | type, str] = {
 
 ENVOYS: dict[type, Any] = {
     Kimi_K25VisionModel: KimiVision,
-    Kimi_K25VisionEncoderLayer: VisionLayer,
+    Kimi_K25VisionEncoderLayer: PackedVisionLayer,
     Kimi_K25VisionAttention: KimiVisionAttention,
-    Kimi_K25VisionMLP: VisionMlp,
+    Kimi_K25VisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("kimi_k25", RENAME, ENVOYS, "model.language_model.layers",

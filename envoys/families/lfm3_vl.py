@@ -63,15 +63,15 @@ from transformers.models.lfm3_vl.modeling_lfm3_vl import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..hybrid import HybridLayer, HybridVisionLayer, no_softmax_attention
-from ..layouts import Hidden, Patches
+from ..hybrid import HybridLayer, HybridVisionLayer, mixer_attention_output, no_softmax_attention
+from ..layouts import Hidden, PackedPatches
 from ..per_image import per_image_pattern
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention, tower_output_at
 from ..sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
 from ..standard import child
 from ..text import Attention, Mlp, value
 from ..values import First
-from ..vision import VisionMlp, as_patches, from_patches, no_images
+from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
 from . import Family
 from .encoder_names import WRAPPER_RENAME
 
@@ -108,12 +108,14 @@ class Lfm3VisionAttention(QwenVisionAttention):
     attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
-class Lfm3VisionLayer(HybridVisionLayer):
+class Lfm3VisionLayer(HybridVisionLayer, PackedVisionLayer):
     """An LFM3-VL tower block: attention (``self_attn``) or a gated 2D convolution (``conv``), then the MLP;
     ``layer_input + attention_output + mlp_output == layer_output`` on an attention block, ``conv.output`` in
-    ``attention_output``'s place on a convolution block, whose attention values are Unavailable."""
+    ``attention_output``'s place on a convolution block, whose attention values are Unavailable. Packed:
+    every value `PackedPatches`, ``[1, patches, vision_hidden_size]``."""
 
     mixers = {"conv": "a gated 2D convolution over each image's patch grid"}
+    attention_output = mixer_attention_output(PackedPatches)
 
 
 class Lfm3Vision(QwenVision):
@@ -128,7 +130,7 @@ class Lfm3Vision(QwenVision):
     """
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream, the projector's input (there is no final norm)",
+        "tower_output", PackedPatches, "the last block's stream, the projector's input (there is no final norm)",
         lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
         inverse=from_patches,
         doc="The last block's stream, ``[1, patches, vision_hidden_size]``, image after image, each in merge-block "
@@ -184,7 +186,7 @@ ENVOYS = {
     Lfm3VlVisionModel: Lfm3Vision,
     Lfm3VlVisionLayer: Lfm3VisionLayer,
     Lfm3VlVisionAttention: Lfm3VisionAttention,
-    Lfm3VlVisionMLP: VisionMlp,
+    Lfm3VlVisionMLP: PackedVisionMlp,
     Lfm3DecoderLayer: Lfm3Layer,
     Lfm3Attention: Lfm3TextAttention,
     Lfm3MLP: Lfm3Mlp,

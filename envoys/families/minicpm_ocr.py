@@ -22,7 +22,7 @@ from transformers.models.minicpm_ocr.modeling_minicpm_ocr import (
 )
 
 from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
 
@@ -31,9 +31,9 @@ RENAME = dict(MINICPM_RENAME)
 ENVOYS = {
     **{text: envoy for text, envoy in MINICPMV4_6_ENVOYS.items() if text.__module__.endswith("qwen3_5")},
     MiniCPMOcrVisionModel: MiniCPMVision,
-    MiniCPMOcrVisionEncoderLayer: VisionLayer,
+    MiniCPMOcrVisionEncoderLayer: PackedVisionLayer,
     MiniCPMOcrVisionAttention: MiniCPMVisionAttention,
-    MiniCPMOcrVisionMLP: VisionMlp,
+    MiniCPMOcrVisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("minicpm_ocr", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,

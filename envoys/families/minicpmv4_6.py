@@ -28,16 +28,16 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qw
 
 from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(MINICPM_RENAME)
 
 ENVOYS = {
     MiniCPMV4_6VisionModel: MiniCPMVision,
-    MiniCPMV4_6VisionEncoderLayer: VisionLayer,
+    MiniCPMV4_6VisionEncoderLayer: PackedVisionLayer,
     MiniCPMV4_6VisionAttention: MiniCPMVisionAttention,
-    MiniCPMV4_6VisionMLP: VisionMlp,
+    MiniCPMV4_6VisionMLP: PackedVisionMlp,
     Qwen3_5DecoderLayer: DeltaNetHybridLayer,
     Qwen3_5GatedDeltaNet: GatedDeltaNet,
 }

@@ -23,7 +23,7 @@ from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import (
 )
 
 from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
 
@@ -32,9 +32,9 @@ RENAME = dict(MINICPM_RENAME)
 ENVOYS = {
     **{text: envoy for text, envoy in MINICPMV4_6_ENVOYS.items() if text.__module__.endswith("qwen3_5")},
     MiniCPMV4_7VisionModel: MiniCPMVision,
-    MiniCPMV4_7VisionEncoderLayer: VisionLayer,
+    MiniCPMV4_7VisionEncoderLayer: PackedVisionLayer,
     MiniCPMV4_7VisionAttention: MiniCPMVisionAttention,
-    MiniCPMV4_7VisionMLP: VisionMlp,
+    MiniCPMV4_7VisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("minicpmv4_7", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,

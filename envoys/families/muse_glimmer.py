@@ -55,7 +55,7 @@ from transformers.models.muse_glimmer.modeling_muse_glimmer import (
 
 from ..muse import MUSE_GRIDS, MUSE_VISION_RENAME, MuseVision, MuseVisionAttention
 from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 #: The text model's names under the standard ones (the blocks' are Gemma's).
@@ -70,9 +70,9 @@ RENAME = {**MUSE_TEXT_RENAME, **MUSE_VISION_RENAME}
 #: The Muse tower's envoys.
 TOWER_ENVOYS = {
     MuseGlimmerVisionModel: MuseVision,
-    MuseGlimmerVisionEncoderLayer: VisionLayer,
+    MuseGlimmerVisionEncoderLayer: PackedVisionLayer,
     MuseGlimmerVisionAttention: MuseVisionAttention,
-    MuseGlimmerVisionMLP: VisionMlp,
+    MuseGlimmerVisionMLP: PackedVisionMlp,
 }
 
 ENVOYS = {

@@ -46,7 +46,7 @@ from ..radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLa
 from ..standard import child
 from ..text import Attention
 from ..values import Unavailable
-from ..vision import VisionMlp
+from ..vision import PackedVisionMlp
 from . import Family
 
 #: The root scatters the image features in its own forward.
@@ -115,8 +115,8 @@ ENVOYS = {
     RadioModel: RadioVision,
     RadioLayer: RadioVisionLayer,
     RadioAttention: RadioVisionAttention,
-    RadioMLP: VisionMlp,
-    RadioSwiGLUFFN: VisionMlp,
+    RadioMLP: PackedVisionMlp,
+    RadioSwiGLUFFN: PackedVisionMlp,
     NemotronHBlock: NemotronHLayer,
     NemotronHAttention: Attention,
     NemotronHMoE: RoutedMlp,

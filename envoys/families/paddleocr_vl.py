@@ -31,7 +31,7 @@ from transformers.models.paddleocr_vl.modeling_paddleocr_vl import (
 )
 
 from ..packed_siglip import PackedSiglipAttention, PackedSiglipVision
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, VISION_MODEL
 
@@ -49,9 +49,9 @@ RENAME = {
 
 ENVOYS = {
     PaddleOCRVisionModel: PackedSiglipVision,
-    PaddleOCRVisionEncoderLayer: VisionLayer,
+    PaddleOCRVisionEncoderLayer: PackedVisionLayer,
     PaddleOCRVisionAttention: PackedSiglipAttention,
-    PaddleOCRVisionMLP: VisionMlp,
+    PaddleOCRVisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("paddleocr_vl", RENAME, ENVOYS, "model.language_model.layers")

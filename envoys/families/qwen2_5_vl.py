@@ -23,7 +23,7 @@ from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
 )
 
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
@@ -31,9 +31,9 @@ RENAME = dict(QWEN_VIT_RENAME)
 
 ENVOYS = {
     Qwen2_5_VisionTransformerPretrainedModel: QwenVision,
-    Qwen2_5_VLVisionBlock: VisionLayer,
+    Qwen2_5_VLVisionBlock: PackedVisionLayer,
     Qwen2_5_VLVisionAttention: QwenVisionAttention,
-    Qwen2_5_VLMLP: VisionMlp,
+    Qwen2_5_VLMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("qwen2_5_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

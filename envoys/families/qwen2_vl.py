@@ -19,16 +19,16 @@ from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionAttention as Qw
 from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionMlp as Qwen2VLVisionMlp
 
 from ..qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = {**QWEN_VIT_RENAME, "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}
 
 ENVOYS = {
     Qwen2VisionTransformerPretrainedModel: QwenVision,
-    Qwen2VLVisionBlock: VisionLayer,
+    Qwen2VLVisionBlock: PackedVisionLayer,
     Qwen2VLVisionAttention: QwenVisionAttention,
-    Qwen2VLVisionMlp: VisionMlp,
+    Qwen2VLVisionMlp: PackedVisionMlp,
 }
 
 FAMILY = Family("qwen2_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

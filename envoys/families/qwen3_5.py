@@ -26,7 +26,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
 
 from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
@@ -36,9 +36,9 @@ ENVOYS = {
     Qwen3_5DecoderLayer: DeltaNetHybridLayer,
     Qwen3_5GatedDeltaNet: GatedDeltaNet,
     Qwen3_5VisionModel: QwenVision,
-    Qwen3_5VisionBlock: VisionLayer,
+    Qwen3_5VisionBlock: PackedVisionLayer,
     Qwen3_5VisionAttention: QwenVisionAttention,
-    Qwen3_5VisionMLP: VisionMlp,
+    Qwen3_5VisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_text",),

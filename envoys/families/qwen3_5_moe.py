@@ -58,7 +58,7 @@ from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import (
 
 from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_5 import RENAME as QWEN3_5_RENAME
 
@@ -68,9 +68,9 @@ ENVOYS = {
     Qwen3_5MoeDecoderLayer: DeltaNetHybridLayer,
     Qwen3_5MoeGatedDeltaNet: GatedDeltaNet,
     Qwen3_5MoeVisionModel: QwenVision,
-    Qwen3_5MoeVisionBlock: VisionLayer,
+    Qwen3_5MoeVisionBlock: PackedVisionLayer,
     Qwen3_5MoeVisionAttention: QwenVisionAttention,
-    Qwen3_5MoeVisionMLP: VisionMlp,
+    Qwen3_5MoeVisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("qwen3_5_moe", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_moe_text",),

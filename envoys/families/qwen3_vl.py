@@ -21,7 +21,7 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
 
 from ..deepstack import DeepstackLayer
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
@@ -30,9 +30,9 @@ RENAME = {**QWEN_VIT_RENAME, "linear_fc2": "down_proj"}
 ENVOYS = {
     Qwen3VLTextDecoderLayer: DeepstackLayer,
     Qwen3VLVisionModel: QwenVision,
-    Qwen3VLVisionBlock: VisionLayer,
+    Qwen3VLVisionBlock: PackedVisionLayer,
     Qwen3VLVisionAttention: QwenVisionAttention,
-    Qwen3VLVisionMLP: VisionMlp,
+    Qwen3VLVisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("qwen3_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

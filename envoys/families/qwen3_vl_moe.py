@@ -51,7 +51,7 @@ from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import (
 
 from ..deepstack import DeepstackLayer
 from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
@@ -60,9 +60,9 @@ RENAME = dict(QWEN3_VL_RENAME)
 ENVOYS = {
     Qwen3VLMoeTextDecoderLayer: DeepstackLayer,
     Qwen3VLMoeVisionModel: QwenVision,
-    Qwen3VLMoeVisionBlock: VisionLayer,
+    Qwen3VLMoeVisionBlock: PackedVisionLayer,
     Qwen3VLMoeVisionAttention: QwenVisionAttention,
-    Qwen3VLMoeVisionMLP: VisionMlp,
+    Qwen3VLMoeVisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("qwen3_vl_moe", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)

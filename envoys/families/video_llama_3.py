@@ -36,7 +36,7 @@ from transformers.models.video_llama_3.modeling_video_llama_3 import (
 )
 
 from ..packed_siglip import PackedSiglipAttention, PackedSiglipVision
-from ..vision import VisionLayer, VisionMlp
+from ..vision import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME
 
@@ -55,9 +55,9 @@ RENAME = {
 
 ENVOYS = {
     VideoLlama3VisionModel: PackedSiglipVision,
-    VideoLlama3VisionEncoderLayer: VisionLayer,
+    VideoLlama3VisionEncoderLayer: PackedVisionLayer,
     VideoLlama3VisionAttention: PackedSiglipAttention,
-    VideoLlama3VisionMLP: VisionMlp,
+    VideoLlama3VisionMLP: PackedVisionMlp,
 }
 
 FAMILY = Family("video_llama_3", RENAME, ENVOYS, "model.language_model.layers")
