@@ -80,7 +80,7 @@ def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, 
     return AutoConfig.from_pretrained(name_or_path, **hub).model_type, config_dict
 
 
-def instrument(model: torch.nn.Module, family: Family) -> dict[str, str]:
+def install_rules(model: torch.nn.Module, family: Family) -> dict[str, str]:
     """Install every rule ``model`` runs (`envoys.rules`); the failures, as reasons keyed ``module:Class``."""
     from instrument import DriftError, compile_rule  # loaded with the first model, not with `import envoys`
 
@@ -227,7 +227,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         else:
             processor = None
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name_or_path, **hub)
-        failures = instrument(model, family)
+        failures = install_rules(model, family)
         _real_device_first(model)
         # generate would otherwise run the tower before step 0's forward (transformers 5.24);
         # an instance attribute, so only this model answers differently.

@@ -57,7 +57,7 @@ def site_label(envoy: Envoy, label: str) -> str:
         return label
     for instrumented in installed(module).values():
         for site in instrumented.rewritten.sites:
-            if site.name == label:
+            if site.served_as == label:
                 return site.label
     return label
 

@@ -314,7 +314,7 @@ def entry_path(folder: Path, entry_key: tuple) -> Path:
 
 def _payload(compiled: Compiled) -> tuple:
     rewritten = compiled.rewritten
-    sites = tuple((site.name, site.callee, site.line, site.numbered) for site in rewritten.sites)
+    sites = tuple((site.served_as, site.callee, site.line, site.label) for site in rewritten.sites)
     return (rewritten.source, sites, rewritten.operations, compiled.source, compiled.first_line, compiled.code)
 
 

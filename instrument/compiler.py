@@ -63,7 +63,7 @@ class Instrumented:
 
     @property
     def site_names(self) -> tuple[str, ...]:
-        return tuple(site.name for site in self.rewritten.sites)
+        return tuple(site.served_as for site in self.rewritten.sites)
 
     def build(self, site: Callable) -> FunctionType:
         """The rewritten target, decorators and all, calling ``site`` at each site."""
@@ -176,7 +176,7 @@ def compile_rule(rule: Rule) -> Instrumented:
     if key not in _CACHE:
         _CACHE[key] = build_cache.compiled(innermost, key[1], lambda: _compile_code(rule, innermost.__code__))
     cached = _CACHE[key]
-    unknown = set(rule.drill) - {site.name for site in cached.rewritten.sites}
+    unknown = set(rule.drill) - {site.served_as for site in cached.rewritten.sites}
     if unknown:
         raise DriftError(f"{_where(rule)}: drill names {sorted(unknown)}, which are not sites of this rule")
     drills = {label: compile_rule(inner) for label, inner in rule.drill.items()}

@@ -35,8 +35,8 @@ def _header(instrumented: Instrumented, located: bool) -> str:
     with nnsight's label where the variant serves it under another; ``located`` adds file lines and the version."""
     rule = instrumented.rule
     sites = ", ".join(
-        site.name
-        + (f" (numbered {site.numbered})" if site.numbered else "")
+        site.served_as
+        + (f" (numbered {site.label})" if site.label != site.served_as else "")
         + (f" (line {instrumented.first_line + site.line - 1})" if located else "")
         for site in instrumented.rewritten.sites
     )
@@ -51,8 +51,8 @@ def listing(instrumented: Instrumented) -> str:
     """The rewritten forward, each line with its number in the original file, sites marked in a gutter."""
     by_line: dict[int, list[str]] = {}
     for site in instrumented.rewritten.sites:
-        by_line.setdefault(site.line, []).append(site.name)
-    width = max((len(s.name) for s in instrumented.rewritten.sites), default=0)
+        by_line.setdefault(site.line, []).append(site.served_as)
+    width = max((len(s.served_as) for s in instrumented.rewritten.sites), default=0)
     lines = []
     for number, text in enumerate(instrumented.rewritten.source.splitlines(), start=1):
         names = by_line.get(number, [])

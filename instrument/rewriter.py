@@ -102,7 +102,7 @@ def rewrite(source: str, callees: Collection[str], serve_as: Mapping[str, str] |
     selected = [(node, label) for node, label in names.calls if dotted_callee(node) in callees]
     serve_as = serve_as or {}
     sites = tuple(
-        Site(serve_as.get(label, label), dotted_callee(node), positions[node].start.line, label if label in serve_as else "")
+        Site(serve_as.get(label, label), dotted_callee(node), positions[node].start.line, label)
         for node, label in selected
     )
     rewritten = wrapper.module.visit(_WrapSelectedCalls({id(node): serve_as.get(label, label) for node, label in selected}))

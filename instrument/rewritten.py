@@ -23,15 +23,10 @@ class RewriteError(ValueError):
 class Site:
     """One call site inserted by the rewrite."""
 
-    name: str  #: nnsight's label for the call, e.g. ``inputs_embeds_masked_scatter_0``
+    served_as: str  #: the label the site is served under, the same on every release, e.g. ``inputs_embeds_masked_scatter_0``
     callee: str  #: the callee as written, e.g. ``inputs_embeds.masked_scatter``
     line: int  #: 1-based line of the call within the rewritten source
-    numbered: str = ""  #: nnsight's label for the call where the site is served under another (`rewrite`'s ``serve_as``)
-
-    @property
-    def label(self) -> str:
-        """nnsight's label for the call in this source (``name`` unless served under another)."""
-        return self.numbered or self.name
+    label: str  #: nnsight's label for the call in this source (``served_as`` unless `rewrite`'s ``serve_as`` renames it)
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ def test_a_miss_writes_a_private_entry_and_a_hit_does_not_rewrite(folder, rewrit
     loaded = fresh_compile()
     assert len(rewrites) == 1  # served from disk
     same(loaded, built)
-    assert loaded.rewritten.sites[0].name == "math_sqrt_0"
+    assert loaded.rewritten.sites[0].served_as == "math_sqrt_0"
     assert run_scaled(loaded, 16.0) == (8, ["math_sqrt_0"])  # floor(sqrt(16) * 2)
 
 
