@@ -65,6 +65,44 @@ TEXT_GENERATION = "text-generation"
 HUB_KEYWORDS = ("revision", "token", "trust_remote_code", "cache_dir", "local_files_only")
 
 
+def looks_like_path(name_or_path: str) -> bool:
+    """Whether ``name_or_path`` is meant as a local folder rather than a hub id ``org/name`` (or ``name``).
+
+    It starts with ``.``, ``/`` or ``~``, holds a separator other than the one slash of ``org/name``, or a
+    leading part of it is a folder here.
+    """
+    if name_or_path.startswith((".", "/", "~")) or os.path.isabs(name_or_path):
+        return True
+    parts = name_or_path.replace(os.sep, "/").split("/")
+    if len(parts) > 2 or (os.sep != "/" and os.sep in name_or_path):
+        return True
+    return len(parts) == 2 and os.path.isdir(parts[0])
+
+
+def missing_folder(name_or_path: str) -> str | None:
+    """Why ``name_or_path``, meant as a local folder (`looks_like_path`), cannot be loaded: it does not exist; or
+    None (it exists, or it is a hub id, which ``from_pretrained`` fetches)."""
+    if not looks_like_path(name_or_path):
+        return None
+    where = os.path.abspath(os.path.expanduser(name_or_path))
+    if os.path.isdir(where):
+        return None
+    if os.path.exists(where):
+        kind = "it is a file, not a folder"
+    else:
+        found = os.path.dirname(where)
+        while not os.path.isdir(found):
+            found = os.path.dirname(found)
+        rest = os.path.relpath(where, found)
+        kind = "no such folder" + (f" ({found} exists but holds no {rest!r})" if found != os.path.dirname(found) else "")
+    return (
+        f"no folder {name_or_path!r} ({where}): {kind}; a local checkpoint is a folder saved with "
+        f"save_pretrained (the model and its processor), for example one envoys.tiny.build_checkpoint writes; "
+        f"a hub id such as 'org/name' is downloaded from the hub, which needs network access (or the hub's "
+        f"local cache)"
+    )
+
+
 def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The checkpoint's ``model_type`` and its config as saved (a dict), read from its config file before anything
     is loaded.
@@ -201,6 +239,9 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         if task not in (None, IMAGE_TEXT_TO_TEXT, TEXT_GENERATION):
             raise ValueError(f"task must be {IMAGE_TEXT_TO_TEXT!r} (or None for text only); got {task!r}")
         name_or_path = str(name_or_path)
+        absent = missing_folder(name_or_path)
+        if absent is not None:
+            raise FileNotFoundError(absent)
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
         model_type, saved_config = checkpoint_model_type(name_or_path, hub)
         family = family_for(model_type)
