@@ -56,7 +56,7 @@ from .text_root import TextRoot
 from .tree import standard_tree
 from .turns import TurnTakingBatcher, TurnTakingInterleaver
 from .values import standard_values
-from .vision import IMAGE_INPUTS, NoTower, Vision, image_token_id, no_images
+from .vision import NoTower, Vision, carries_images, image_token_id, no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
@@ -183,12 +183,6 @@ SEVERAL_IMAGE_INVOKES = (
 )
 
 
-def _carries_images(kwargs: dict[str, Any]) -> bool:
-    """Whether an invoke's keyword inputs hold images (``images=`` or ``videos=`` for the processor, or what the
-    forward takes: `envoys.vision.IMAGE_INPUTS`, video pixels)."""
-    return any(kwargs.get(name) is not None for name in ("images", "videos", "pixel_values_videos", *IMAGE_INPUTS))
-
-
 def in_dtype(value: Any, dtype: torch.dtype) -> Any:
     """A floating-point tensor in ``dtype``; anything else as it is."""
     if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
@@ -305,7 +299,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         try:
             args, kwargs = super()._batch(invokes, fn)
         except NotImplementedError as error:
-            if len(invokes) > 1 and any(_carries_images(kwargs) for _, kwargs in invokes):
+            if len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes):
                 raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
             raise
         kwargs = {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
@@ -333,7 +327,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     def _record_image_inputs(self, kwargs: dict[str, Any], invokes: list) -> None:
         """Keep a batch's image inputs as ``last_image_inputs`` when it carries images and its input_ids, with the
         sizes of the images the invokes handed the processor."""
-        if self.family.text_only or not _carries_images(kwargs) or not isinstance(kwargs.get("input_ids"), torch.Tensor):
+        if self.family.text_only or not carries_images(kwargs) or not isinstance(kwargs.get("input_ids"), torch.Tensor):
             return
         mask = kwargs["input_ids"] == image_token_id(self.config)
         self.last_image_inputs = image_inputs_of(kwargs, mask, self.config, self.processor, given_sizes(invokes))
