@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 from nnsight import TransformersModel
+from nnsight.intervention.interleaver import OutOfOrderError
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -56,7 +57,7 @@ from .text_root import TextRoot
 from .tree import standard_tree
 from .turns import TurnTakingBatcher, TurnTakingInterleaver
 from .values import standard_values
-from .vision import NoTower, Vision, carries_images, image_token_id, no_images
+from .vision import NO_IMAGE_IN_TRACE, NoTower, Vision, carries_images, image_token_id, no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
@@ -303,6 +304,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
             raise
         kwargs = {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
+        self.__dict__["_image_in_batch"] = carries_images(kwargs) or any(carries_images(kw) for _, kw in invokes)
         self._refuse_more_images_than_prompts(kwargs)
         self._record_image_inputs(kwargs, invokes)
         return args, kwargs
@@ -336,7 +338,8 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.
 
         A variable of the trace left bound to a standard value it did not save is bound to a `NotSaved` that
-        says so (`envoys.not_saved`). Whether the run is a ``generate`` is kept while it lasts, for the values a
+        says so (`envoys.not_saved`). An out-of-order read in a trace whose inputs carry no image (nnsight's own
+        ``projector.output``, say) adds that no image reached the forward. Whether the run is a ``generate`` is kept while it lasts, for the values a
         family's own generate does not compute in a forward (`envoys.vision.generated_apart`).
 
         Only while the bug's condition holds (`envoys.bugs`), and only for an
@@ -350,6 +353,10 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             result = super().interleave(fn, *args, **kwargs)
             bind_not_saved(mediators, self.__dict__["_served"])
             return result
+        except OutOfOrderError as error:
+            if not self.__dict__.get("_image_in_batch", True):  # nnsight's own value of a module no image ran
+                error.args = (f"{error.args[0] if error.args else error}; {NO_IMAGE_IN_TRACE}", *error.args[1:])
+            raise
         except Exception as error:
             bug = self.family.forward_bug
             explained = bug.translate(error) if bug is not None else None
@@ -359,6 +366,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         finally:
             self.__dict__["_served"] = {}
             self.__dict__["_generating"] = False
+            self.__dict__.pop("_image_in_batch", None)
 
     def record_served(self, label: str, value: Any) -> None:
         """Note a standard value handed out in the running trace, so that a variable left holding it unsaved

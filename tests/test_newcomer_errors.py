@@ -17,6 +17,7 @@ import re
 
 import pytest
 import torch
+from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer, recipes
 from envoys.model import looks_like_path
@@ -149,6 +150,13 @@ def test_a_vision_value_on_a_prompt_with_no_image_is_unavailable(qwen, read):
                                                     "inputs carry no images")):
         with qwen.trace(chat_prompt(qwen.processor, 0, "Hello there")):
             eval(f"model.{read}", {"model": qwen})
+
+
+def test_a_module_of_the_image_pathway_on_a_prompt_with_no_image_says_no_image_reached(qwen):
+    with pytest.raises(OutOfOrderError, match=re.escape("was requested but the model already ran past it; no image "
+                                                        "reached this forward")):
+        with qwen.trace(chat_prompt(qwen.processor, 0, "Hello there")):
+            qwen.projector.output.save()
 
 
 def test_text_values_on_a_prompt_with_no_image_are_served(qwen):
