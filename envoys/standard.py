@@ -54,7 +54,8 @@ class NoSuchValue(AttributeError):
         envoy, name = self.envoy, self.attribute
         values = list(standard_values(type(envoy)))
         modules = list(dict.fromkeys([*envoy._aliases, *(c.path.rpartition(".")[2] for c in envoy._children)]))
-        close = difflib.get_close_matches(name, [*values, *modules], n=3)
+        methods = [attribute for attribute in dir(type(envoy)) if not attribute.startswith("_")]  # output, skip, ...
+        close = difflib.get_close_matches(name, list(dict.fromkeys([*values, *modules, *methods])), n=3)
         guess = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
         parts = [f"{standard_path(envoy)} has no value or module {name!r}{guess}"]
         others = families_with(name)

@@ -108,6 +108,12 @@ def test_a_typo_says_did_you_mean_and_lists_the_block_values(qwen):
     assert "; its values: layer_input, attention_output, mlp_output, layer_output; its modules: self_attn, mlp" in message
 
 
+@pytest.mark.parametrize(("name", "meant"), [("logitz", "logits"), ("visoin", "vision"), ("num_layer", "num_layers")])
+def test_a_typo_on_the_model_says_did_you_mean(qwen, name, meant):
+    with pytest.raises(AttributeError, match=re.escape(f"model has no value or module {name!r} (did you mean {meant!r}")):
+        getattr(qwen, name)
+
+
 def test_another_familys_value_says_which_families_have_it(llava):
     with pytest.raises(AttributeError) as raised:
         llava.vision.deepstack_output  # noqa: B018
