@@ -22,6 +22,11 @@ import torch
 from nnsight import Envoy
 from nnsight.intervention import aliasing
 
+from .standard import Standard
+
+#: Envoy lookups that find what nnsight's finds (`Standard`'s differs only in its error's message).
+NNSIGHT_LOOKUP = (Envoy.__getattr__, Standard.__getattr__)
+
 
 @cache
 def class_attributes(cls: type) -> frozenset[str]:
@@ -36,7 +41,7 @@ def may_have(envoy: Envoy, name: str, alias_names: frozenset[str]) -> bool:
     if name in envoy.__dict__ or name in alias_names or name in class_attributes(type(envoy)):
         return True
     module = envoy._module
-    if type(envoy).__getattr__ is not Envoy.__getattr__ or type(module).__getattr__ is not torch.nn.Module.__getattr__:
+    if type(envoy).__getattr__ not in NNSIGHT_LOOKUP or type(module).__getattr__ is not torch.nn.Module.__getattr__:
         return True  # a fallthrough of its own: anything may be found
     return (
         name in module.__dict__

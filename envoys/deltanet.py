@@ -183,7 +183,7 @@ class KernelValue(EProperty):
             return self._read(obj, self._location(obj))
 
     def __set__(self, obj: Any, value: Any) -> None:
-        self.check(obj)
+        self.check(obj, writing=True)
         with self._at_kernel(obj):
             self._write(obj, value, self._location(obj))
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 from nnsight import TransformersModel
+from nnsight.intervention.interleaver import OutOfOrderError
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -56,13 +57,51 @@ from .text_root import TextRoot
 from .tree import standard_tree
 from .turns import TurnTakingBatcher, TurnTakingInterleaver
 from .values import standard_values
-from .vision import IMAGE_INPUTS, NoTower, Vision, image_token_id, no_images
+from .vision import NO_IMAGE_IN_TRACE, NoTower, Vision, carries_images, image_token_id, no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
 
 #: Keyword arguments that pick the checkpoint rather than configure the model.
 HUB_KEYWORDS = ("revision", "token", "trust_remote_code", "cache_dir", "local_files_only")
+
+
+def looks_like_path(name_or_path: str) -> bool:
+    """Whether ``name_or_path`` is meant as a local folder rather than a hub id ``org/name`` (or ``name``).
+
+    It starts with ``.``, ``/`` or ``~``, holds a separator other than the one slash of ``org/name``, or a
+    leading part of it is a folder here.
+    """
+    if name_or_path.startswith((".", "/", "~")) or os.path.isabs(name_or_path):
+        return True
+    parts = name_or_path.replace(os.sep, "/").split("/")
+    if len(parts) > 2 or (os.sep != "/" and os.sep in name_or_path):
+        return True
+    return len(parts) == 2 and os.path.isdir(parts[0])
+
+
+def missing_folder(name_or_path: str) -> str | None:
+    """Why ``name_or_path``, meant as a local folder (`looks_like_path`), cannot be loaded: it does not exist; or
+    None (it exists, or it is a hub id, which ``from_pretrained`` fetches)."""
+    if not looks_like_path(name_or_path):
+        return None
+    where = os.path.abspath(os.path.expanduser(name_or_path))
+    if os.path.isdir(where):
+        return None
+    if os.path.exists(where):
+        kind = "it is a file, not a folder"
+    else:
+        found = os.path.dirname(where)
+        while not os.path.isdir(found):
+            found = os.path.dirname(found)
+        rest = os.path.relpath(where, found)
+        kind = "no such folder" + (f" ({found} exists but holds no {rest!r})" if found != os.path.dirname(found) else "")
+    return (
+        f"no folder {name_or_path!r} ({where}): {kind}; a local checkpoint is a folder saved with "
+        f"save_pretrained (the model and its processor), for example one envoys.tiny.build_checkpoint writes; "
+        f"a hub id such as 'org/name' is downloaded from the hub, which needs network access (or the hub's "
+        f"local cache)"
+    )
 
 
 def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -145,12 +184,6 @@ SEVERAL_IMAGE_INVOKES = (
 )
 
 
-def _carries_images(kwargs: dict[str, Any]) -> bool:
-    """Whether an invoke's keyword inputs hold images (``images=`` or ``videos=`` for the processor, or what the
-    forward takes: `envoys.vision.IMAGE_INPUTS`, video pixels)."""
-    return any(kwargs.get(name) is not None for name in ("images", "videos", "pixel_values_videos", *IMAGE_INPUTS))
-
-
 def in_dtype(value: Any, dtype: torch.dtype) -> Any:
     """A floating-point tensor in ``dtype``; anything else as it is."""
     if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
@@ -201,6 +234,9 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         if task not in (None, IMAGE_TEXT_TO_TEXT, TEXT_GENERATION):
             raise ValueError(f"task must be {IMAGE_TEXT_TO_TEXT!r} (or None for text only); got {task!r}")
         name_or_path = str(name_or_path)
+        absent = missing_folder(name_or_path)
+        if absent is not None:
+            raise FileNotFoundError(absent)
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
         model_type, saved_config = checkpoint_model_type(name_or_path, hub)
         family = family_for(model_type)
@@ -264,10 +300,11 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         try:
             args, kwargs = super()._batch(invokes, fn)
         except NotImplementedError as error:
-            if len(invokes) > 1 and any(_carries_images(kwargs) for _, kwargs in invokes):
+            if len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes):
                 raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
             raise
         kwargs = {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
+        self.__dict__["_image_in_batch"] = carries_images(kwargs) or any(carries_images(kw) for _, kw in invokes)
         self._refuse_more_images_than_prompts(kwargs)
         self._record_image_inputs(kwargs, invokes)
         return args, kwargs
@@ -292,7 +329,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     def _record_image_inputs(self, kwargs: dict[str, Any], invokes: list) -> None:
         """Keep a batch's image inputs as ``last_image_inputs`` when it carries images and its input_ids, with the
         sizes of the images the invokes handed the processor."""
-        if self.family.text_only or not _carries_images(kwargs) or not isinstance(kwargs.get("input_ids"), torch.Tensor):
+        if self.family.text_only or not carries_images(kwargs) or not isinstance(kwargs.get("input_ids"), torch.Tensor):
             return
         mask = kwargs["input_ids"] == image_token_id(self.config)
         self.last_image_inputs = image_inputs_of(kwargs, mask, self.config, self.processor, given_sizes(invokes))
@@ -301,7 +338,8 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.
 
         A variable of the trace left bound to a standard value it did not save is bound to a `NotSaved` that
-        says so (`envoys.not_saved`). Whether the run is a ``generate`` is kept while it lasts, for the values a
+        says so (`envoys.not_saved`). An out-of-order read in a trace whose inputs carry no image (nnsight's own
+        ``projector.output``, say) adds that no image reached the forward. Whether the run is a ``generate`` is kept while it lasts, for the values a
         family's own generate does not compute in a forward (`envoys.vision.generated_apart`).
 
         Only while the bug's condition holds (`envoys.bugs`), and only for an
@@ -315,6 +353,10 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             result = super().interleave(fn, *args, **kwargs)
             bind_not_saved(mediators, self.__dict__["_served"])
             return result
+        except OutOfOrderError as error:
+            if not self.__dict__.get("_image_in_batch", True):  # nnsight's own value of a module no image ran
+                error.args = (f"{error.args[0] if error.args else error}; {NO_IMAGE_IN_TRACE}", *error.args[1:])
+            raise
         except Exception as error:
             bug = self.family.forward_bug
             explained = bug.translate(error) if bug is not None else None
@@ -324,6 +366,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         finally:
             self.__dict__["_served"] = {}
             self.__dict__["_generating"] = False
+            self.__dict__.pop("_image_in_batch", None)
 
     def record_served(self, label: str, value: Any) -> None:
         """Note a standard value handed out in the running trace, so that a variable left holding it unsaved

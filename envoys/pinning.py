@@ -95,7 +95,7 @@ class PinnedEProperty(EProperty):
             return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
-        self.check(obj)
+        self.check(obj, writing=True)
         location = self._location(obj)
         self.check_step(obj, location)
         # The read half of the write is served at the pinned occurrence; the swap that follows

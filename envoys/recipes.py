@@ -74,13 +74,25 @@ def blocks(model: Any, layers: int | Sequence[int] | None) -> tuple[int, ...]:
 
 
 def token_id(model: Any, token: Token) -> int:
-    """A token's id: an id is checked against the vocabulary, a text must encode to exactly one token."""
+    """A token's id: an id is checked against the vocabulary, a text must encode to exactly one token, not the
+    tokenizer's unknown token (a word it does not have)."""
     if isinstance(token, bool) or not isinstance(token, (int, str)):
         raise TypeError(f"a token is an id (int) or its text (str); got {token!r}")
     if isinstance(token, str):
-        ids = model.tokenizer.encode(token, add_special_tokens=False)
+        tokenizer = model.tokenizer
+        ids = tokenizer.encode(token, add_special_tokens=False)
+        unknown = getattr(tokenizer, "unk_token_id", None)
+        if ids == [unknown] and token != tokenizer.unk_token:
+            raise ValueError(
+                f"{token!r} is not in the tokenizer's vocabulary: it became {ids}, the unknown token "
+                f"{tokenizer.unk_token!r}; pick a word that is one token of this tokenizer, or give a token id"
+            )
         if len(ids) != 1:
-            raise ValueError(f"{token!r} is {len(ids)} tokens {ids}, not one: give one token's text, or its id")
+            pieces = ", ".join(repr(tokenizer.decode([i])) for i in ids)
+            raise ValueError(
+                f"{token!r} is {len(ids)} tokens, {ids} ({pieces}), not one; pick a word that is one token of this "
+                f"tokenizer, or give a token id"
+            )
         return ids[0]
     if not 0 <= token < model.vocab_size:
         raise ValueError(f"token id {token} is outside the vocabulary (0 to {model.vocab_size - 1})")
@@ -305,6 +317,11 @@ def patch_image_rows(
         )
     chosen = blocks(model, layers)
     good, bad = (token_id(model, token) for token in target)
+    if good == bad:
+        raise ValueError(
+            f"the target's two tokens are one token, {good} ({model.tokenizer.decode([good])!r}): the logit "
+            f"difference would be 0 in every run; pick two different tokens"
+        )
 
     def difference(logits: torch.Tensor) -> torch.Tensor:
         return logits[good] - logits[bad]

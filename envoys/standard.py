@@ -9,6 +9,7 @@ shows up as a reason instead of a crash mid-trace.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from nnsight import Envoy
@@ -16,6 +17,7 @@ from nnsight.intervention.source import STATE
 
 from instrument import installed
 
+from .paths import standard_path
 from .values import standard_values
 
 
@@ -28,6 +30,65 @@ class Standard(Envoy):
     def support(self) -> dict[str, str | None]:
         """Each standard value of this envoy: None when available, else why not."""
         return {name: value.reason(self) for name, value in standard_values(type(self)).items()}
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_") or name in standard_values(type(self)):
+                raise
+            raise NoSuchValue(self, name) from None
+
+
+class NoSuchValue(AttributeError):
+    """A name a standard envoy has neither as a value nor as a module: the message (built when shown) gives the
+    closest names, the values the envoy has, and the families that have a value of that name."""
+
+    def __init__(self, envoy: Envoy, name: str) -> None:
+        super().__init__(name)
+        self.envoy, self.attribute = envoy, name
+
+    def __str__(self) -> str:
+        from .families import families_with  # the family modules, imported when the message is shown
+
+        envoy, name = self.envoy, self.attribute
+        values = list(standard_values(type(envoy)))
+        modules = list(dict.fromkeys([*envoy._aliases, *(c.path.rpartition(".")[2] for c in envoy._children)]))
+        methods = [attribute for attribute in dir(type(envoy)) if not attribute.startswith("_")]  # output, skip, ...
+        close = difflib.get_close_matches(name, list(dict.fromkeys([*values, *modules, *methods])), n=3)
+        guess = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        parts = [f"{standard_path(envoy)} has no value or module {name!r}{guess}"]
+        others = families_with(name)
+        if others:
+            where = "; ".join(f"{', '.join(who)} (at {place}.{name})" for place, who in others.items())
+            parts.append(f"{name} is a value of other families: {where}")
+        parts.append(f"its values: {', '.join(values) or 'none'}")
+        parts.append(f"its modules: {', '.join(modules) or 'none'}")
+        return "; ".join(parts)
+
+
+class Blocks(Envoy):
+    """A stack of modules (a ``ModuleList``: the text model's blocks, the tower's): an index past the end is an
+    ``IndexError`` saying how many there are, where nnsight's lookup by name finds no attribute."""
+
+    def __getitem__(self, key: Any) -> Any:
+        count = len(self)
+        if isinstance(key, int) and not isinstance(key, bool) and not -count <= key < count:
+            indices = f"0 to {count - 1}" if count else "none"
+            whose, what = self.whose()
+            raise IndexError(f"{standard_path(self)}[{key}]: {whose} has {count} {what} ({indices}); got {key}")
+        return super().__getitem__(key)
+
+    def whose(self) -> tuple[str, str]:
+        """``("the text model", "blocks")``, ``("the tower", "blocks")``, or the stack's own path and "entries"."""
+        root = self.root
+        text_layers = getattr(getattr(root, "family", None), "text_layers", None)
+        if text_layers is not None and self.path == f"{root.path}.{text_layers}":
+            return "the text model", "blocks"
+        vision = root.__dict__.get("vision")
+        if isinstance(vision, Envoy) and vision.__dict__.get("layers") is self:
+            return "the tower", "blocks"
+        return standard_path(self), "entries"
 
 
 def child(envoy: Envoy, name: str) -> Envoy | None:

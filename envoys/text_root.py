@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from .layouts import Hidden, Logits, TokenIds, TokenMask
+from .standard import NoSuchValue
 from .values import Argument, EProperty, Field
 
 
@@ -134,6 +135,16 @@ class BlockValues:
 
 class TextRoot:
     """The text model's names on the root (see the module docstring); mixed into `StandardizedTransformer`."""
+
+    def __getattr__(self, name: str) -> Any:
+        """nnsight's lookup; a name the model has neither as a value nor as a module says did-you-mean
+        (`envoys.standard.NoSuchValue`)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+            raise NoSuchValue(self, name) from None
 
     # -- sizes, off the text model's config -----------------------------------------------------
 

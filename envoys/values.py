@@ -178,10 +178,16 @@ class EProperty(eproperty):
             return self.unavailable
         return self.unavailable(obj)
 
-    def check(self, obj: Any) -> None:
+    def check(self, obj: Any, writing: bool = False) -> None:
+        """Refuse, before anything is requested: `Unavailable` with the reason, then, outside a trace, a
+        ``ValueError`` saying the value is read (or written) inside one."""
         reason = self.reason(obj)
         if reason is not None:
             raise Unavailable(f"{_label(obj, self.name)} is unavailable: {reason}")
+        try:
+            Mediator.current(self.name)  # the worker running the trace's code; none outside a trace
+        except ValueError:
+            raise ValueError(outside_trace(_label(obj, self.name), writing)) from None
 
     def handed_out(self, obj: Any, value: Any) -> Any:
         """``value``, recorded as this value's read on the model it came from (`envoys.not_saved`)."""
@@ -219,7 +225,7 @@ class EProperty(eproperty):
         return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
-        self.check(obj)
+        self.check(obj, writing=True)
         location = self._location(obj)
         self.check_step(obj, location)
         self._write(obj, value, location)
@@ -375,6 +381,16 @@ def served(shown: torch.Tensor, part: torch.Tensor, obj: Any, prop: EProperty, r
     # The envoy weakly: a value saved past the model's life does not keep the model alive.
     view.__dict__["_served_from"] = (part, weakref.ref(obj), prop, reason)
     return view
+
+
+def outside_trace(label: str, writing: bool = False) -> str:
+    """Why a standard value cannot be read (or written) here: only a running trace has it."""
+    verb, how = ("written", f"model.{label} = new_value") if writing else ("read", f"value = model.{label}.save()")
+    return (
+        f"{label} is {verb} inside a trace, while the model runs: with model.trace(prompt, images=[image]): "
+        f"{how} (then use the saved value after the block); outside a trace no forward runs, so there is no "
+        f"value to {'write' if writing else 'read'}"
+    )
 
 
 def _explain(error: OutOfOrderError, obj: Any, name: str | None) -> None:

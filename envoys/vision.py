@@ -10,7 +10,9 @@ with ``root_scatter``, the spec's ROOT_SCATTER), so
 ``layers[0].input[vision.image_token_mask] == vision.image_features``.
 
 Every tower value is gated by `no_images`: a load no image can reach (no
-processor) has no vision values.
+processor) has no vision values, and a trace whose inputs carry no image
+refuses them (`Unavailable`) when they are requested, before nnsight waits
+for a tower that does not run.
 
 ``vision.patch_grid`` / ``token_grid`` lay a tower value or a value over the
 image tokens out on one image's own grid, and ``place_patch_grid`` /
@@ -20,9 +22,11 @@ image tokens out on one image's own grid, and ``place_patch_grid`` /
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
+from nnsight.intervention.interleaver import Mediator
 
 from rewrites.image_scatter import Scatter
 
@@ -77,8 +81,45 @@ class NoTower:
         return f"{self._name}: none ({self._reason})"
 
 
+#: Why a tower value is unavailable in a trace whose inputs carry no image.
+NO_IMAGE_IN_TRACE = (
+    "no image reached this forward: the trace's inputs carry no images (no images=, videos= or pixel_values in "
+    "any invoke), so the tower does not run; pass the image with a prompt that holds its placeholder: "
+    "model.trace(prompt, images=[image]), the prompt from the processor's chat template "
+    "(envoys.tiny.chat_prompt(model.processor, 1, text))"
+)
+
+
+def carries_images(inputs: Mapping[str, Any]) -> bool:
+    """Whether keyword inputs hold images (``images=`` or ``videos=`` for the processor, or what the forward takes:
+    `IMAGE_INPUTS`, video pixels)."""
+    return any(inputs.get(name) is not None for name in ("images", "videos", "pixel_values_videos", *IMAGE_INPUTS))
+
+
+def no_image_in_trace(envoy: Any) -> str | None:
+    """Inside a trace, why no image reaches its forward (none of its inputs carries one), or None: outside a
+    trace, or where an input may carry one."""
+    try:
+        worker = Mediator.current("a tower value")
+    except ValueError:
+        return None
+    batcher = getattr(worker.interleaver, "batcher", None)
+    invokes = getattr(batcher, "invokes", None)
+    if invokes is None:
+        return None
+    inputs = [batcher.kwargs, *(kwargs for _, kwargs in invokes)]
+    inputs += [arg for args, _ in invokes for arg in args if isinstance(arg, Mapping)]  # a processor's output
+    return None if any(carries_images(found) for found in inputs) else NO_IMAGE_IN_TRACE
+
+
 def no_images(envoy: Any) -> str | None:
-    """Why no image reaches the model ``envoy`` belongs to, or ``envoy`` itself, or None: the one place that decides.
+    """Why no image reaches the model ``envoy`` belongs to, or ``envoy`` itself, or the running trace's forward
+    (`no_image_in_trace`), or None: the one place that decides."""
+    return never_an_image(envoy) or no_image_in_trace(envoy)
+
+
+def never_an_image(envoy: Any) -> str | None:
+    """Why no image reaches the model ``envoy`` belongs to, or ``envoy`` itself, in any forward, or None.
 
     ``envoy`` itself: a module the tower's envoys reach by its class that no
     image runs through, which its family does not serve (`Family.unserved`).
@@ -101,8 +142,8 @@ def generated_apart(envoy: Any) -> str | None:
 
 
 def no_image_tokens(envoy: Any) -> str | None:
-    """Why ``vision.image_token_mask`` is unavailable, or None."""
-    return no_images(envoy) or generated_apart(envoy)
+    """Why ``vision.image_token_mask`` is unavailable, or None: served (all false) on a forward no image reaches."""
+    return never_an_image(envoy) or generated_apart(envoy)
 
 
 def features_argument(scatter: Scatter) -> Argument:

@@ -35,6 +35,7 @@ from rewrites.image_scatter import Scatter
 from ..bugs import KnownBug
 from ..grids import GridLayout
 from ..moe import RoutedMlp, routes
+from ..standard import Blocks
 from ..text import Attention, Layer, Mlp, TextModel
 from ..vision import ImageScatter
 
@@ -136,7 +137,8 @@ class Family:
         Where some block's MLP is a mixture of experts with a router (`envoys.moe`), every block's MLP is a
         `RoutedMlp`: ``router_logits`` on the sparse ones, and on the dense ones the reason they have none.
 
-        Every other module gets nnsight's plain `Envoy`, by the ``torch.nn.Module`` key that every module's
+        Every ``ModuleList`` (the blocks, text and tower) is a `Blocks`, whose index past the end says how many
+        there are. Every other module gets nnsight's plain `Envoy`, by the ``torch.nn.Module`` key that every module's
         class lookup ends on: the map is by class only, and without that key nnsight would spell each
         module's path under every ``rename`` alias to look for path keys there are none of.
         """
@@ -153,12 +155,54 @@ class Family:
                 part = getattr(block, name, None)
                 if isinstance(part, torch.nn.Module):
                     found[type(part)] = envoy
-        return {**found, **self.envoys, torch.nn.Module: Envoy}
+        return {torch.nn.ModuleList: Blocks, **found, **self.envoys, torch.nn.Module: Envoy}
 
 
 def families() -> tuple[Family, ...]:
     """Every supported family."""
     return tuple(_registry().values())
+
+
+def place_of(envoy_class: type) -> str:
+    """Where an envoy of ``envoy_class`` is, spelled from the root: ``model.vision.layers[i].self_attn``."""
+    from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+
+    places = (
+        (VisionAttention, "model.vision.layers[i].self_attn"), (VisionMlp, "model.vision.layers[i].mlp"),
+        (VisionLayer, "model.vision.layers[i]"), (Vision, "model.vision"), (ImageScatter, "the image scatter's host"),
+        (Attention, "model.layers[i].self_attn"), (Mlp, "model.layers[i].mlp"), (Layer, "model.layers[i]"),
+        (TextModel, "the text model"),
+    )
+    return next((place for cls, place in places if issubclass(envoy_class, cls)), envoy_class.__name__)
+
+
+def families_with(value: str) -> dict[str, list[str]]:
+    """Which families have the standard value ``value``, read off their envoys: place (`place_of`) -> model_types.
+
+    A value of the envoys every family's text model gets (`Family.envoys_for`) is under ``"every family"``; a
+    router's (`RoutedMlp`) under the text models with a mixture of experts; a value most families have, under
+    ``"every family but ..."``.
+    """
+    from ..values import standard_values
+
+    found: dict[str, list[str]] = {}
+    shared = {TextModel: "every family", Layer: "every family", Attention: "every family", Mlp: "every family",
+              RoutedMlp: "text models with a mixture of experts"}
+    for cls, who in shared.items():
+        if value in standard_values(cls):
+            found.setdefault(place_of(cls), []).append(who)
+    for family in families():
+        for cls in dict.fromkeys(family.envoys.values()):
+            if value in standard_values(cls):
+                where = found.setdefault(place_of(cls), [])
+                if family.model_type not in where and "every family" not in where:
+                    where.append(family.model_type)
+    every = {family.model_type for family in families()}
+    for place, who in found.items():
+        if len(set(who) & every) > len(every) / 2:  # most families: name the ones without it
+            without = sorted(every - set(who))
+            found[place] = [f"every family but {', '.join(without)}" if without else "every family"]
+    return found
 
 
 def absent_from_release(module_name: str, error: ImportError) -> str | None:
