@@ -98,7 +98,7 @@ def missing_folder(name_or_path: str) -> str | None:
         kind = "no such folder" + (f" ({found} exists but holds no {rest!r})" if found != os.path.dirname(found) else "")
     return (
         f"no folder {name_or_path!r} ({where}): {kind}; a local checkpoint is a folder saved with "
-        f"save_pretrained (the model and its processor), for example one envoys.tiny.build_checkpoint writes; "
+        f"save_pretrained (the model and its processor), for example one envoys.testing.build_checkpoint writes; "
         f"a hub id such as 'org/name' is downloaded from the hub, which needs network access (or the hub's "
         f"local cache)"
     )
