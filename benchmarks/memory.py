@@ -20,8 +20,8 @@ import tempfile
 import nnsight
 
 from envoys import StandardizedTransformer
+from envoys.core.values import standard_values
 from envoys.tiny import build_checkpoint, chat_prompt, noise_image
-from envoys.values import standard_values
 
 
 def resident_mib() -> float:

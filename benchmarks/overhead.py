@@ -158,7 +158,7 @@ def per_read(run: Callable[[], None]) -> tuple[int, float, float]:
     Counts the outermost calls only (an override that calls its parent's counts
     once), of every value class of the library, while ``run`` runs.
     """
-    from envoys.values import EProperty
+    from envoys.core.values import EProperty
 
     counts = {"__get__": 0, "check": 0, "_location": 0}
     depth = dict.fromkeys(counts, 0)

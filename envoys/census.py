@@ -93,7 +93,7 @@ LEFT_OUT = {
     "instructblipvideo": "video only: its processor takes clips (`pixel_values` `[batch, frames, 3, H, W]`), and "
                          "`InstructBlipVideoForConditionalGeneration` runs the BLIP ViT and the Q-Former on every "
                          "frame and scatters every frame's queries at the video token (`video_token_id`); "
-                         "`envoys.qformer` names its modules as InstructBLIP's, but its values are a video's: serving it "
+                         "`envoys.towers.qformer` names its modules as InstructBLIP's, but its values are a video's: serving it "
                          "needs the video side (frames as rows, the video token's mask)",
     "muse_spark": "its tower is Muse Glimmer's (served there), but its text blocks gate the residual stream: each "
                   "sublayer joins it through `MuseSparkResidualGate`, `alpha * residual + beta * post_norm(sublayer)` "

@@ -9,7 +9,7 @@ The weights are random, so the tokens it predicts mean nothing; the shapes
 and equalities are what it shows.
 
 ``python -m envoys.demo --plot out.png`` also runs the recipes
-(`envoys.recipes`) on a drawn scene and writes their pictures: ``out.png``, the
+(`envoys.image.recipes`) on a drawn scene and writes their pictures: ``out.png``, the
 last token's attention to the image at every text block, side by side over the
 image; ``out-lens.png``, the logit lens at the image tokens; ``out-patching.png``,
 the image rows patched from the scene into the same scene with the ball

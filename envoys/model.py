@@ -46,18 +46,18 @@ from transformers import (
 
 from instrument import adopt, install_all
 
-from .aliases import bind_rename
-from .bugs import BrokenLoad
+from .core.aliases import bind_rename
+from .core.bugs import BrokenLoad
+from .core.not_saved import bind_not_saved
+from .core.standard import rows_over
+from .core.turns import TurnTakingBatcher, TurnTakingInterleaver
+from .core.values import standard_values
 from .families import Family, family_for
-from .grids import ImageInputs, given_sizes, image_inputs_of
-from .not_saved import bind_not_saved
+from .image.grids import ImageInputs, given_sizes, image_inputs_of
 from .rules import rules_for_model
-from .standard import rows_over
-from .text_root import TextRoot
+from .text.root import TextRoot
 from .tree import standard_tree
-from .turns import TurnTakingBatcher, TurnTakingInterleaver
-from .values import standard_values
-from .vision import NO_IMAGE_IN_TRACE, NoTower, Vision, carries_images, image_token_id, no_images
+from .vision.tower import NO_IMAGE_IN_TRACE, NoTower, Vision, carries_images, image_token_id, no_images
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
@@ -217,7 +217,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     ``norm``, ``lm_head``, ``logits`` and the rest of the text surface
     (`TextRoot`: sizes, inputs, accessors, skip and steer) name the text
     model, ``model.vision`` and ``model.projector`` the vision side.
-    Traces of one model from several threads run one at a time (`envoys.turns`).
+    Traces of one model from several threads run one at a time (`envoys.core.turns`).
     """
 
     _batcher_class = TurnTakingBatcher
@@ -281,7 +281,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             )
         bind_rename(self, family.rename_for(model.config))  # nnsight's rename=, without its failed lookups
         adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
-        #: what the processor gave the last batch that carried images (`envoys.grids`); None before one runs
+        #: what the processor gave the last batch that carried images (`envoys.image.grids`); None before one runs
         self.last_image_inputs: ImageInputs | None = None
         if family.text_only:
             absent = text_model_alone(type(model).__name__, model_type, family.model_type)
@@ -338,17 +338,17 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """nnsight's run of the model; an error that is the family's known transformers bug comes out explained.
 
         A variable of the trace left bound to a standard value it did not save is bound to a `NotSaved` that
-        says so (`envoys.not_saved`). An out-of-order read in a trace whose inputs carry no image (nnsight's own
+        says so (`envoys.core.not_saved`). An out-of-order read in a trace whose inputs carry no image (nnsight's own
         ``projector.output``, say) adds that no image reached the forward. Whether the run is a ``generate`` is kept while it lasts, for the values a
-        family's own generate does not compute in a forward (`envoys.vision.generated_apart`).
+        family's own generate does not compute in a forward (`envoys.vision.tower.generated_apart`).
 
-        Only while the bug's condition holds (`envoys.bugs`), and only for an
+        Only while the bug's condition holds (`envoys.core.bugs`), and only for an
         error of that bug: it is re-raised as a `TransformersBug` naming it and
         the workaround, the original chained as its cause.
         """
         mediators = list(self.interleaver.mediators)
         self.__dict__["_served"] = {}
-        self.__dict__["_generating"] = getattr(fn, "__name__", None) == "generate"  # `envoys.vision.generated_apart`
+        self.__dict__["_generating"] = getattr(fn, "__name__", None) == "generate"  # `envoys.vision.tower.generated_apart`
         try:
             result = super().interleave(fn, *args, **kwargs)
             bind_not_saved(mediators, self.__dict__["_served"])
@@ -370,7 +370,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
 
     def record_served(self, label: str, value: Any) -> None:
         """Note a standard value handed out in the running trace, so that a variable left holding it unsaved
-        says so after the trace (`envoys.not_saved`)."""
+        says so after the trace (`envoys.core.not_saved`)."""
         served = self.__dict__.get("_served")
         if served is not None:
             served[id(value)] = (label, value)
@@ -417,7 +417,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         The root's values, every text block value over ``layers``
         (``{layer: reason}`` where some blocks lack it), and the tower's values
         under ``vision.`` (none on a load no image reaches). While the family's
-        known transformers bug breaks the root's forward (`envoys.bugs`),
+        known transformers bug breaks the root's forward (`envoys.core.bugs`),
         ``output`` and ``generate`` are listed too, with its explanation.
         """
         rows: dict[str, Any] = {name: value.reason(self) for name, value in standard_values(type(self)).items()}

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 from nnsight import Envoy
 
-from .standard import child
-from .values import standard_values
-from .vision import Vision
+from .core.standard import child
+from .core.values import standard_values
+from .vision.tower import Vision
 
 ROOT_NAMES = ("embed_tokens", "layers", "norm", "lm_head", "vision", "projector")
 BLOCK_PARTS = ("self_attn", "linear_attn", "mlp")

@@ -18,7 +18,7 @@ would change nothing.
 The site is the callee's only call in the forward (``F_linear_0``,
 ``nn_functional_linear_0``, ``forward_0``); a forward that calls it more than
 once is not guessed at (no rule). `logits_site` gives a router class's label,
-for the envoys (`envoys.moe`).
+for the envoys (`envoys.blocks.moe`).
 """
 
 from __future__ import annotations

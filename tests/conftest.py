@@ -21,7 +21,7 @@ if ENVIRONMENT not in os.environ:
     atexit.register(shutil.rmtree, os.environ[ENVIRONMENT], True)
 
 from envoys import testing
-from envoys.bugs import BrokenLoad
+from envoys.core.bugs import BrokenLoad
 from envoys.tiny import ABSENT
 from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
 from instrument.versions import for_installed

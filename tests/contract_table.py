@@ -185,7 +185,7 @@ class Row:
     #: the blocks' rows are in window order and the tower puts them back (``argsort(vision.window_index)``, one entry
     #: a patch) before its final norm, so tower_output is the last block's output back in raster order, normed (Muse's)
     restores_window_order: bool = False
-    #: the family names a transformers bug that breaks its root's forward on some releases (envoys.bugs)
+    #: the family names a transformers bug that breaks its root's forward on some releases (envoys.core.bugs)
     forward_bug: bool = False
     #: the native path of the position embeddings the text model adds before its first block (OPT's learned ones),
     #: which layers[0].input holds at the image tokens besides image_features; None where it adds none

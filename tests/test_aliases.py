@@ -1,4 +1,4 @@
-"""Binding a family's ``rename=`` in one pass (envoys/aliases.py) gives the tree nnsight's ``rename=`` gives.
+"""Binding a family's ``rename=`` in one pass (envoys/core/aliases.py) gives the tree nnsight's ``rename=`` gives.
 
 On every tiny checkpoint, and on the text model of each family that has one
 saved alone: the model is built twice from the same config; one copy is
@@ -16,7 +16,7 @@ from conftest import skip_if_absent
 from nnsight import Envoy
 from transformers import AutoModelForCausalLM
 
-from envoys.aliases import bind_rename
+from envoys.core.aliases import bind_rename
 from envoys.families import families, family_for
 from envoys.tiny import NAMES, build
 

@@ -1,7 +1,7 @@
 """DeepSeek-VL-Hybrid: its two towers, beyond the vision contracts (tests/test_vision_contracts.py, on ``model.vision``).
 
 The SigLIP low-res tower is ``model.vision``; the SAM high-res tower is
-``model.high_res_vision`` (`envoys.sam`, GOT-OCR 2.0's envoys), whose blocks serve
+``model.high_res_vision`` (`envoys.towers.sam`, GOT-OCR 2.0's envoys), whose blocks serve
 the stream values of a pre-norm block on the patch grid flattened in raster
 order, and the attention's interior at its modules and its softmax. The
 aligner reads both. The tiny checkpoint (envoys/tiny/deepseek_vl_hybrid.py):

@@ -19,7 +19,7 @@ from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.bugs import TransformersBug
+from envoys.core.bugs import TransformersBug
 from envoys.families import families
 from envoys.testing import chat_prompt, noise_image
 

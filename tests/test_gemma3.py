@@ -318,7 +318,7 @@ def test_text_alone_attends_causally_on_a_text_only_load(tiny_checkpoint):
 
 def test_grids_refuse_a_batch_with_pan_and_scan_crops(model):
     """With pan-and-scan the processor adds each crop as a tower row of its own: no grid, and the reason."""
-    from envoys.grids import image_inputs_of
+    from envoys.image.grids import image_inputs_of
 
     wide = [noise_image(96, 32, seed=3)]
     cropped = model.processor(text=prompt(model, wide), images=wide, do_pan_and_scan=True,

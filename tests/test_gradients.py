@@ -8,7 +8,7 @@ The native read walks the value's own location (``model.model.visual.blocks.0.ou
 envoys (``.output``, ``.inputs``, ``.source``), takes the selected part, and maps its gradient to the
 standard layout with the value's view (a reshape, a transpose or a leading 1: the layout, not the number).
 A value served at one occurrence of a site that fires several times is read at that occurrence
-(`envoys.pinning.pinned`, what ``tracer.iter[k]`` does). Every trace ends with ``tracer.stop()`` after the
+(`envoys.core.pinning.pinned`, what ``tracer.iter[k]`` does). Every trace ends with ``tracer.stop()`` after the
 backward, as Llama 4's must.
 """
 
@@ -21,10 +21,10 @@ from nnsight import Envoy
 from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer
-from envoys.pinning import PinnedEProperty
-from envoys.standard import Standard
+from envoys.core.pinning import PinnedEProperty
+from envoys.core.standard import Standard
+from envoys.core.values import Unavailable, standard_values
 from envoys.tiny import NAMES, chat_prompt, noise_image
-from envoys.values import Unavailable, standard_values
 from instrument import installed
 
 IMAGES = [noise_image(32, 32, seed=0)]

@@ -1,4 +1,4 @@
-"""Values on the image's own grid (`envoys.grids`, ``vision.patch_grid`` / ``token_grid`` and their inverses), exact.
+"""Values on the image's own grid (`envoys.image.grids`, ``vision.patch_grid`` / ``token_grid`` and their inverses), exact.
 
 Per family of the batched towers (LLaVA with SigLIP and CLIP, LLaVA-NeXT,
 Gemma 3, Idefics 3, SmolVLM, Granite-Docling, Llama 4), on images whose patches each have a
@@ -35,9 +35,9 @@ from transformers.image_processing_utils import select_best_resolution
 from transformers.models.llama4.modeling_llama4 import pixel_shuffle
 
 from envoys import StandardizedTransformer
-from envoys.grids import Grid, GridError, ImageInputs, gather, place, tower_rows
+from envoys.core.values import Unavailable
+from envoys.image.grids import Grid, GridError, ImageInputs, gather, place, tower_rows
 from envoys.tiny import chat_prompt, patch_coloured_image
-from envoys.values import Unavailable
 
 #: Per checkpoint, the images (rows, columns, patch side in pixels of each) the grids are tested on.
 IMAGES = {

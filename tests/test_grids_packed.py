@@ -1,4 +1,4 @@
-"""The grids of the packed and padded towers: the Qwen ViT, Pixtral, Gemma 4 and RADIO (`envoys.grids`).
+"""The grids of the packed and padded towers: the Qwen ViT, Pixtral, Gemma 4 and RADIO (`envoys.image.grids`).
 
 Each case runs two images of different sizes, each patch of its own colour
 (every colour of the batch different), so a row of the processor's
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from envoys import StandardizedTransformer
-from envoys.grids import GridError
+from envoys.image.grids import GridError
 from envoys.tiny import chat_prompt
 from envoys.tiny.images import patch_colours
 

@@ -22,8 +22,8 @@ import torch
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.core.values import Argument
 from envoys.tiny import chat_prompt, noise_image
-from envoys.values import Argument
 
 FAMILIES = ["idefics3", "smolvlm"]
 ONE = [noise_image(32, 32, seed=0)]

@@ -28,8 +28,8 @@ from nnsight.intervention.source import compiled, decorator_chain
 from transformers.models.internvl.modeling_internvl import InternVLVisionLayer
 
 from envoys import StandardizedTransformer
-from envoys.internvit import scaled_binding
 from envoys.tiny import chat_prompt, noise_image
+from envoys.towers.internvit import scaled_binding
 
 #: The builder's sizes: a tile is 8x8 patches after its CLS; the shuffle folds 2x2 of them into one token.
 SIDE, FACTOR = 8, 2

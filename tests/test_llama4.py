@@ -27,7 +27,7 @@ from transformers.models.llama4 import modeling_llama4
 
 import envoys.model
 from envoys import StandardizedTransformer
-from envoys.bugs import BrokenLoad, TransformersBug
+from envoys.core.bugs import BrokenLoad, TransformersBug
 from envoys.families import llama4
 from envoys.tiny import chat_prompt, noise_image
 from instrument.dispatch import SitesNotServed

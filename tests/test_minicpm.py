@@ -296,7 +296,7 @@ def test_an_image_s_grid_is_its_slices_stitched_and_a_block_reaches_its_token_al
 
 
 def test_under_4x_there_is_no_merged_grid(load):
-    from envoys.grids import GridError
+    from envoys.image.grids import GridError
 
     model = load("minicpm_ocr")
     with model.trace(prompt(model, ONE), images=ONE) as tracer:

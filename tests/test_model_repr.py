@@ -11,7 +11,7 @@ layout shown against every builder's row (tests/test_vision_contracts.py).
 from __future__ import annotations
 
 from envoys import StandardizedTransformer
-from envoys.layouts import PackedPatches, Patches
+from envoys.core.layouts import PackedPatches, Patches
 from envoys.tiny import chat_prompt, noise_image
 
 #: A tower block's stream values as print(model) lists them: the block's own, its attention's and its MLP's.

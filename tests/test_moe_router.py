@@ -1,4 +1,4 @@
-"""The router of mixture-of-experts text blocks (`envoys.moe`), on every tiny checkpoint with sparse blocks.
+"""The router of mixture-of-experts text blocks (`envoys.blocks.moe`), on every tiny checkpoint with sparse blocks.
 
 ``layers[i].mlp.router_logits`` is the output of the router's logits call,
 ``[tokens, experts]``: the logits the router module returns beside its choice,
@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.standard import child
+from envoys.core.standard import child
 from envoys.tiny import chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=0)]

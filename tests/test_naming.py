@@ -61,7 +61,7 @@ def test_selected_sites_get_nnsight_labels_on_tricky_source(tricky):
     nnsight_names = compile_source(tricky).names
     sites = rewrite(source, {"helper", "x.view"}).sites
     expected = [n for n in nnsight_names if n.startswith(("helper_", "x_view_"))]
-    assert [site.name for site in sites] == expected
+    assert [site.served_as for site in sites] == expected
     assert {site.callee for site in sites} == {"helper", "x.view"}
 
 

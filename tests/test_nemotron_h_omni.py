@@ -22,7 +22,7 @@ import torch
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
-from envoys.vision import scatter_host
+from envoys.vision.tower import scatter_host
 
 NAME = "nemotron_h_omni"
 ONE = [noise_image(32, 32, seed=0)]

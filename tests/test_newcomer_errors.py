@@ -19,11 +19,12 @@ import pytest
 import torch
 from nnsight.intervention.interleaver import OutOfOrderError
 
-from envoys import StandardizedTransformer, recipes
+from envoys import StandardizedTransformer
+from envoys.core.values import Unavailable
+from envoys.image import recipes
 from envoys.model import looks_like_path
-from envoys.qwen import PER_IMAGE
 from envoys.tiny import chat_prompt, noise_image
-from envoys.values import Unavailable
+from envoys.towers.qwen import PER_IMAGE
 
 IMAGE = noise_image(32, 32, seed=5)
 

@@ -1,4 +1,4 @@
-"""The pictures (envoys.plots, each recipe's draw, the demo's --plot): every PNG opens, a picture over an image has
+"""The pictures (envoys.image.plots, each recipe's draw, the demo's --plot): every PNG opens, a picture over an image has
 its aspect ratio panel by panel and a colour bar, the heatmap lands on the cells it belongs to over the image in grey
 (so the image's own colours never read as heat), a chart's tick labels never overlap, and nothing is blank."""
 
@@ -11,8 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
-from envoys import StandardizedTransformer, plots, recipes
+from envoys import StandardizedTransformer
 from envoys.demo import scene
+from envoys.image import plots, recipes
 from envoys.tiny import chat_prompt, noise_image
 
 GREY = (128, 128, 128)

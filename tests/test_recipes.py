@@ -1,4 +1,4 @@
-"""The recipes (envoys.recipes) against the same computation written here by hand, and the logit lens's projection.
+"""The recipes (envoys.image.recipes) against the same computation written here by hand, and the logit lens's projection.
 
 Every expected number comes from a plain forward of the model's own modules (torch hooks on the text blocks,
 ``output_attentions=True``), the processor's outputs, and the family's own geometry for where each image token
@@ -15,8 +15,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from envoys import StandardizedTransformer, Unavailable, recipes
-from envoys.standard import child
+from envoys import StandardizedTransformer, Unavailable
+from envoys.core.standard import child
+from envoys.image import recipes
 from envoys.tiny import NAMES, chat_prompt, noise_image
 from envoys.tiny.images import ONE_IMAGE_A_PROMPT
 

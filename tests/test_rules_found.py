@@ -19,7 +19,7 @@ import envoys
 from envoys.families import family_for
 from envoys.rules import catalog, rules_for_model
 from envoys.tiny import NAMES, build
-from envoys.vision import ImageScatter
+from envoys.vision.tower import ImageScatter
 from instrument import DriftError, compile_rule, install_all
 from instrument.calls import assigned_call, bound_default, calls, filled_in_place
 from instrument.install import INSTALLED

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.standard import child
+from envoys.core.standard import child
 from envoys.tiny import NAMES, chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=0)]

@@ -172,7 +172,7 @@ FEATURE_TOKENS = {"llama4": "<|patch|>", "internvl": "<IMG_CONTEXT>", "qianfan_o
 FEATURE_TOKENS.update({"blip-2": "<image>", "instructblip": "<image>"})
 
 #: Checkpoints whose plain transformers forward fails on every call while their family's known bug is present
-#: (`envoys.bugs`), and where that is covered instead.
+#: (`envoys.core.bugs`), and where that is covered instead.
 FORWARD_FAILS = {
     "llama4": "Llama4ForConditionalGeneration.forward raises AttributeError on its last line on this transformers; "
     "the scatter is checked in tests/test_llama4.py::test_the_plain_forward_scatters_one_feature_per_patch_token",

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.not_saved import NotSavedError
+from envoys.core.not_saved import NotSavedError
+from envoys.core.values import Unavailable
 from envoys.tiny import chat_prompt, noise_image
-from envoys.values import Unavailable
 
 IMAGE = noise_image(32, 32, seed=5)
 

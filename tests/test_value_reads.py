@@ -11,10 +11,10 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-import envoys.pinning
-import envoys.values
-from envoys.pinning import PinnedEProperty
-from envoys.values import EProperty, First
+import envoys.core.pinning
+import envoys.core.values
+from envoys.core.pinning import PinnedEProperty
+from envoys.core.values import EProperty, First
 
 LOCATION = "model.model.source.self__deepstack_process_0.input"
 
@@ -65,9 +65,9 @@ def counted(monkeypatch):
         counts["pinned"].append((location, call, per_forward))
         yield
 
-    monkeypatch.setattr(envoys.values, "Mediator", FakeMediator)
-    monkeypatch.setattr(envoys.pinning, "pinned", pinned)
-    monkeypatch.setattr(envoys.values, "_label", lambda envoy, name: name)  # no envoy tree here
+    monkeypatch.setattr(envoys.core.values, "Mediator", FakeMediator)
+    monkeypatch.setattr(envoys.core.pinning, "pinned", pinned)
+    monkeypatch.setattr(envoys.core.values, "_label", lambda envoy, name: name)  # no envoy tree here
 
     def reason(envoy):
         counts["reason"] += 1

@@ -15,7 +15,7 @@ import torch
 from tower_body import tower_body
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.grids import GridError
+from envoys.image.grids import GridError
 from envoys.tiny import chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]

@@ -35,7 +35,7 @@ from contract_table import ROWS, Row
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.layouts import PackedPatches
+from envoys.core.layouts import PackedPatches
 from envoys.tiny import NAMES, image_prompts
 from instrument import installed
 from instrument.show import main as show

@@ -10,7 +10,7 @@ model calling ``inputs_embeds.masked_scatter`` (a `Scatter`: a wrapper that
 scatters in its own forward, a helper); where the
 root's own output cannot be had, which module's output carries the logits
 (``logits_at``) and the transformers bug that breaks the root (``forward_bug``); and where
-each image's rows are in its values (``grid_layout``, `envoys.grids`). The text
+each image's rows are in its values (``grid_layout``, `envoys.image.grids`). The text
 model's envoys (`Layer`, `Attention`, `Mlp`) are found from the blocks
 themselves, whatever text model the checkpoint pairs the tower with, and so
 are the rules to install (`envoys.rules`): the scatter in the host's forward
@@ -32,12 +32,12 @@ from transformers import MODEL_MAPPING
 
 from rewrites.image_scatter import Scatter
 
-from ..bugs import KnownBug
-from ..grids import GridLayout
-from ..moe import RoutedMlp, routes
-from ..standard import Blocks
-from ..text import Attention, Layer, Mlp, TextModel
-from ..vision import ImageScatter
+from ..blocks.moe import RoutedMlp, routes
+from ..core.bugs import KnownBug
+from ..core.standard import Blocks
+from ..image.grids import GridLayout
+from ..text.blocks import Attention, Layer, Mlp, TextModel
+from ..vision.tower import ImageScatter
 
 
 def inner_model_class(model: torch.nn.Module) -> type | None:
@@ -134,7 +134,7 @@ class Family:
         """The ``envoys=`` for one loaded model: the text model's, found from its blocks, and the scatter host's
         (`ImageScatter`, unless the family keys an envoy of its own to the host class), then the family's.
 
-        Where some block's MLP is a mixture of experts with a router (`envoys.moe`), every block's MLP is a
+        Where some block's MLP is a mixture of experts with a router (`envoys.blocks.moe`), every block's MLP is a
         `RoutedMlp`: ``router_logits`` on the sparse ones, and on the dense ones the reason they have none.
 
         Every ``ModuleList`` (the blocks, text and tower) is a `Blocks`, whose index past the end says how many
@@ -165,7 +165,7 @@ def families() -> tuple[Family, ...]:
 
 def place_of(envoy_class: type) -> str:
     """Where an envoy of ``envoy_class`` is, spelled from the root: ``model.vision.layers[i].self_attn``."""
-    from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+    from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 
     places = (
         (VisionAttention, "model.vision.layers[i].self_attn"), (VisionMlp, "model.vision.layers[i].mlp"),
@@ -183,7 +183,7 @@ def families_with(value: str) -> dict[str, list[str]]:
     router's (`RoutedMlp`) under the text models with a mixture of experts; a value most families have, under
     ``"every family but ..."``.
     """
-    from ..values import standard_values
+    from ..core.values import standard_values
 
     found: dict[str, list[str]] = {}
     shared = {TextModel: "every family", Layer: "every family", Attention: "every family", Mlp: "every family",

@@ -32,8 +32,8 @@ Read off ``transformers.models.aria.modeling_aria``:
   ``mlp_output`` is it and ``input + attention_output + mlp_output ==
   layer_output`` holds as on a dense block. ``mlp.router_logits`` is the
   router's ``nn.functional.linear`` output, ``[tokens, experts]``, whose top
-  ``moe_topk`` are the experts that run (`envoys.moe`).
-- Grids (`envoys.padded`): ``vision.patch_grid`` puts an image's real
+  ``moe_topk`` are the experts that run (`envoys.blocks.moe`).
+- Grids (`envoys.towers.padded`): ``vision.patch_grid`` puts an image's real
   patches on its grid; ``token_grid`` is Unavailable, the queries being on
   no grid.
 """
@@ -47,11 +47,11 @@ from transformers.models.idefics3.modeling_idefics3 import (
     Idefics3VisionTransformer,
 )
 
-from ..feature_layers import with_feature_layer_gradients
-from ..padded import PaddedImageGrids
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
+from ..towers.feature_layers import with_feature_layer_gradients
+from ..towers.padded import PaddedImageGrids
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
-from .encoder_names import SIGLIP_WRAPPER_RENAME
 
 
 class AriaVision(Vision):
@@ -73,7 +73,7 @@ class AriaVision(Vision):
 RENAME = dict(SIGLIP_WRAPPER_RENAME)
 
 #: ``tower_output`` (after ``post_layernorm``, which the projector does not read) has no gradient
-#: (`envoys.feature_layers`).
+#: (`envoys.towers.feature_layers`).
 ENVOYS = with_feature_layer_gradients({
     Idefics3VisionTransformer: AriaVision,
     Idefics3EncoderLayer: VisionLayer,

@@ -9,7 +9,7 @@ features)``: nnsight labels that call ``masked_scatter_0`` (the callee is a
 call's result), argument 1 the features; the root is the scatter host. What
 the tower, the projector (the language projection; its input is the
 Q-Former's output at the queries) and ``image_features`` are, and why
-``generate`` serves neither the mask nor the features, is `envoys.qformer`'s.
+``generate`` serves neither the mask nor the features, is `envoys.towers.qformer`'s.
 
 The text model is OPT (``language_model.model.decoder``): ``layers``,
 ``embed_tokens``, the final ``norm`` (``final_layer_norm``), ``lm_head``; a
@@ -17,7 +17,7 @@ block's ``self_attn_layer_norm`` is its ``input_layernorm``, its attention's
 ``out_proj`` its ``o_proj``. OPT's block runs its MLP inline (``fc1``, the
 activation, ``fc2`` on the tokens flattened to ``[batch * seq, hidden_size]``,
 no MLP module), so ``mlp_output`` is Unavailable on every block with the
-reason (`envoys.qformer.OptLayer`). OPT adds learned position embeddings
+reason (`envoys.towers.qformer.OptLayer`). OPT adds learned position embeddings
 (``embed_positions``) to the embeddings before its first block, so
 ``layers[0].input[image_token_mask] == image_features +
 embed_positions.output[image_token_mask]``: the image rows the text model's
@@ -27,7 +27,7 @@ too.
 
 Unavailable: ``mlp_output`` (above); under generate, ``image_token_mask`` and
 ``image_features``. Refused: a checkpoint on Flan-T5 (an encoder-decoder text
-model), before anything is loaded (`envoys.qformer.encoder_decoder_text`).
+model), before anything is loaded (`envoys.towers.qformer.encoder_decoder_text`).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from transformers.models.opt.modeling_opt import OPTDecoderLayer
 
 from rewrites.image_scatter import Scatter
 
-from ..qformer import BLIP_RENAME, OWN_GENERATE, BlipGrids, OptLayer, encoder_decoder_text
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+from ..towers.qformer import BLIP_RENAME, OWN_GENERATE, BlipGrids, OptLayer, encoder_decoder_text
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 
 #: OPT's text model under the root's ``language_model``, and its block's names.

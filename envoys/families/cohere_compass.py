@@ -5,7 +5,7 @@ parallel text model.
 DeepStack loop under new class names, with Cohere 2's blocks as the text
 model; so the vision side is served as Qwen3-VL's is
 (`envoys.families.qwen3_vl`), the text blocks as Cohere 2's are
-(`envoys.cohere`):
+(`envoys.towers.cohere`):
 
 - ``CohereCompassModel.forward`` scatters the merged image features
   (``inputs_embeds_masked_scatter_0``, argument 1, found; ``_1`` is video).
@@ -46,10 +46,10 @@ from transformers.models.cohere_compass.modeling_cohere_compass import (
     CohereCompassVisionModel,
 )
 
-from ..cohere import ParallelLayer
-from ..deepstack import DeepstackLayer
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.deepstack import DeepstackLayer
+from ..towers.cohere import ParallelLayer
+from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 

@@ -20,7 +20,7 @@ in the model. The processor is Qwen3-VL's (``Qwen3VLProcessor``).
 
 from __future__ import annotations
 
-from ..qwen import QWEN_GRIDS
+from ..towers.qwen import QWEN_GRIDS
 from . import Family
 from .qwen3_vl import ENVOYS, RENAME
 

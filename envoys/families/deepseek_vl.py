@@ -22,10 +22,10 @@ padded square.
 
 from __future__ import annotations
 
-from ..fixed_tower import TileRows
-from ..grids import ImageInputs, check_image
+from ..image.grids import ImageInputs, check_image
+from ..towers.encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME
+from ..towers.fixed_tower import TileRows
 from . import Family
-from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME
 from .llava import SIGLIP_ENVOYS, LlavaGrids
 
 #: The inner model's text model, tower and aligner, and the SigLIP tower's own names. Not `encoder_names.tower_rooted`:

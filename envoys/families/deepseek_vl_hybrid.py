@@ -6,7 +6,7 @@ two towers on each image and the aligner reads both. The SigLIP tower
 DeepSeek-VL: its ``tower_output`` (after ``post_layernorm``) is the aligner's
 first argument, ``projector.input``, ``[images, patches, vision_hidden_size]``.
 The SAM tower (``model.high_res_vision_model``, on ``high_res_pixel_values``,
-`envoys.sam`, `envoys.sam.SamSecondTower`) is ``model.high_res_vision``, its
+`envoys.towers.sam`, `envoys.towers.sam.SamSecondTower`) is ``model.high_res_vision``, its
 blocks ``high_res_vision.layers[i]`` with the stream values of a pre-norm block on
 its patch grid, flattened in raster order. The host
 (``get_high_res_image_features``) takes the tower's neck output and the
@@ -39,7 +39,7 @@ lists the SAM tower's.
 
 from __future__ import annotations
 
-from ..sam import SAM_ENVOYS, SAM_RENAME
+from ..towers.sam import SAM_ENVOYS, SAM_RENAME
 from . import Family
 from .deepseek_vl import ENVOYS as DEEPSEEK_ENVOYS
 from .deepseek_vl import RENAME as DEEPSEEK_RENAME

@@ -5,7 +5,7 @@ an audio tower, and a mixture-of-experts DeepSeek-V3.2-shaped text model.
 embeddings (``inputs_embeds_masked_scatter_0``, argument 1, found; ``_1`` is
 video and ``_2`` audio, left as they are). The tower is at
 ``model.vision_tower`` (standard ``model.vision``, a `DotsVision`), laid out
-as the Qwen ViT's (`envoys.qwen`): every image's patches in one packed stream
+as the Qwen ViT's (`envoys.towers.qwen`): every image's patches in one packed stream
 ``[patches, vision_hidden_size]``, image after image, each image's in
 merge-block order (the processor's, a stock `Qwen2VLImageProcessor` one
 frame deep), split by ``image_grid_thw``; its blocks ``blocks`` (``attn``,
@@ -43,7 +43,7 @@ and a ``Dots3NoteTextMoE`` after them (routed experts weighted by ``gate``'s
 top-k plus ``shared_experts``), whose output is what the block adds, so
 ``mlp_output`` is it and the block identity holds on either kind;
 ``mlp.router_logits`` is the output of ``gate``'s ``F.linear`` (float32,
-`envoys.moe`), whose sigmoid plus the correction bias (``e_score_correction_bias``)
+`envoys.blocks.moe`), whose sigmoid plus the correction bias (``e_score_correction_bias``)
 picks the experts in each token's best ``topk_group`` of ``n_group`` groups;
 on the dense blocks it is Unavailable, saying so.
 
@@ -73,13 +73,13 @@ from transformers.models.dots3_note.modeling_dots3_note import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..glm import GlmVision
-from ..layouts import PackedPatches
-from ..per_image import per_image_pattern
-from ..qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVisionAttention
-from ..text import value
-from ..values import Argument
-from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
+from ..core.layouts import PackedPatches
+from ..core.values import Argument
+from ..text.blocks import value
+from ..towers.glm import GlmVision
+from ..towers.per_image import per_image_pattern
+from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
 from . import Family
 
 #: Why the Dots tower's attention has no scores or probabilities, under any implementation.

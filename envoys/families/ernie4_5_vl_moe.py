@@ -86,14 +86,14 @@ from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..layouts import Hidden, PackedPatches, RouterLogits
-from ..moe import RoutedMlp, not_routed
-from ..per_image import per_image_pattern
-from ..qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
-from ..standard import child
-from ..text import value
-from ..values import EProperty, Item
-from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
+from ..blocks.moe import RoutedMlp, not_routed
+from ..core.layouts import Hidden, PackedPatches, RouterLogits
+from ..core.standard import child
+from ..core.values import EProperty, Item
+from ..text.blocks import value
+from ..towers.per_image import per_image_pattern
+from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
 from . import Family
 
 #: Why the ERNIE ViT's attention has no scores or probabilities, under any implementation.

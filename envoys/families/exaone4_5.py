@@ -9,7 +9,7 @@ permuted into attention windows at entry (``vision.window_index``), its blocks
 ``blocks`` (``attn``, ``mlp``, ``norm1``, ``norm2``) attending per window, or
 per image on ``fullatt_block_indexes``, one kernel call each
 (``attention_scores`` and ``attention_probabilities`` Unavailable,
-`envoys.qwen.PER_IMAGE`), no final norm, its merger (``merger``, the
+`envoys.towers.qwen.PER_IMAGE`), no final norm, its merger (``merger``, the
 projector) inside it, merge-block order restored after the merger. Its
 attention projects queries, keys and values with one fused ``qkv`` and has
 fewer key-value heads than query heads (``num_key_value_heads``), so
@@ -17,7 +17,7 @@ fewer key-value heads than query heads (``num_key_value_heads``), so
 patches, head_dim]``. The text blocks (EXAONE 4.0's) add
 ``post_attention_layernorm(self_attn(x))`` and
 ``post_feedforward_layernorm(mlp(h))``, with no norm before either sublayer:
-the sandwich envoys (`envoys.sandwich`) serve ``attention_output`` and
+the sandwich envoys (`envoys.blocks.sandwich`) serve ``attention_output`` and
 ``mlp_output`` at those norms; blocks alternate sliding-window and global
 attention (``layer_types``).
 """
@@ -32,9 +32,9 @@ from transformers.models.exaone4_5.modeling_exaone4_5 import (
     Exaone4_5_VisionModel,
 )
 
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.sandwich import SandwichAttention, SandwichLayer, SandwichMlp
+from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 

@@ -35,12 +35,12 @@ from transformers.models.siglip.modeling_siglip import (
 
 from rewrites.image_scatter import Scatter
 
-from ..grids import Grid, ImageInputs, check_image, raster
-from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
-from ..values import Unavailable
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+from ..blocks.sandwich import SandwichAttention, SandwichLayer, SandwichMlp
+from ..core.values import Unavailable
+from ..image.grids import Grid, ImageInputs, check_image, raster
+from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
-from .encoder_names import SIGLIP_WRAPPER_RENAME
 
 RENAME = dict(SIGLIP_WRAPPER_RENAME)
 

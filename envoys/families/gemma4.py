@@ -38,9 +38,9 @@ from transformers.models.gemma4.modeling_gemma4 import (
     Gemma4VisionModel,
 )
 
-from ..gemma4 import GEMMA4_GRIDS, Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
-from ..gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
-from ..sandwich import SandwichAttention, SandwichMlp
+from ..blocks.sandwich import SandwichAttention, SandwichMlp
+from ..towers.gemma4 import GEMMA4_GRIDS, Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
+from ..towers.gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
 from . import Family
 
 RENAME = {

@@ -10,9 +10,9 @@ of blocks: ``model.vision`` is the vision embedder (``model.embed_vision``, a
 patches with layer norms, a linear map and a 2D position embedding; the
 projector is its ``multimodal_embedder`` (a weightless RMSNorm, then a linear
 map to the text width), run on every row, and the host drops the padded rows
-before the scatter (`envoys.gemma4_unified`). Every tower-block value
+before the scatter (`envoys.towers.gemma4_unified`). Every tower-block value
 (``vision.layers[i]``'s, the attention interior, the block sizes) is
-Unavailable, saying there are no blocks (`envoys.blockless`). The audio
+Unavailable, saying there are no blocks (`envoys.towers.blockless`). The audio
 embedder (``model.embed_audio``) keeps its native name.
 
 The text model's blocks are Gemma 4's, sandwich-normed and scaled by
@@ -37,9 +37,9 @@ from transformers.models.gemma4_unified.modeling_gemma4_unified import (
     Gemma4UnifiedVisionEmbedder,
 )
 
-from ..gemma4 import Gemma4TextLayer
-from ..gemma4_unified import GEMMA4_UNIFIED_GRIDS, Gemma4UnifiedVision
-from ..sandwich import SandwichAttention, SandwichMlp
+from ..blocks.sandwich import SandwichAttention, SandwichMlp
+from ..towers.gemma4 import Gemma4TextLayer
+from ..towers.gemma4_unified import GEMMA4_UNIFIED_GRIDS, Gemma4UnifiedVision
 from . import Family
 
 RENAME = {

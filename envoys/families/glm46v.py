@@ -9,7 +9,7 @@ everything but the host is GLM-4.1V's (`envoys.families.glm4v`);
 
 from __future__ import annotations
 
-from ..qwen import QWEN_GRIDS
+from ..towers.qwen import QWEN_GRIDS
 from . import Family
 from .glm4v import ENVOYS, RENAME
 

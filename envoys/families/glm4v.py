@@ -4,12 +4,12 @@
 embeddings (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video,
 whose frames are the same image tokens, left as it is). The tower
 (``model.visual``, a `GlmVision`) is packed and attends per image, as the Qwen
-ViT does (`envoys.glm`); its blocks ``blocks`` (``attn``, ``mlp``, ``norm1``,
+ViT does (`envoys.towers.glm`); its blocks ``blocks`` (``attn``, ``mlp``, ``norm1``,
 ``norm2``), its final norm ``post_layernorm`` (``vision.norm``), then the 2x2
 convolution ``downsample`` and the merger (``merger``, the projector), both
 inside the tower's forward. The text blocks are GLM-4's, sandwich-normed
 (`GlmLayer`). ``attention_scores`` and ``attention_probabilities`` of the
-tower's blocks are Unavailable (`envoys.glm.PER_IMAGE`).
+tower's blocks are Unavailable (`envoys.towers.glm.PER_IMAGE`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from transformers.models.glm4v.modeling_glm4v import (
     Glm4vVisionModel,
 )
 
-from ..glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
-from ..qwen import QWEN_GRIDS
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..towers.glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
+from ..towers.qwen import QWEN_GRIDS
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(GLM_RENAME)

@@ -1,7 +1,7 @@
 """GLM-4.5V (model_type glm4v_moe): GLM-4.1V's tower on a mixture-of-experts GLM-4.5 text model.
 
 ``transformers.models.glm4v_moe`` copies GLM-4.1V's modeling code under new
-class names: its tower is GLM-4.1V's, served as it is (`envoys.glm`), on this
+class names: its tower is GLM-4.1V's, served as it is (`envoys.towers.glm`), on this
 module's classes; its text blocks are GLM-4.5's, not GLM-4's.
 
 - ``Glm4vMoeModel.forward`` scatters the merged image features
@@ -13,7 +13,7 @@ module's classes; its text blocks are GLM-4.5's, not GLM-4's.
   2x2 convolution ``downsample`` and the merger (``merger``, the projector).
   Its attention calls the kernel once per image (``glm4v_moe.vision-attention``),
   so ``attention_scores`` and ``attention_probabilities`` are Unavailable
-  (`envoys.glm.PER_IMAGE`) and the queries and keys are served whole.
+  (`envoys.towers.glm.PER_IMAGE`) and the queries and keys are served whole.
 - The text blocks (``model.language_model.layers``) are plain pre-norm blocks
   (``input_layernorm``, ``self_attn``, ``post_attention_layernorm``,
   ``mlp``; none of GLM-4's post-norms), found as every plain block is. The
@@ -24,7 +24,7 @@ module's classes; its text blocks are GLM-4.5's, not GLM-4's.
   seq, hidden_size]``, which the block adds to the stream, so ``mlp_output``
   is its output and ``layer_input + attention_output + mlp_output ==
   layer_output`` holds on either kind of block. Every block's MLP is a
-  `RoutedMlp` (`envoys.moe`): ``mlp.router_logits`` is the output of the
+  `RoutedMlp` (`envoys.blocks.moe`): ``mlp.router_logits`` is the output of the
   router's ``F.linear`` on float32 (``F_linear_0`` in
   ``Glm4vMoeTextTopkRouter.forward``), ``[tokens, experts]``. The router is
   DeepSeek-V3's: it keeps each token's best ``topk_group`` of ``n_group``
@@ -51,9 +51,9 @@ from transformers.models.glm4v_moe.modeling_glm4v_moe import (
     Glm4vMoeVisionModel,
 )
 
-from ..glm import GLM_RENAME, GlmVision, GlmVisionAttention
-from ..qwen import QWEN_GRIDS
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..towers.glm import GLM_RENAME, GlmVision, GlmVisionAttention
+from ..towers.qwen import QWEN_GRIDS
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(GLM_RENAME)

@@ -6,7 +6,7 @@
 norm and the learned position embeddings, so the first block receives
 ``patch_embeddings``; its attention RMS-norms queries and keys per head
 (``q_norm``, ``k_norm``) before the 2D rotary embedding and, as GLM-4.1V's,
-calls the kernel once per image (`envoys.glm.PER_IMAGE`); its blocks' MLP is
+calls the kernel once per image (`envoys.towers.glm.PER_IMAGE`); its blocks' MLP is
 the config's ``intermediate_size`` wide. Then ``post_layernorm``
 (``vision.norm``), ``downsample`` and the merger (the projector). The text
 blocks are GLM-4's, sandwich-normed (`GlmLayer`), their attention without
@@ -25,9 +25,9 @@ from transformers.models.glm_ocr.modeling_glm_ocr import (
     GlmOcrVisionModel,
 )
 
-from ..glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
-from ..qwen import QWEN_GRIDS
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..towers.glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
+from ..towers.qwen import QWEN_GRIDS
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(GLM_RENAME)

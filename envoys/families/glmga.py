@@ -10,7 +10,7 @@ factor) and video processor, under GLM-4.6V's ``Glm46VProcessor``.
 
 from __future__ import annotations
 
-from ..qwen import QWEN_GRIDS
+from ..towers.qwen import QWEN_GRIDS
 from . import Family
 from .glm4v import ENVOYS, RENAME
 

@@ -7,7 +7,7 @@ into the token embeddings with ``inputs_embeds.masked_scatter``
 host), so ``image_features`` is the projector's output flattened over images
 and tokens.
 
-The tower (``model.vision_tower``, a ``GotOcr2VisionEncoder``: `envoys.sam`)
+The tower (``model.vision_tower``, a ``GotOcr2VisionEncoder``: `envoys.towers.sam`)
 embeds each image, resized by the processor to the configured square, with a
 convolution into a grid ``[images, height, width, vision_hidden_size]``, adds
 an absolute position embedding, and runs its blocks on that grid: windowed
@@ -38,10 +38,10 @@ them.
 
 from __future__ import annotations
 
-from ..grids import Grid, ImageInputs, check_image, raster
-from ..sam import GOT_OCR2_ENVOYS, SAM_BLOCK_RENAME
+from ..image.grids import Grid, ImageInputs, check_image, raster
+from ..towers.encoder_names import WRAPPER_RENAME
+from ..towers.sam import GOT_OCR2_ENVOYS, SAM_BLOCK_RENAME
 from . import Family
-from .encoder_names import WRAPPER_RENAME
 
 #: The wrapper's names, and a SAM block's.
 RENAME = {**WRAPPER_RENAME, **SAM_BLOCK_RENAME}

@@ -53,9 +53,9 @@ from transformers.models.granite_docling.modeling_granite_docling import (
     GraniteDoclingVisionModel,
 )
 
-from ..deepstack import DeepstackLayer
-from ..idefics import TEXT_LAYERS, TILED_RENAME, ConnectedTiledGrids, ConnectedTiledVision
-from ..vision import VisionAttention, VisionLayer, VisionMlp
+from ..blocks.deepstack import DeepstackLayer
+from ..towers.idefics import TEXT_LAYERS, TILED_RENAME, ConnectedTiledGrids, ConnectedTiledVision
+from ..vision.tower import VisionAttention, VisionLayer, VisionMlp
 from . import Family
 
 #: Idefics 3's names, the connector inside the tower.

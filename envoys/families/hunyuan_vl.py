@@ -57,12 +57,12 @@ from transformers.models.hunyuan_vl.modeling_hunyuan_vl import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..grids import RasterGrids
-from ..layouts import PackedPatches
-from ..per_image import per_image_pattern
-from ..qwen import QwenVision, QwenVisionAttention
-from ..text import value
-from ..vision import PackedVisionLayer, PackedVisionMlp, no_patch_embed
+from ..core.layouts import PackedPatches
+from ..image.grids import RasterGrids
+from ..text.blocks import value
+from ..towers.per_image import per_image_pattern
+from ..towers.qwen import QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp, no_patch_embed
 from . import Family
 
 #: Why HunYuanVL's tower attention has no scores or probabilities, under any implementation.

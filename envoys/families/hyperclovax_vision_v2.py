@@ -52,11 +52,11 @@ from transformers.models.hyperclovax.modeling_hyperclovax import (
     HyperCLOVAXMLP,
 )
 
-from ..layouts import Hidden
-from ..qwen import QwenGrids
-from ..sandwich import post_norm_output, sandwich_stream_values
-from ..standard import child
-from ..text import Attention, Layer, Mlp
+from ..blocks.sandwich import post_norm_output, sandwich_stream_values
+from ..core.layouts import Hidden
+from ..core.standard import child
+from ..text.blocks import Attention, Layer, Mlp
+from ..towers.qwen import QwenGrids
 from . import Family
 from .qwen2_5_vl import ENVOYS as QWEN2_5_VL_ENVOYS
 from .qwen2_vl import QWEN_VIT_RENAME

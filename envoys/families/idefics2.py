@@ -1,6 +1,6 @@
 """Idefics 2 (model_type idefics2): a SigLIP-like tower at any resolution, a perceiver connector, a Mistral text model.
 
-What differs from Idefics 3 (`envoys.idefics`), read off
+What differs from Idefics 3 (`envoys.towers.idefics`), read off
 ``transformers.models.idefics2.modeling_idefics2``:
 
 - The processor does not tile (``do_image_splitting`` is off by default; on,
@@ -33,7 +33,7 @@ What differs from Idefics 3 (`envoys.idefics`), read off
   ``image_hidden_states`` (the latents, every image's concatenated,
   ``[image_tokens, hidden_size]``) is ``vision.image_features`` (the scatter
   `INPUTS_MERGER`).
-- Grids (`envoys.padded`): ``vision.patch_grid`` puts an image's real
+- Grids (`envoys.towers.padded`): ``vision.patch_grid`` puts an image's real
   patches on its grid (Unavailable while the image processor splits
   images into crops); ``token_grid`` is Unavailable, the latents being on
   no grid.
@@ -50,9 +50,9 @@ from transformers.models.idefics2.modeling_idefics2 import (
 
 from rewrites.image_scatter import INPUTS_MERGER
 
-from ..idefics import TEXT_LAYERS, TILED_RENAME
-from ..padded import PaddedImageGrids
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp, variable_resolution
+from ..towers.idefics import TEXT_LAYERS, TILED_RENAME
+from ..towers.padded import PaddedImageGrids
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, variable_resolution
 from . import Family
 
 

@@ -5,7 +5,7 @@
 (``self_inputs_merger_0``), which scatters them into the token embeddings;
 the helper's keyword argument ``image_hidden_states`` is
 ``vision.image_features`` (the scatter `INPUTS_MERGER`). The tower, its tiles
-and the connector are `envoys.idefics` (`TiledVision`).
+and the connector are `envoys.towers.idefics` (`TiledVision`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from transformers.models.idefics3.modeling_idefics3 import (
 
 from rewrites.image_scatter import INPUTS_MERGER
 
-from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
-from ..vision import VisionAttention, VisionLayer, VisionMlp
+from ..towers.idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
+from ..vision.tower import VisionAttention, VisionLayer, VisionMlp
 from . import Family
 
 RENAME = dict(TILED_RENAME)

@@ -11,7 +11,7 @@ then scatters the projection's output into the token embeddings with
 argument 1); the root is the scatter host. What the tower, the projector (the
 language projection; its input is the Q-Former's output at the queries, the
 instruction's rows dropped) and ``image_features`` are, and why ``generate``
-serves neither the mask nor the features, is `envoys.qformer`'s.
+serves neither the mask nor the features, is `envoys.towers.qformer`'s.
 
 The text model is Llama (``language_model.model``), found from its blocks:
 ``layers``, ``embed_tokens``, ``norm``, ``lm_head``. The logits are read at the
@@ -19,7 +19,7 @@ language model's output (``logits_at``), which ``generate`` runs too.
 
 Unavailable: under generate, ``image_token_mask`` and ``image_features``.
 Refused: a checkpoint on Flan-T5 (an encoder-decoder text model), before
-anything is loaded (`envoys.qformer.encoder_decoder_text`). A prompt takes one
+anything is loaded (`envoys.towers.qformer.encoder_decoder_text`). A prompt takes one
 image; more images than prompts make the Q-Former raise (transformers').
 """
 
@@ -35,8 +35,8 @@ from transformers.models.instructblip.modeling_instructblip import (
 
 from rewrites.image_scatter import Scatter
 
-from ..qformer import BLIP_RENAME, OWN_GENERATE, BlipGrids, encoder_decoder_text
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+from ..towers.qformer import BLIP_RENAME, OWN_GENERATE, BlipGrids, encoder_decoder_text
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 
 #: Llama's text model under the root's ``language_model``.

@@ -1,7 +1,7 @@
 """InternVL (model_type internvl): an InternViT tower on tiles, the host's pixel shuffle, a Qwen2 text model.
 
 ``InternVLModel.get_image_features`` runs the tower (``model.vision_tower``,
-`envoys.internvit`: CLS first, layer-scaled blocks at ``encoder.layer``) on
+`envoys.towers.internvit`: CLS first, layer-scaled blocks at ``encoder.layer``) on
 every tile of the call, takes its ``last_hidden_state`` (``vision_feature_layer``
 -1; the tower's ``layernorm`` is an identity on a mean-pooling tower, so this is
 the last block's output), drops each tile's CLS (strategy "default"), folds
@@ -14,7 +14,7 @@ Vision's, this projector reads what the host already shuffled, and
 ``InternVLModel.forward`` scatters it at the image tokens
 (``inputs_embeds_masked_scatter_0``, argument 1, found), so ``image_features``
 is ``projector.output`` flattened: tile after tile. The image processor is
-GotOcr2's, which tiles as Aya Vision's does (`envoys.cohere`); the processor
+GotOcr2's, which tiles as Aya Vision's does (`envoys.towers.cohere`); the processor
 (`InternVLProcessor`) writes each image as ``<img>``, every tile's
 ``<IMG_CONTEXT>`` tokens in one run, ``</img>``. The text model is Qwen2,
 found from its blocks.
@@ -29,9 +29,9 @@ from transformers.models.internvl.modeling_internvl import (
     InternVLVisionModel,
 )
 
-from ..internvit import INTERNVIT_RENAME, InternVitGrids, internvit_envoys, tower_norm
+from ..towers.encoder_names import WRAPPER_RENAME
+from ..towers.internvit import INTERNVIT_RENAME, InternVitGrids, internvit_envoys, tower_norm
 from . import Family
-from .encoder_names import WRAPPER_RENAME
 
 RENAME = {**WRAPPER_RENAME, **INTERNVIT_RENAME}
 

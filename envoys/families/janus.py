@@ -55,7 +55,7 @@ from transformers.models.janus.modeling_janus import (
     JanusVisionModel,
 )
 
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
 from .deepseek_vl import RENAME as DEEPSEEK_VL_RENAME
 from .deepseek_vl import DeepseekGrids

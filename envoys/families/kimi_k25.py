@@ -35,11 +35,11 @@ attention on the shared interface, a dense MLP on the first
 experts weighted by ``gate``'s top-k plus ``shared_experts``), whose output is
 what the block adds, so ``mlp_output`` is it and the block identity holds on
 either kind; ``mlp.router_logits`` is the output of ``gate``'s ``F.linear``
-(float32, `envoys.moe`), whose sigmoid (plus the correction bias) picks the
+(float32, `envoys.blocks.moe`), whose sigmoid (plus the correction bias) picks the
 experts; on the dense blocks it is Unavailable, saying so.
 
 ``vision.patch_grid`` and ``vision.token_grid`` put each image's patches and
-image tokens on its grids, both in raster order (`envoys.grids.RasterGrids`).
+image tokens on its grids, both in raster order (`envoys.image.grids.RasterGrids`).
 
 Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
 (`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
@@ -60,14 +60,14 @@ from transformers.models.kimi_k25.modeling_kimi_k25 import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..glm import GlmVision
-from ..grids import RasterGrids
-from ..layouts import PackedPatches
-from ..per_image import per_image_pattern
-from ..qwen import QwenVisionAttention
-from ..text import value
-from ..values import Argument
-from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
+from ..core.layouts import PackedPatches
+from ..core.values import Argument
+from ..image.grids import RasterGrids
+from ..text.blocks import value
+from ..towers.glm import GlmVision
+from ..towers.per_image import per_image_pattern
+from ..towers.qwen import QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
 from . import Family
 
 #: Why MoonViT's attention has no scores or probabilities, under any implementation.

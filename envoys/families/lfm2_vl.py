@@ -2,7 +2,7 @@
 
 The tower (``model.vision_tower``, a `NaflexVision`) takes the processor's
 flat patches, each image's row padded to a fixed count with the padded keys
-masked (`envoys.naflex`). Each row is an image, or, for an image the
+masked (`envoys.towers.naflex`). Each row is an image, or, for an image the
 processor finds too large for its token budget, one tile of the image's
 canvas, the tiles followed by a thumbnail of the whole image (the processor
 writes ``<|img_row_R_col_C|>`` before each tile's tokens and
@@ -55,14 +55,14 @@ from transformers.models.siglip2.modeling_siglip2 import (
     Siglip2VisionModel,
 )
 
-from ..cohere import unexpected
-from ..grids import Grid, ImageInputs, TiledImage, TiledLayout, TokenRun, check_image, raster
-from ..hybrid import HybridLayer
-from ..naflex import NaflexAttention, NaflexVision
-from ..text import Attention, Mlp
-from ..vision import VisionLayer, VisionMlp
+from ..blocks.hybrid import HybridLayer
+from ..image.grids import Grid, ImageInputs, TiledImage, TiledLayout, TokenRun, check_image, raster
+from ..text.blocks import Attention, Mlp
+from ..towers.cohere import unexpected
+from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
+from ..towers.naflex import NaflexAttention, NaflexVision
+from ..vision.tower import VisionLayer, VisionMlp
 from . import Family
-from .encoder_names import SIGLIP_WRAPPER_RENAME
 
 RENAME = {
     **{key: name for key, name in SIGLIP_WRAPPER_RENAME.items() if key != "model.language_model.norm"},

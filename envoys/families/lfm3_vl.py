@@ -4,7 +4,7 @@ over merge blocks, an LFM3 hybrid text model.
 ``Lfm3VlModel.forward`` scatters the projected image features into the token
 embeddings (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video,
 left as it is). The tower (``model.vision_tower``, an `Lfm3Vision`) runs the
-Qwen ViT's layout (`envoys.qwen`): every image's patches in one stream
+Qwen ViT's layout (`envoys.towers.qwen`): every image's patches in one stream
 ``[patches, vision_hidden_size]``, image after image, each image's in
 merge-block order, split by the processor's ``image_grid_thw``. A linear patch
 embedding (``patch_embed``; ``patch_embeddings`` is its output) is RMS-normed
@@ -63,17 +63,17 @@ from transformers.models.lfm3_vl.modeling_lfm3_vl import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..hybrid import HybridLayer, HybridVisionLayer, mixer_attention_output, no_softmax_attention
-from ..layouts import Hidden, PackedPatches
-from ..per_image import per_image_pattern
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention, tower_output_at
-from ..sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
-from ..standard import child
-from ..text import Attention, Mlp, value
-from ..values import First
-from ..vision import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
+from ..blocks.hybrid import HybridLayer, HybridVisionLayer, mixer_attention_output, no_softmax_attention
+from ..blocks.sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
+from ..core.layouts import Hidden, PackedPatches
+from ..core.standard import child
+from ..core.values import First
+from ..text.blocks import Attention, Mlp, value
+from ..towers.encoder_names import WRAPPER_RENAME
+from ..towers.per_image import per_image_pattern
+from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention, tower_output_at
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
 from . import Family
-from .encoder_names import WRAPPER_RENAME
 
 #: The norms after a text block's sublayers, whose outputs are what they add to the stream.
 ATTENTION_POST_NORM = "post_operator_norm"

@@ -26,7 +26,7 @@ tokens between them).
 
 from __future__ import annotations
 
-from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
+from ..towers.pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
 from . import Family
 from .mistral3 import GRIDS
 

@@ -18,7 +18,7 @@ Text blocks (``language_model.model.layers``) have ``feed_forward`` (a MoE on
 the layers in ``moe_layers``, a dense MLP on the others; standard ``mlp``);
 ``mlp_output`` is what the block adds, read at ``hidden_states_view_0``
 (`Llama4Layer`); on a MoE layer ``mlp.router_logits`` is the router's logits
-(its ``super().forward``, the router being an ``nn.Linear``; `envoys.moe`),
+(its ``super().forward``, the router being an ``nn.Linear``; `envoys.blocks.moe`),
 Unavailable on a dense layer. Attention layers with RoPE apply it, then an L2 norm to
 queries and keys (``use_qk_norm``), and attend in chunks
 (``attention_chunk_size``, a chunked causal mask); the others have no RoPE,
@@ -59,14 +59,14 @@ from transformers.models.llama4.modeling_llama4 import (
 from rewrites.image_scatter import Scatter
 from rewrites.llama4_feed_forward import FEED_FORWARD_SITE
 
-from ..bugs import KnownBug
-from ..grids import GridError, ImageInputs, TiledImage, TiledLayout
-from ..layouts import Hidden, Patches
-from ..moe import RoutedMlp
-from ..standard import missing_site
-from ..text import Layer, either, lacks, value
-from ..values import Argument
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
+from ..blocks.moe import RoutedMlp
+from ..core.bugs import KnownBug
+from ..core.layouts import Hidden, Patches
+from ..core.standard import missing_site
+from ..core.values import Argument
+from ..image.grids import GridError, ImageInputs, TiledImage, TiledLayout
+from ..text.blocks import Layer, either, lacks, value
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
 from . import Family
 
 #: The field the root's forward reads off the language model's output in transformers 5.24.0.
@@ -111,7 +111,7 @@ def not_the_blocks_feed_forward(mlp: Any) -> str | None:
 class Llama4Mlp(RoutedMlp):
     """A Llama 4 block's feed-forward (MoE or dense): ``mlp_output`` is the block's, ``[batch, seq, hidden_size]``,
     where the module's own output is ``[batch * seq, hidden_size]`` on a MoE layer; ``router_logits`` the MoE's
-    router's (`envoys.moe`), Unavailable on a dense layer."""
+    router's (`envoys.blocks.moe`), Unavailable on a dense layer."""
 
     mlp_output = value(
         "mlp_output", Hidden, "what the feed-forward (MoE or dense) adds to the stream", _block_site, None,

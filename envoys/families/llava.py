@@ -12,7 +12,7 @@ unused). SigLIP has no CLS and a final norm over the patches
 its ``post_layernorm`` normalises only the pooled CLS, so it is no ``norm``.
 
 Llava-Pixtral (a Pixtral vision config, like mistral-community/pixtral-12b,
-with the stock ``PixtralProcessor``) has the packed tower of `envoys.pixtral`:
+with the stock ``PixtralProcessor``) has the packed tower of `envoys.towers.pixtral`:
 every image's patches in one row, ``[1, all patches, vision_hidden_size]``,
 its native names (``transformer.layers``, ``attention``, ...) renamed only on
 such a checkpoint. The host passes the processor's ``image_sizes`` to the
@@ -33,13 +33,13 @@ from transformers.models.siglip.modeling_siglip import (
     SiglipVisionModel,
 )
 
-from ..feature_layers import with_feature_layer_gradients
-from ..fixed_tower import TileRows
-from ..grids import Grid, ImageInputs, check_image
-from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
-from ..vision import Vision, VisionAttention, VisionLayer, VisionMlp
+from ..image.grids import Grid, ImageInputs, check_image
+from ..towers.encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
+from ..towers.feature_layers import with_feature_layer_gradients
+from ..towers.fixed_tower import TileRows
+from ..towers.pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Family
-from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, WRAPPER_RENAME, tower_rooted
 
 RENAME = {**WRAPPER_RENAME, **tower_rooted(ENCODER_TOWER_RENAME), **ENCODER_BLOCK_RENAME}
 
@@ -67,9 +67,9 @@ PIXTRAL_GRIDS = PixtralGrids()
 
 
 class LlavaGrids:
-    """LLaVA's grids: each image is one tile of a SigLIP or CLIP tower (`envoys.fixed_tower.TileRows`), image after
+    """LLaVA's grids: each image is one tile of a SigLIP or CLIP tower (`envoys.towers.fixed_tower.TileRows`), image after
     image, on the tower's stream ``[images, patches, ...]`` and on the image tokens alike. A Pixtral tower's are
-    `envoys.pixtral.PixtralGrids`' (packed, no merge: one image token per patch)."""
+    `envoys.towers.pixtral.PixtralGrids`' (packed, no merge: one image token per patch)."""
 
     stream_dims = 2
 

@@ -33,13 +33,13 @@ from transformers.models.llava_next.modeling_llava_next import (
 
 from rewrites.image_scatter import Scatter
 
-from ..feature_layers import with_feature_layer_gradients
-from ..fixed_tower import TileRows
-from ..grids import Grid, ImageInputs, check_image, raster, stitch
-from ..layouts import ImageFeatures, Layout
-from ..text import interior_values, stream_values, value
-from ..values import Field
-from ..vision import (
+from ..core.layouts import ImageFeatures, Layout
+from ..core.values import Field
+from ..image.grids import Grid, ImageInputs, check_image, raster, stitch
+from ..text.blocks import interior_values, stream_values, value
+from ..towers.feature_layers import with_feature_layer_gradients
+from ..towers.fixed_tower import TileRows
+from ..vision.tower import (
     Vision,
     VisionAttention,
     VisionLayer,

@@ -42,15 +42,15 @@ from transformers.models.siglip.modeling_siglip import (
 
 from rewrites.image_scatter import Scatter
 
-from ..feature_layers import with_feature_layer_gradients
-from ..fixed_tower import TileRows
-from ..grids import Grid, ImageInputs
-from ..layouts import ImageFeatures
-from ..text import value
-from ..values import Field
-from ..vision import VisionMlp, image_scatter, no_image_features, no_images, scattered_argument
+from ..core.layouts import ImageFeatures
+from ..core.values import Field
+from ..image.grids import Grid, ImageInputs
+from ..text.blocks import value
+from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
+from ..towers.feature_layers import with_feature_layer_gradients
+from ..towers.fixed_tower import TileRows
+from ..vision.tower import VisionMlp, image_scatter, no_image_features, no_images, scattered_argument
 from . import Family
-from .encoder_names import SIGLIP_WRAPPER_RENAME
 from .llava_next import LlavaNextGrids, LlavaNextVision, TileAttention, TilePatches, TilePatchLayer
 
 

@@ -1,8 +1,8 @@
-"""MiniCPM-OCR (model_type minicpm_ocr): MiniCPM-V 4.6's layout (`envoys.minicpm`), downsampling 4x by default.
+"""MiniCPM-OCR (model_type minicpm_ocr): MiniCPM-V 4.6's layout (`envoys.towers.minicpm`), downsampling 4x by default.
 
 transformers builds MiniCPM-OCR's classes as copies of MiniCPM-V 4.6's
 (``MiniCPMOcr*``): the packed SigLIP-NaViT tower at ``model.vision_tower`` (a
-`MiniCPMVision`), per-unit attention (`envoys.minicpm.PER_IMAGE`), the merger
+`MiniCPMVision`), per-unit attention (`envoys.towers.minicpm.PER_IMAGE`), the merger
 at ``model.merger`` (the projector, a list of one tensor per unit), the
 scatter ``inputs_embeds_masked_scatter_0`` in ``MiniCPMOcrModel.forward``, on
 a Qwen3.5 text model. Its ``downsample_mode`` is "4x": the tower's forward
@@ -21,8 +21,8 @@ from transformers.models.minicpm_ocr.modeling_minicpm_ocr import (
     MiniCPMOcrVisionModel,
 )
 
-from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..towers.minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
 

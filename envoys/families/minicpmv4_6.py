@@ -5,13 +5,13 @@ on a Qwen3.5 text model.
 (``inputs_embeds_masked_scatter_0``, argument 1; ``_1`` is video). The tower
 (``model.vision_tower``, a `MiniCPMVision`; blocks ``encoder.layers``, SigLIP's
 names) is packed, every source image and slice one unit, and attends per unit
-as the Qwen ViT does (`envoys.minicpm`); under 16x (the default) its
+as the Qwen ViT does (`envoys.towers.minicpm`); under 16x (the default) its
 ``vit_merger`` folds the stream 2x2 after block ``insert_layer_id``. The
 projector is the merger (``model.merger``), whose output is a list of one tensor
-per unit. The text model is Qwen3.5's gated-DeltaNet hybrid (`envoys.deltanet`).
+per unit. The text model is Qwen3.5's gated-DeltaNet hybrid (`envoys.blocks.deltanet`).
 
 Unavailable: the tower blocks' ``attention_scores`` and
-``attention_probabilities`` (`envoys.minicpm.PER_IMAGE`), ``vision.image_size``
+``attention_probabilities`` (`envoys.towers.minicpm.PER_IMAGE`), ``vision.image_size``
 (each unit keeps its own size), and, as on Qwen3.5, the attention values of
 the DeltaNet blocks and the DeltaNet values of the full-attention blocks.
 """
@@ -26,9 +26,9 @@ from transformers.models.minicpmv4_6.modeling_minicpmv4_6 import (
 )
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qwen3_5GatedDeltaNet
 
-from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
-from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
+from ..towers.minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 RENAME = dict(MINICPM_RENAME)

@@ -1,10 +1,10 @@
-"""MiniCPM-V 4.7 (model_type minicpmv4_7): MiniCPM-V 4.6's layout (`envoys.minicpm`) under canvas M-RoPE.
+"""MiniCPM-V 4.7 (model_type minicpmv4_7): MiniCPM-V 4.6's layout (`envoys.towers.minicpm`) under canvas M-RoPE.
 
 transformers builds 4.7's tower, merger and host as copies of 4.6's
 (``MiniCPMV4_7*``): the packed SigLIP-NaViT tower at ``model.vision_tower``
 (a `MiniCPMVision`, its ``vit_merger`` folding the stream 2x2 after block
 ``insert_layer_id`` under 16x, the default), per-unit attention
-(`envoys.minicpm.PER_IMAGE`), the merger at ``model.merger`` (the projector,
+(`envoys.towers.minicpm.PER_IMAGE`), the merger at ``model.merger`` (the projector,
 a list of one tensor per unit), the scatter ``inputs_embeds_masked_scatter_0``
 in ``MiniCPMV4_7Model.forward``, on a Qwen3.5 text model. What differs is
 where the text positions come from: the host computes 3D positions that lay
@@ -22,8 +22,8 @@ from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import (
     MiniCPMV4_7VisionModel,
 )
 
-from ..minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..towers.minicpm import MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
 

@@ -18,9 +18,9 @@ spatial_merge_size))`` image tokens, in raster order over the merged grid.
 
 from __future__ import annotations
 
-from ..pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
+from ..towers.encoder_names import WRAPPER_RENAME
+from ..towers.pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
 from . import Family
-from .encoder_names import WRAPPER_RENAME
 
 RENAME = {**WRAPPER_RENAME, **PIXTRAL_RENAME}
 

@@ -28,7 +28,7 @@ skipped block (`IndexedLayer`) passes on the ``prev_topk_indices`` it received.
   routed experts (``experts``, weighted by ``gate``'s top-k) plus the shared
   experts (``shared_experts``). On either, ``mlp_output`` is the MLP's output,
   what the block adds to the stream. On a MoE block ``mlp.router_logits`` is
-  the output of ``gate``'s ``F.linear`` (float32; `envoys.moe`), from whose
+  the output of ``gate``'s ``F.linear`` (float32; `envoys.blocks.moe`), from whose
   softmax it picks the top-k within the best ``topk_group`` expert groups;
   on the dense blocks it is Unavailable, saying so.
 - The root soft-caps the logits (``final_logit_softcapping``): ``logits`` is
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4TextDecoderLayer
 
-from ..indexed import IndexedLayer
+from ..blocks.indexed import IndexedLayer
 from . import Family
 from .mistral3 import ENVOYS, GRIDS, RENAME
 

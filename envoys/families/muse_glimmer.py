@@ -3,7 +3,7 @@ sandwich-normed text model.
 
 ``MuseGlimmerModel.forward`` scatters the image features
 (``inputs_embeds_masked_scatter_0``, argument 1, found; ``_1`` is video).
-The tower (``model.vision_tower``, ``vision``; a `MuseVision`, `envoys.muse`)
+The tower (``model.vision_tower``, ``vision``; a `MuseVision`, `envoys.towers.muse`)
 is packed, each image's patches in raster order; its blocks (``layers``)
 split their attention at ``cu_seqlens`` as the Qwen ViT's do
 (``muse_glimmer.vision-attention``): per window on the
@@ -53,9 +53,9 @@ from transformers.models.muse_glimmer.modeling_muse_glimmer import (
     MuseGlimmerVisionModel,
 )
 
-from ..muse import MUSE_GRIDS, MUSE_VISION_RENAME, MuseVision, MuseVisionAttention
-from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.sandwich import SandwichAttention, SandwichLayer, SandwichMlp
+from ..towers.muse import MUSE_GRIDS, MUSE_VISION_RENAME, MuseVision, MuseVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 #: The text model's names under the standard ones (the blocks' are Gemma's).

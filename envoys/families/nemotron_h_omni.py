@@ -21,7 +21,7 @@ attention answers to ``self_attn`` and the mixture of experts (and an MLP) to
 ``mlp_output``, not both, and a Mamba2 block neither: what it adds is
 ``layers[i].mixer.output``. Every block is a `NemotronHLayer`, which says so
 per block. A mixture of experts serves ``mlp.router_logits`` (its router's
-``F.linear`` on float32, `envoys.moe`; the experts run are chosen from its
+``F.linear`` on float32, `envoys.blocks.moe`; the experts run are chosen from its
 sigmoid plus ``e_score_correction_bias``, within the best expert groups).
 """
 
@@ -40,13 +40,13 @@ from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer,
 
 from rewrites.image_scatter import Scatter
 
-from ..hybrid import HybridLayer, other_mixer
-from ..moe import RoutedMlp
-from ..radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
-from ..standard import child
-from ..text import Attention
-from ..values import Unavailable
-from ..vision import PackedVisionMlp
+from ..blocks.hybrid import HybridLayer, other_mixer
+from ..blocks.moe import RoutedMlp
+from ..core.standard import child
+from ..core.values import Unavailable
+from ..text.blocks import Attention
+from ..towers.radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
+from ..vision.tower import PackedVisionMlp
 from . import Family
 
 #: The root scatters the image features in its own forward.

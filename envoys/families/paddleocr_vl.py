@@ -9,7 +9,7 @@ token embeddings (``inputs_embeds_masked_scatter_0``, argument 1). The tower
 image's grid, the SigLIP-shaped blocks ``encoder.layers`` (``layer_norm1``,
 ``self_attn`` with ``out_proj``, ``layer_norm2``, ``mlp`` with ``fc1`` /
 ``fc2``), whose attention splits at ``cu_seqlens`` and calls the kernel once
-per image (`envoys.packed_siglip.PER_IMAGE`: ``attention_scores`` and
+per image (`envoys.towers.packed_siglip.PER_IMAGE`: ``attention_scores`` and
 ``attention_probabilities`` are Unavailable), and the final norm
 ``post_layernorm`` (``vision.norm``). Every image's patches run packed, each
 image's in raster order. The projector (``model.projector``, outside the tower)
@@ -30,10 +30,10 @@ from transformers.models.paddleocr_vl.modeling_paddleocr_vl import (
     PaddleOCRVisionModel,
 )
 
-from ..packed_siglip import PackedSiglipAttention, PackedSiglipVision
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..towers.encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, VISION_MODEL
+from ..towers.packed_siglip import PackedSiglipAttention, PackedSiglipVision
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
-from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME, VISION_MODEL
 
 #: The inner model's text model, tower and projector; the tower's own names one level down, in its ``vision_model``.
 RENAME = {

@@ -45,11 +45,11 @@ from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention, Gemma2De
 
 from rewrites.image_scatter import Scatter
 
-from ..fixed_tower import TileRows
-from ..grids import Grid, ImageInputs, check_image
-from ..sandwich import SandwichAttention, SandwichLayer, SandwichMlp
+from ..blocks.sandwich import SandwichAttention, SandwichLayer, SandwichMlp
+from ..image.grids import Grid, ImageInputs, check_image
+from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
+from ..towers.fixed_tower import TileRows
 from . import Family
-from .encoder_names import SIGLIP_WRAPPER_RENAME
 from .llava import SIGLIP_ENVOYS
 
 RENAME = dict(SIGLIP_WRAPPER_RENAME)

@@ -11,7 +11,7 @@ its forward scatters ``projector.output`` at the image tokens
 tower's blocks are at ``layers`` (no ``encoder``), and each block passes its
 scaled sublayer outputs through stochastic-depth modules (``drop_path1``,
 ``drop_path2``) before adding them to the stream, so ``attention_output``
-and ``mlp_output`` are read at those modules' outputs (`envoys.internvit`);
+and ``mlp_output`` are read at those modules' outputs (`envoys.towers.internvit`);
 the text model is Qwen3 (found from its blocks); the processor
 (`QianfanOCRProcessor`) expands each ``<image>`` of the prompt into ``<img>``,
 the tiles' ``<IMG_CONTEXT>`` tokens, ``</img>``, and takes no video.
@@ -26,9 +26,9 @@ from transformers.models.qianfan_ocr.modeling_qianfan_ocr import (
     QianfanOCRVisionModel,
 )
 
-from ..internvit import INTERNVIT_RENAME, InternVitGrids, internvit_envoys, tower_norm
+from ..towers.encoder_names import WRAPPER_RENAME
+from ..towers.internvit import INTERNVIT_RENAME, InternVitGrids, internvit_envoys, tower_norm
 from . import Family
-from .encoder_names import WRAPPER_RENAME
 
 #: InternVL's names; the blocks are already at ``layers``.
 RENAME = {**WRAPPER_RENAME, **{key: name for key, name in INTERNVIT_RENAME.items() if key != "encoder.layer"}}

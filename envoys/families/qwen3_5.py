@@ -24,9 +24,9 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
     Qwen3_5VisionModel,
 )
 
-from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
+from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 

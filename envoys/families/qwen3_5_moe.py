@@ -27,7 +27,7 @@ classes:
   seq, hidden_size]``, which the block adds to the stream, so ``mlp_output``
   is its output and ``layer_input + attention_output + mlp_output ==
   layer_output`` holds (``attention_output`` being the DeltaNet's on a
-  DeltaNet block). The MLP is a `RoutedMlp` (`envoys.moe`):
+  DeltaNet block). The MLP is a `RoutedMlp` (`envoys.blocks.moe`):
   ``mlp.router_logits`` is the output of the router's ``F.linear``
   (``F_linear_0`` in ``Qwen3_5MoeTopKRouter.forward``), ``[tokens, experts]``,
   whose softmax's top ``num_experts_per_tok`` are the experts that run. The
@@ -56,9 +56,9 @@ from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import (
     Qwen3_5MoeVisionModel,
 )
 
-from ..deltanet import DeltaNetHybridLayer, GatedDeltaNet
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
+from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_5 import RENAME as QWEN3_5_RENAME
 

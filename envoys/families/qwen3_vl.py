@@ -19,9 +19,9 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
     Qwen3VLVisionModel,
 )
 
-from ..deepstack import DeepstackLayer
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.deepstack import DeepstackLayer
+from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen2_vl import QWEN_VIT_RENAME
 

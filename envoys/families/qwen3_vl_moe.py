@@ -25,7 +25,7 @@ module's classes:
   ``[batch, seq, hidden_size]``, which the block adds to the stream, so
   ``mlp_output`` is its output and ``layer_input + attention_output +
   mlp_output == layer_output`` holds on either kind of block. Every block's MLP
-  is a `RoutedMlp` (`envoys.moe`): ``mlp.router_logits`` is the output of the
+  is a `RoutedMlp` (`envoys.blocks.moe`): ``mlp.router_logits`` is the output of the
   router's ``F.linear`` (``F_linear_0`` in ``Qwen3VLMoeTextTopKRouter.forward``),
   ``[tokens, experts]``, whose softmax's top ``num_experts_per_tok`` are the
   experts that run; on a dense block it is Unavailable, saying the block is
@@ -49,9 +49,9 @@ from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import (
     Qwen3VLMoeVisionModel,
 )
 
-from ..deepstack import DeepstackLayer
-from ..qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..blocks.deepstack import DeepstackLayer
+from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 

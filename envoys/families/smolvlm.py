@@ -6,7 +6,7 @@ embeddings itself (``inputs_embeds.masked_scatter``,
 Idefics 3. Before transformers 5.21 it scattered in a helper, as Idefics 3
 does (``self.inputs_merger(..., image_hidden_states=...)``,
 ``self_inputs_merger_0``; `SmolVLMScatter` serves whichever the installed
-release has). The tower, its tiles and the connector are `envoys.idefics`
+release has). The tower, its tiles and the connector are `envoys.towers.idefics`
 (`TiledVision`); the text model is a Llama.
 """
 
@@ -23,9 +23,9 @@ from transformers.models.smolvlm.modeling_smolvlm import (
 from instrument import installed
 from rewrites.image_scatter import INPUTS_MERGER, SMOLVLM_BEFORE_5_21, Scatter
 
-from ..idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
-from ..values import Argument
-from ..vision import ImageScatter, VisionAttention, VisionLayer, VisionMlp, features_argument
+from ..core.values import Argument
+from ..towers.idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
+from ..vision.tower import ImageScatter, VisionAttention, VisionLayer, VisionMlp, features_argument
 from . import Family
 
 RENAME = dict(TILED_RENAME)

@@ -10,7 +10,7 @@ the attention's 2D rotary embedding places each patch), runs the SigLIP-shaped
 blocks ``encoder.layers`` (``layer_norm1``, ``self_attn`` with ``out_proj``,
 ``layer_norm2``, ``mlp`` with ``fc1`` / ``fc2``), whose attention splits at
 ``cu_seqlens`` and calls the kernel once per image
-(`envoys.packed_siglip.PER_IMAGE`: ``attention_scores`` and
+(`envoys.towers.packed_siglip.PER_IMAGE`: ``attention_scores`` and
 ``attention_probabilities`` are Unavailable), and ends in ``post_layernorm``
 (``vision.norm``, whose output is ``tower_output``); every image's patches run
 packed, each image's in merge-block order at its ``merge_size``
@@ -35,10 +35,10 @@ from transformers.models.video_llama_3.modeling_video_llama_3 import (
     VideoLlama3VisionModel,
 )
 
-from ..packed_siglip import PackedSiglipAttention, PackedSiglipVision
-from ..vision import PackedVisionLayer, PackedVisionMlp
+from ..towers.encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME
+from ..towers.packed_siglip import PackedSiglipAttention, PackedSiglipVision
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
-from .encoder_names import ENCODER_BLOCK_RENAME, ENCODER_TOWER_RENAME
 
 #: The inner model's text model, tower and projector, and the tower's own names (the inner model's ``vision_model``
 #: is the tower itself).

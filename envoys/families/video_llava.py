@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..feature_layers import with_feature_layer_gradients
-from ..grids import ImageInputs
+from ..image.grids import ImageInputs
+from ..towers.feature_layers import with_feature_layer_gradients
 from . import Family
 from .llava import CLIP_ENVOYS, LlavaGrids
 from .llava import RENAME as LLAVA_RENAME

@@ -11,13 +11,13 @@ the feature axis, so ``projector.input`` is ``[images, patches,
 len(vision_feature_layer) * vision_hidden_size]`` (layer-normed inside the
 projector, ``projector_layernorm``, then two linear layers). Blocks past the
 deepest layer it reads run unused: their values have no gradient
-(`envoys.feature_layers`). Each image is one CLIP tile, one image token a
+(`envoys.towers.feature_layers`). Each image is one CLIP tile, one image token a
 patch, as LLaVA's grids place them.
 """
 
 from __future__ import annotations
 
-from ..feature_layers import with_feature_layer_gradients
+from ..towers.feature_layers import with_feature_layer_gradients
 from . import Family
 from .llava import CLIP_ENVOYS, RENAME, LlavaGrids
 

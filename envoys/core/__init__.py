@@ -1,0 +1,1 @@
+"""The value machinery: standard values, their layouts and locations, pinning, and the errors they raise."""

@@ -1,0 +1,433 @@
+"""The experiments researchers run on vision-language models, each one function on the standard values.
+
+Each recipe takes the model, the prompt (one string, with the processor's image
+placeholders, as ``model.trace`` takes it) and its images (a list of PIL images),
+runs the traces it needs, and returns a small frozen dataclass of plain tensors
+that can draw itself (``result.draw("out.png")``, through `envoys.image.plots`):
+
+- `logit_lens`: what each image token means to the text model, block by block:
+  every text block's output at one image's tokens, read through the final norm
+  and the head (``model.project_on_vocab``), as grids of top tokens;
+- `attention_to_image`: a token's attention to one image's tokens at a block, as
+  a grid, summed over heads or per head (the block's ``attention_probabilities``);
+- `patch_image_rows`: activation patching between a clean and a corrupted image
+  of the same size: ``image_features`` and the image rows of each text block's
+  ``layer_output`` taken from the clean run into the corrupted run, one at a
+  time, and the effect on a logit difference;
+- `knock_out_image_attention`: the text tokens' attention to the image tokens
+  removed at chosen blocks (the scores at the text-query, image-key cells set to
+  -inf before the softmax, ``attention_scores``), and the logits it leaves.
+
+Values on the image's grid come from ``model.vision.token_grid`` (the family's
+layout), so a recipe knows no family. A recipe that needs a value the model does
+not serve (a block with no softmax attention, a load that is not eager) raises
+`Unavailable` with the value's own reason before anything runs. Every trace
+stops after its last read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nnsight
+import torch
+from PIL import Image
+
+from .. import plots
+from ..core.values import Unavailable
+
+#: A token given by id, or by its text (which must be one token).
+Token = int | str
+
+
+# -- shared checks -----------------------------------------------------------------------------
+
+
+def image_list(images: Any, name: str = "images") -> list[Image.Image]:
+    """``images`` as a non-empty list of PIL images; TypeError saying what to pass otherwise."""
+    listed = [images] if isinstance(images, Image.Image) else list(images) if isinstance(images, (list, tuple)) else None
+    if not listed or not all(isinstance(image, Image.Image) for image in listed):
+        raise TypeError(f"{name} is a list of PIL images, as model.trace(prompt, images=...) takes; got {images!r:.80}")
+    return listed
+
+
+def one_prompt(prompt: Any) -> str:
+    """The prompt, one string; TypeError otherwise (a recipe reads batch row 0 and runs one invoke)."""
+    if not isinstance(prompt, str):
+        raise TypeError(
+            f"a recipe takes one prompt, a string with the processor's image placeholders "
+            f"(envoys.tiny.chat_prompt or processor.apply_chat_template(..., tokenize=False)); got {type(prompt).__name__}"
+        )
+    return prompt
+
+
+def blocks(model: Any, layers: int | Sequence[int] | None) -> tuple[int, ...]:
+    """The text blocks ``layers`` names (every block when None), non-negative, in forward order, each once."""
+    chosen = range(model.num_layers) if layers is None else [layers] if isinstance(layers, int) else layers
+    indices = tuple(sorted({model._block(layer) for layer in chosen}))
+    if not indices:
+        raise ValueError("layers names no block: give block indices, or None for every block")
+    return indices
+
+
+def token_id(model: Any, token: Token) -> int:
+    """A token's id: an id is checked against the vocabulary, a text must encode to exactly one token, not the
+    tokenizer's unknown token (a word it does not have)."""
+    if isinstance(token, bool) or not isinstance(token, (int, str)):
+        raise TypeError(f"a token is an id (int) or its text (str); got {token!r}")
+    if isinstance(token, str):
+        tokenizer = model.tokenizer
+        ids = tokenizer.encode(token, add_special_tokens=False)
+        unknown = getattr(tokenizer, "unk_token_id", None)
+        if ids == [unknown] and token != tokenizer.unk_token:
+            raise ValueError(
+                f"{token!r} is not in the tokenizer's vocabulary: it became {ids}, the unknown token "
+                f"{tokenizer.unk_token!r}; pick a word that is one token of this tokenizer, or give a token id"
+            )
+        if len(ids) != 1:
+            pieces = ", ".join(repr(tokenizer.decode([i])) for i in ids)
+            raise ValueError(
+                f"{token!r} is {len(ids)} tokens, {ids} ({pieces}), not one; pick a word that is one token of this "
+                f"tokenizer, or give a token id"
+            )
+        return ids[0]
+    if not 0 <= token < model.vocab_size:
+        raise ValueError(f"token id {token} is outside the vocabulary (0 to {model.vocab_size - 1})")
+    return token
+
+
+def require(model: Any, value: str, layers: Sequence[int]) -> None:
+    """`Unavailable`, with the reason, when a block of ``layers`` lacks the block value ``value`` (``self_attn....``)."""
+    reasons = model.support().get(value)
+    if isinstance(reasons, str):
+        raise Unavailable(f"{value} is unavailable: {reasons}")
+    for layer in layers:
+        if reasons and layer in reasons:
+            raise Unavailable(f"layers[{layer}].{value} is unavailable: {reasons[layer]}")
+
+
+def position_in(length: int, position: int, name: str = "position") -> int:
+    """A sequence position, negative ones counted from the end; IndexError naming the sequence's length otherwise."""
+    if not -length <= position < length:
+        raise IndexError(f"{name} {position} is outside the sequence of {length} tokens")
+    return position % length
+
+
+# -- the logit lens at the image tokens --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    """The logit lens at one image's tokens: each block's output there, through the final norm and the head.
+
+    ``token_ids``: long ``[layers, grid_rows, grid_columns, k]``, each cell's
+    top-``k`` tokens, -1 in cells no image token covers. ``probabilities``:
+    ``[layers, grid_rows, grid_columns, k]``, their probabilities (NaN where no
+    token covers the cell). ``tokens``: the top token of each cell decoded,
+    ``[layers][grid_rows][grid_columns]`` ("" where no token covers it).
+    """
+
+    layers: tuple[int, ...]
+    token_ids: torch.Tensor
+    probabilities: torch.Tensor
+    tokens: tuple[tuple[tuple[str, ...], ...], ...]
+    image: Image.Image = field(repr=False)
+
+    def draw(self, path: str | Path, layers: Sequence[int] | None = None) -> Path:
+        """The chosen blocks (all by default, else some of `layers`) side by side: the top token in each cell, its
+        probability as the heatmap."""
+        chosen = self.layers if layers is None else tuple(layers)
+        missing = [layer for layer in chosen if layer not in self.layers]
+        if missing:
+            raise ValueError(f"this lens holds blocks {list(self.layers)}, not {missing}; draw some of those, "
+                             "or compute the lens with layers= naming the blocks to draw")
+        rows = [self.layers.index(layer) for layer in chosen]
+        return plots.side_by_side(
+            [self.probabilities[row, ..., 0] for row in rows], self.image, path,
+            titles=[f"layers[{self.layers[row]}] top token" for row in rows], labels=[self.tokens[row] for row in rows],
+            scale="the top token's probability",
+        )
+
+
+def logit_lens(
+    model: Any,
+    prompt: str,
+    images: Sequence[Image.Image],
+    *,
+    image: int = 0,
+    layers: int | Sequence[int] | None = None,
+    k: int = 1,
+) -> LogitLens:
+    """The logit lens at image ``image``'s tokens: ``project_on_vocab(layers[i].layer_output)`` there, top ``k`` per cell.
+
+    One trace; ``layers`` are text block indices (every block by default).
+    """
+    prompt, images, chosen = one_prompt(prompt), image_list(images), blocks(model, layers)
+    if not isinstance(k, int) or not 1 <= k <= model.vocab_size:
+        raise ValueError(f"k is how many top tokens to keep per cell, 1 to {model.vocab_size}; got {k!r}")
+    with model.trace(prompt, images=images) as tracer:
+        mask = model.vision.image_token_mask
+        tops = nnsight.save([])
+        for layer in chosen:
+            top = model.project_on_vocab(model.layers[layer].layer_output[mask]).softmax(-1).topk(k, dim=-1)
+            tops.append((top.values.save(), top.indices.save()))
+        tracer.stop()
+    probabilities = torch.stack([model.vision.token_grid(values.detach(), image=image) for values, _ in tops])
+    ids = torch.stack([model.vision.token_grid(indices, image=image) for _, indices in tops])
+    covered = probabilities.isfinite()
+    ids = torch.where(covered, ids, torch.full_like(ids, -1))
+    decode = model.tokenizer.decode
+    tokens = tuple(
+        tuple(tuple(decode([int(i)]) if i >= 0 else "" for i in row) for row in grid[..., 0])
+        for grid in ids
+    )
+    return LogitLens(chosen, ids, probabilities, tokens, images[image])
+
+
+# -- a token's attention to the image ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageAttention:
+    """A token's attention to one image's tokens at a text block, on the image's grid.
+
+    ``grid``: ``[grid_rows, grid_columns]`` summed over the heads, or
+    ``[heads, grid_rows, grid_columns]`` per head (NaN where no token covers a
+    cell). ``position``: the attending token's position in the sequence.
+    """
+
+    layer: int
+    position: int
+    grid: torch.Tensor
+    image: Image.Image = field(repr=False)
+
+    def draw(self, path: str | Path) -> Path:
+        """The grid over the image (one panel per head when per head)."""
+        where = f"layers[{self.layer}], token {self.position}"
+        if self.grid.dim() == 2:
+            return plots.overlay(self.grid, self.image, path, title=f"attention to the image, {where}",
+                                 scale="attention, summed over heads")
+        return plots.side_by_side(list(self.grid), self.image, path,
+                                  titles=[f"head {head}, {where}" for head in range(len(self.grid))], scale="attention")
+
+
+def attention_to_image(
+    model: Any,
+    prompt: str,
+    images: Sequence[Image.Image],
+    *,
+    layer: int,
+    position: int = -1,
+    image: int = 0,
+    per_head: bool = False,
+) -> ImageAttention:
+    """Token ``position``'s attention to image ``image``'s tokens at text block ``layer``, as a grid.
+
+    Read from the block's ``self_attn.attention_probabilities`` (batch row 0),
+    so the model must be loaded with ``attn_implementation="eager"`` and the
+    block must have softmax attention; `Unavailable` with the reason otherwise.
+    """
+    prompt, images = one_prompt(prompt), image_list(images)
+    (block,) = blocks(model, layer)
+    require(model, "self_attn.attention_probabilities", [block])
+    with model.trace(prompt, images=images) as tracer:
+        mask = model.vision.image_token_mask.save()
+        attention = model.layers[block].self_attn.attention_probabilities[0, :, position_in(mask.shape[1], position)]
+        attention.save()  # [heads, seq]
+        tracer.stop()
+    query = position_in(mask.shape[1], position)
+    keys = attention.detach()[:, mask[0]].transpose(0, 1)  # [image_tokens, heads]
+    grid = model.vision.token_grid(keys, image=image).permute(2, 0, 1)  # [heads, grid_rows, grid_columns]
+    return ImageAttention(block, query, grid if per_head else grid.sum(0), images[image])
+
+
+# -- activation patching between a clean and a corrupted image ---------------------------------
+
+#: The site name of the image features, patched before the text blocks.
+FEATURES = "image_features"
+
+
+@dataclass(frozen=True)
+class Patching:
+    """Activation patching of the image rows from a clean run into a corrupted run, one site at a time.
+
+    ``sites``: ``"image_features"`` then ``"layers[i]"`` for each block, in
+    forward order. ``patched``: ``[sites]``, the logit difference
+    ``logits[good] - logits[bad]`` (at ``position``) of the corrupted run with
+    that site's image rows taken from the clean run. ``clean`` and
+    ``corrupted``: the difference in the two unpatched runs (scalars).
+    ``target``: the ids ``(good, bad)``, ``target_text`` the tokens decoded.
+    """
+
+    sites: tuple[str, ...]
+    patched: torch.Tensor
+    clean: torch.Tensor
+    corrupted: torch.Tensor
+    target: tuple[int, int]
+    target_text: tuple[str, str]
+    position: int
+
+    @property
+    def recovered(self) -> torch.Tensor:
+        """``[sites]``: how much of the clean difference each patch restores, ``(patched - corrupted) / (clean - corrupted)``.
+
+        ValueError where the two runs give the same difference (there is nothing to recover).
+        """
+        gap = self.clean - self.corrupted
+        if not bool(gap != 0):
+            raise ValueError(f"the clean and corrupted runs give the same logit difference ({float(self.clean)}), so "
+                             "no patch has anything to recover; choose target tokens or images the two runs tell apart")
+        return (self.patched - self.corrupted) / gap
+
+    def draw(self, path: str | Path) -> Path:
+        """The patched difference per site, against the clean and corrupted runs' (flat lines)."""
+        n = len(self.sites)
+        return plots.curves(
+            {"patched from clean": self.patched, "clean": self.clean.expand(n), "corrupted": self.corrupted.expand(n)},
+            path, ticks=self.sites, xlabel="image rows patched at", ylabel="logit difference",
+            title=f"logit[{self.target_text[0]!r}] - logit[{self.target_text[1]!r}] at token {self.position}",
+        )
+
+
+def patch_image_rows(
+    model: Any,
+    prompt: str,
+    clean: Sequence[Image.Image],
+    corrupted: Sequence[Image.Image],
+    *,
+    target: tuple[Token, Token],
+    layers: int | Sequence[int] | None = None,
+    position: int = -1,
+) -> Patching:
+    """Patch the image rows of ``image_features`` and of each block's ``layer_output`` from ``clean`` into ``corrupted``.
+
+    ``clean`` and ``corrupted`` are the prompt's images in two versions, each
+    image the same size in both, so that both runs have the same image tokens.
+    ``target`` is ``(good, bad)``: the logit difference measured at
+    ``position``. Runs ``2 + 1 + len(layers)`` traces.
+    """
+    prompt, clean, corrupted = one_prompt(prompt), image_list(clean, "clean"), image_list(corrupted, "corrupted")
+    if [image.size for image in clean] != [image.size for image in corrupted]:
+        raise ValueError(
+            f"the clean and corrupted images must have the same sizes, image by image (so their image tokens are "
+            f"the same); got {[image.size for image in clean]} and {[image.size for image in corrupted]}"
+        )
+    chosen = blocks(model, layers)
+    good, bad = (token_id(model, token) for token in target)
+    if good == bad:
+        raise ValueError(
+            f"the target's two tokens are one token, {good} ({model.tokenizer.decode([good])!r}): the logit "
+            f"difference would be 0 in every run; pick two different tokens"
+        )
+
+    def difference(logits: torch.Tensor) -> torch.Tensor:
+        return logits[good] - logits[bad]
+
+    with model.trace(prompt, images=clean) as tracer:
+        mask = model.vision.image_token_mask.save()
+        features = model.vision.image_features.clone().save()
+        rows = nnsight.save([model.layers[layer].layer_output[mask].save() for layer in chosen])
+        clean_logits = model.logits[0, position_in(mask.shape[1], position)].save()
+        tracer.stop()
+    where = position_in(mask.shape[1], position)
+    with model.trace(prompt, images=corrupted) as tracer:
+        corrupted_mask = model.vision.image_token_mask.save()
+        corrupted_logits = model.logits[0, where].save()
+        tracer.stop()
+    if not torch.equal(corrupted_mask, mask):
+        raise ValueError("the clean and corrupted images give different image tokens: give images the processor "
+                         "turns into the same number of tokens (the same sizes)")
+    patched = []
+    for site in (None, *chosen):
+        with model.trace(prompt, images=corrupted) as tracer:
+            if site is None:
+                model.vision.image_features = features
+            else:
+                model.layers[site].layer_output[mask] = rows[chosen.index(site)]
+            logits = model.logits[0, where].save()
+            tracer.stop()
+        patched.append(difference(logits))
+    return Patching(
+        (FEATURES, *(f"layers[{layer}]" for layer in chosen)), torch.stack(patched).detach(),
+        difference(clean_logits).detach(), difference(corrupted_logits).detach(), (good, bad),
+        (model.tokenizer.decode([good]), model.tokenizer.decode([bad])), where,
+    )
+
+
+# -- knocking out the text's attention to the image --------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnockOut:
+    """The logits at ``position`` with and without the text tokens' attention to the image tokens at ``layers``.
+
+    ``clean`` and ``knocked``: ``[vocab]``. ``top``: for each run, the
+    probabilities of the tokens among either run's ``k`` most probable, by
+    the token decoded (with its id where two tokens decode alike: what `draw`
+    shows).
+    """
+
+    layers: tuple[int, ...]
+    position: int
+    clean: torch.Tensor
+    knocked: torch.Tensor
+    top: dict[str, dict[str, float]]
+
+    def draw(self, path: str | Path) -> Path:
+        """The top tokens' probabilities, before and after the knockout, as grouped bars."""
+        return plots.bars(self.top, path, title=f"text-to-image attention knocked out at layers {list(self.layers)}")
+
+
+def image_key_cells(mask: torch.Tensor) -> torch.Tensor:
+    """bool ``[batch, 1, seq, seq]``: the cells where a text token (query) attends to an image token (key)."""
+    return ((~mask)[:, :, None] & mask[:, None, :])[:, None]
+
+
+def knock_out_image_attention(
+    model: Any,
+    prompt: str,
+    images: Sequence[Image.Image],
+    *,
+    layers: int | Sequence[int],
+    position: int = -1,
+    k: int = 5,
+) -> KnockOut:
+    """Remove the text tokens' attention to the image tokens at ``layers``, and read the logits at ``position``.
+
+    At each chosen block, the attention scores entering the softmax
+    (``self_attn.attention_scores``) are set to -inf where the query is a text
+    token and the key an image token, so the text tokens attend to the text
+    alone, renormalised (image tokens still attend to each other). Needs a
+    block with softmax attention under ``attn_implementation="eager"``;
+    `Unavailable` with the reason otherwise. Two traces: without and with.
+    """
+    prompt, images, chosen = one_prompt(prompt), image_list(images), blocks(model, layers)
+    require(model, "self_attn.attention_scores", chosen)
+    with model.trace(prompt, images=images) as tracer:
+        mask = model.vision.image_token_mask.save()
+        clean = model.logits[0, position_in(mask.shape[1], position)].save()
+        tracer.stop()
+    where = position_in(mask.shape[1], position)
+    cells = image_key_cells(mask)
+    with model.trace(prompt, images=images) as tracer:
+        for layer in chosen:
+            attention = model.layers[layer].self_attn
+            attention.attention_scores = attention.attention_scores.masked_fill(cells, float("-inf"))
+        knocked = model.logits[0, where].save()
+        tracer.stop()
+    clean, knocked = clean.detach(), knocked.detach()
+    runs = {"clean": clean.softmax(-1), "knocked out": knocked.softmax(-1)}
+    ids = list(dict.fromkeys(int(i) for probabilities in runs.values() for i in probabilities.topk(k).indices))
+    labels = token_labels(model.tokenizer, ids)
+    top = {run: {labels[i]: float(probabilities[i]) for i in ids} for run, probabilities in runs.items()}
+    return KnockOut(chosen, where, clean, knocked, top)
+
+
+def token_labels(tokenizer: Any, ids: Sequence[int]) -> dict[int, str]:
+    """Each id's token decoded, with the id added where two of ``ids`` decode alike (byte tokens, "�")."""
+    decoded = {i: tokenizer.decode([i]) for i in ids}
+    texts = list(decoded.values())
+    return {i: text if texts.count(text) == 1 else f"{text} (id {i})" for i, text in decoded.items()}

@@ -1,0 +1,230 @@
+"""The text model's standard envoys: a block, its attention, its MLP.
+
+A block (`Layer`) is pre-norm attention + MLP on a residual stream, so
+``layer_input + attention_output + mlp_output == layer_output`` exactly. The
+attention interior is read at the attention kernel's call site
+(``attention_interface_1``, exposed by the rewrite rules) and, under eager
+attention, inside the eager kernel at its softmax
+(``...attention_interface_1.source.nn_functional_softmax_0``): nnsight's own
+``.source`` names for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nnsight.intervention.source import STATE
+
+from instrument import installed
+from rewrites.attention import KERNEL_SITE, SOFTMAX_SITE
+
+from ..core.layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
+from ..core.standard import Standard, child, missing_site, site_label
+from ..core.values import Argument, EProperty, First, Selector
+
+#: Maps a served part to what the user reads (a view, so in-place edits reach the model).
+View = Callable[[Any], Any]
+#: Maps a written value back to the served part's shape: ``inverse(written, current_part)``.
+Inverse = Callable[[Any, Any], Any]
+
+
+def value(
+    name: str,
+    layout: type,
+    description: str,
+    key: str | Callable[[Any], str],
+    select: Selector | None = None,
+    unavailable: Any = None,
+    prepare: Callable[[Any], None] | None = None,
+    view: View | None = None,
+    inverse: Inverse | None = None,
+    doc: str | None = None,
+) -> EProperty:
+    """A standard value: the selected part (through ``view`` if given), annotated with its layout.
+
+    ``inverse`` maps a written value back to the part's own shape (needed
+    whenever ``view`` changes the shape).
+    """
+
+    def read(self: Any, part: Any) -> Any:
+        return view(part) if view is not None else part
+
+    read.__name__ = name
+    read.__annotations__ = {"return": layout}
+    read.__doc__ = doc or f"{description[:1].upper()}{description[1:]}, ``{layout.shape()}``."
+    prop = EProperty(
+        key=key, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable, prepare=prepare
+    )(read)
+    if inverse is not None:
+        prop.inverse(lambda self, written, current: inverse(written, current))
+    return prop
+
+
+def lacks(name: str) -> Callable[[Any], str | None]:
+    """An unavailability check: why a block has no child ``name``, or None when it has one."""
+
+    def reason(block: Any) -> str | None:
+        if child(block, name) is not None:
+            return None
+        names = ", ".join(c.path.rpartition(".")[2] for c in block._children)
+        return f"this block has no {name} (it holds {names})"
+
+    return reason
+
+
+def either(gate: Callable[[Any], str | None] | None, reason: Callable[[Any], str | None] | None) -> Any:
+    """An unavailability check: ``gate``'s reason first, then ``reason``'s (either may be None)."""
+    checks = [check for check in (gate, reason) if check is not None]
+    if not checks:
+        return None
+
+    def check(envoy: Any) -> str | None:
+        return next((found for found in (c(envoy) for c in checks) if found is not None), None)
+
+    return check
+
+
+def stream_values(
+    layout: type,
+    gate: Callable[[Any], str | None] | None = None,
+    view: View | None = None,
+    inverse: Inverse | None = None,
+) -> tuple[EProperty, ...]:
+    """A block's stream values in ``layout``: layer_input, attention_output, mlp_output, layer_output.
+
+    ``gate`` is checked before each value's own reason (the tower's `no_images`);
+    ``view`` and ``inverse`` map the module's tensors to the layout and back
+    (a packed tower's leading 1).
+    """
+    shape = {"view": view, "inverse": inverse}
+    return (
+        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
+              either(gate, None), **shape),
+        value("attention_output", layout, "what the attention adds to the stream",
+              lambda block: f"{child(block, 'self_attn').path}.output", First(), either(gate, lacks("self_attn")), **shape),
+        value("mlp_output", layout, "what the MLP adds to the stream",
+              lambda block: f"{child(block, 'mlp').path}.output", First(), either(gate, lacks("mlp")), **shape),
+        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None), **shape),
+    )
+
+
+def own_output(
+    name: str,
+    layout: type,
+    description: str,
+    gate: Callable[[Any], str | None] | None = None,
+    view: View | None = None,
+    inverse: Inverse | None = None,
+) -> EProperty:
+    """A block part's own output (its first item where it returns a tuple), answered on the part itself:
+    ``self_attn.attention_output`` and ``mlp.mlp_output`` are the block's ``attention_output`` and ``mlp_output``."""
+    return value(name, layout, description, "output", First(), either(gate, None), view=view, inverse=inverse)
+
+
+class Layer(Standard):
+    """A text block: ``layer_input + attention_output + mlp_output == layer_output``, each ``[batch, seq, hidden_size]``."""
+
+    layer_input, attention_output, mlp_output, layer_output = stream_values(Hidden)
+
+
+def kernel(attention: Any) -> str:
+    """The location of the attention kernel's call on ``attention`` (at nnsight's label once its ``.source`` is open)."""
+    return f"{attention.path}.source.{site_label(attention, KERNEL_SITE)}"
+
+
+def no_kernel_site(attention: Any) -> str | None:
+    """Why the attention kernel's call is not served on this module, or None."""
+    return missing_site(attention, KERNEL_SITE)
+
+
+def not_eager(attention: Any) -> str | None:
+    """Why the eager kernel's scores and probabilities are not served here, or None."""
+    reason = no_kernel_site(attention)
+    if reason is not None:
+        return reason
+    implementation = getattr(attention._module.config, "_attn_implementation", None)
+    if implementation != "eager":
+        return (
+            f"the scores and probabilities exist only inside eager attention, and this model runs "
+            f"{implementation!r}: load it with attn_implementation='eager'"
+        )
+    if not any(i.drills for i in installed(attention._module).values()):
+        return f"no rewrite rule drills into {type(attention._module).__qualname__}'s eager kernel"
+    return None
+
+
+def softmax(attention: Any) -> str:
+    """The location of the softmax call inside the eager kernel, under the kernel's site."""
+    return f"{kernel(attention)}.source.{SOFTMAX_SITE}"
+
+
+def drill_if_sourced(attention: Any) -> None:
+    """Ask nnsight to drill into the kernel when its own ``.source`` body runs this module.
+
+    A module whose ``.source`` a user opened runs nnsight's instrumented body,
+    which serves the same site names but does not drill into the eager kernel
+    by itself; nnsight's own drill (``.source`` of the kernel's op) puts the
+    softmax at the same location the rewritten body uses.
+    """
+    state = attention._module.__dict__.get(STATE)
+    if state is not None and state.sourced:
+        _ = getattr(attention.source, site_label(attention, KERNEL_SITE)).source
+
+
+def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:
+    """The attention interior at the kernel call; ``rows`` names the batch axis (``batch`` or ``images``).
+
+    In order: queries, keys, values, scores, probabilities, head outputs.
+    """
+    return (
+        value(
+            "attention_queries", Queries, f"the queries the kernel receives, one row per {rows}",
+            lambda a: f"{kernel(a)}.input", Argument(1, "query"), either(gate, no_kernel_site),
+        ),
+        value(
+            "attention_keys", Keys, f"the keys the kernel receives, one row per {rows}",
+            lambda a: f"{kernel(a)}.input", Argument(2, "key"), either(gate, no_kernel_site),
+        ),
+        value(
+            "attention_values", Values, f"the values the kernel receives, one row per {rows}",
+            lambda a: f"{kernel(a)}.input", Argument(3, "value"), either(gate, no_kernel_site),
+        ),
+        value(
+            "attention_scores", Pattern, "the scores entering the softmax, mask added",
+            lambda a: f"{softmax(a)}.input", Argument(0, "input"), either(gate, not_eager), drill_if_sourced,
+        ),
+        value(
+            "attention_probabilities", Pattern, "the softmax's output, before it weights the values",
+            lambda a: f"{softmax(a)}.output", None, either(gate, not_eager), drill_if_sourced,
+        ),
+        value(
+            "attention_head_outputs", HeadOutputs, "each head's output, before the output projection",
+            lambda a: f"{kernel(a)}.output", First(), either(gate, no_kernel_site),
+        ),
+    )
+
+
+class Attention(Standard):
+    """A text block's attention: its output, and its interior at the kernel call (causal)."""
+
+    attention_output = own_output("attention_output", Hidden, "what the attention adds to the stream")
+
+    (
+        attention_queries,
+        attention_keys,
+        attention_values,
+        attention_scores,
+        attention_probabilities,
+        attention_head_outputs,
+    ) = interior_values("sequence")
+
+
+class Mlp(Standard):
+    """A block's MLP: ``mlp_output`` is what it adds to the stream (the block's ``mlp_output``)."""
+
+    mlp_output = own_output("mlp_output", Hidden, "what the MLP adds to the stream")
+
+
+class TextModel(Standard):
+    """The text model (embeddings, blocks, final norm); its values are on the root and the blocks."""

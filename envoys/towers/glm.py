@@ -1,0 +1,146 @@
+"""The GLM-V families (GLM-4.1V, GLM-4.6V, GLM-GA, GLM-OCR): a packed ViT whose attention runs per image, merged by a
+convolution and an MLP, on GLM-4's sandwich-normed text blocks.
+
+The tower (``model.visual``, standard ``model.vision``) is laid out as the
+Qwen ViT's (`envoys.towers.qwen`): every image's patches in one packed stream
+``[patches, vision_hidden_size]``, image after image, each image's in
+merge-block order (the processor's), split by ``image_grid_thw``; its
+attention splits queries, keys and values at ``cu_seqlens`` and calls the
+kernel once per image under every implementation but flash, so the interior
+is served whole (`GlmVisionAttention`, `QwenVisionAttention`'s values) and
+no one tensor is a block's pattern (`PER_IMAGE`).
+
+Where it differs from the Qwen ViT, and what `GlmVision` serves:
+
+- ``patch_embeddings`` is the 3D convolution's output (``patch_embed``);
+  GLM-4.1V's tower then RMS-norms it (``post_conv_layernorm``) and adds
+  position embeddings learned on a square grid and resampled to each image's
+  grid (``embeddings``) before the first block; GLM-OCR's tower has neither,
+  so its first block receives ``patch_embeddings``;
+- the tower ends in a final RMSNorm over the patches (``post_layernorm``,
+  the tower's ``norm``), so ``tower_output`` is its output, read after the
+  blocks and before the projector;
+- the merge is two steps: a 2D convolution (``downsample``, kernel and stride
+  ``spatial_merge_size``) folds each merge block of ``tower_output`` into one
+  row of ``out_hidden_size``, and the merger (``merger``, the projector: a
+  linear map, a LayerNorm, GELU, a gated MLP) maps it; ``projector.input`` is
+  the convolution's output, ``[image_tokens, out_hidden_size]``, one row per
+  merge block in merge-block order, which is the order of the image tokens,
+  so ``projector.output`` is ``image_features`` as it is.
+
+The text model's blocks (GLM-4's) norm each sublayer's output before it joins
+the stream: ``post_self_attn_layernorm`` after the attention and
+``post_mlp_layernorm`` after the MLP, while ``post_attention_layernorm`` is,
+as on a plain block, the MLP's pre-norm. `GlmLayer` serves the block's
+``attention_output`` and ``mlp_output`` at those post-norms (`envoys.blocks.sandwich`),
+so ``layer_input + attention_output + mlp_output == layer_output`` holds.
+"""
+
+from __future__ import annotations
+
+from rewrites.qwen_vit_attention import PER_IMAGE_SITE
+
+from ..blocks.sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
+from ..core.layouts import Hidden, PackedPatches
+from ..core.standard import child
+from ..text.blocks import Attention, Layer, Mlp, value
+from ..vision.tower import as_patches, from_patches, no_images
+from .per_image import per_image_pattern
+from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
+
+#: Why the GLM ViT's attention has no scores or probabilities, under any implementation.
+PER_IMAGE = (
+    "the GLM ViT's attention makes one interface call per image (attention_interface_2), so no one tensor is the "
+    "block's pattern; read attention_queries and attention_keys, whole, and split them where the calls do: at the "
+    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the processor's "
+    "image_grid_thw"
+)
+
+#: The native names of GLM-4's norms after the attention and after the MLP (``post_attention_layernorm`` is the MLP's
+#: pre-norm, as on a plain block).
+ATTENTION_POST_NORM = "post_self_attn_layernorm"
+MLP_POST_NORM = "post_mlp_layernorm"
+
+
+class GlmVisionAttention(QwenVisionAttention):
+    """The GLM ViT's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image.
+
+    ``attention_queries`` and ``attention_keys`` are the whole ``[1, heads,
+    patches, head_dim]`` tensors after the 2D rotary embedding (after the q/k
+    RMSNorms on GLM-OCR), before the per-image split; ``attention_scores``
+    and ``attention_probabilities`` are Unavailable (`PER_IMAGE`).
+    """
+
+    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
+
+
+def _tower_output_site(vision: object) -> str:
+    return f"{child(vision, 'norm').path}.output"
+
+
+class GlmVision(QwenVision):
+    """The GLM ViT (GLM-4.1V, GLM-4.6V, GLM-GA, GLM-OCR): packed, a final norm, a convolution and the merger after it.
+
+    Packed as the Qwen ViT is (`QwenVision`): its stream values are `PackedPatches`,
+    1 in the images axis, ``[1, patches, vision_hidden_size]``, each
+    image's patches in merge-block order. ``tower_output`` is the final
+    norm's output (``post_layernorm``, the tower's ``norm``), read before the
+    projector values; the convolution ``downsample`` then folds each merge
+    block into one row and the merger (``model.projector``) maps it, so
+    ``projector.input`` is ``downsample``'s output, not ``tower_output``.
+
+    Sizes, off the tower: ``vision_hidden_size`` (``hidden_size``),
+    ``num_heads``, ``intermediate_size`` (the blocks' MLP width, read off the
+    MLP: GLM-4.1V's release builds it ``out_hidden_size`` wide, GLM-OCR's
+    ``intermediate_size``), ``patch_size``, ``spatial_merge_size``;
+    ``image_size`` is Unavailable (the tower takes any resolution, resampling
+    its learned position grid to each image's), and so is ``window_index``
+    (it attends per image).
+    """
+
+    tower_output = value(
+        "tower_output", PackedPatches, "the last block's stream after the final norm (post_layernorm)",
+        _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
+        doc="The last block's stream after the tower's final norm (``post_layernorm``, ``vision.norm``), "
+        "``[1, patches, vision_hidden_size]``, in merge-block order: what the convolution ``downsample`` folds, "
+        "before the merger (``model.projector``). Read it before the projector values.",
+    )
+
+    @property
+    def intermediate_size(self) -> int:
+        """The blocks' MLP width, off the MLP itself (GLM-4.1V's is the config's ``out_hidden_size``)."""
+        return self._module.blocks[0].mlp.gate_proj.out_features
+
+
+class GlmLayer(SandwichNorms, Layer):
+    """A GLM-4 text block: ``layer_input + attention_output + mlp_output == layer_output``, each ``[batch, seq,
+    hidden_size]``, where ``attention_output`` is ``post_self_attn_layernorm``'s output and ``mlp_output`` is
+    ``post_mlp_layernorm``'s (``attention_output_norm`` and ``mlp_output_norm``); ``post_attention_layernorm`` is the
+    MLP's pre-norm, as on a plain block."""
+
+    attention_post_norm = ATTENTION_POST_NORM
+    mlp_post_norm = MLP_POST_NORM
+
+    layer_input, attention_output, mlp_output, layer_output = sandwich_stream_values(
+        Hidden, attention_norm=ATTENTION_POST_NORM, mlp_norm=MLP_POST_NORM)
+
+
+class GlmAttention(Attention):
+    """A GLM-4 block's attention: ``attention_output`` is what it adds to the stream, after
+    ``post_self_attn_layernorm``; the interior is `Attention`'s."""
+
+    attention_output = post_norm_output("attention_output", Hidden, "attention", ATTENTION_POST_NORM)
+
+
+class GlmMlp(Mlp):
+    """A GLM-4 block's MLP (``gate_up_proj`` fused): ``mlp_output`` is what it adds to the stream, after
+    ``post_mlp_layernorm``."""
+
+    mlp_output = post_norm_output("mlp_output", Hidden, "MLP", MLP_POST_NORM)
+
+
+#: The native names of the GLM ViT and GLM-4 text model under the standard ones, shared by the four families: the Qwen
+#: ViT's, and the tower's final norm.
+GLM_RENAME = {**QWEN_VIT_RENAME, "post_layernorm": "norm"}
+
+__all__ = ["GLM_RENAME", "PER_IMAGE", "GlmAttention", "GlmLayer", "GlmMlp", "GlmVision", "GlmVisionAttention"]

@@ -1,0 +1,56 @@
+"""Attention that calls its kernel once per image: no one tensor is a block's attention pattern.
+
+The Qwen ViT splits its queries, keys and values per image (per window on
+Qwen2.5-VL's windowed blocks) and calls the kernel on each; RADIO does the
+same when several images are packed. ``attention_scores`` and
+``attention_probabilities`` are then Unavailable on every block, whatever the
+implementation, with the tower's own reason: which calls run, and where to
+split the whole queries and keys as the calls do, read first (`READ_THE_SPLIT_FIRST`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.layouts import Pattern
+from ..core.values import EProperty
+from ..text.blocks import either
+from ..vision.tower import no_images
+
+#: What every per-image reason adds: the split is read before the values it splits, or nnsight has passed it.
+READ_THE_SPLIT_FIRST = (
+    "in the trace, read self_attn.inputs[1]['cu_seqlens'] first, before attention_queries and attention_keys "
+    "(the module's inputs come before the values inside it: read after them, nnsight raises OutOfOrderError), "
+    "then take each call's rows between consecutive bounds: queries[:, :, bounds[k]:bounds[k + 1]]"
+)
+
+
+def per_image_pattern(
+    reason: str,
+    site: str,
+    reason_name: str,
+    description: str = "one pattern per image (or window), inside each kernel call",
+) -> tuple[EProperty, EProperty]:
+    """``(attention_scores, attention_probabilities)``, both Unavailable with ``reason`` and `READ_THE_SPLIT_FIRST`.
+
+    ``site`` is the per-image kernel call (where each image's pattern lives,
+    inside the call); ``reason_name`` names the reason in the docstrings;
+    ``description`` is what a repr shows.
+    """
+
+    def per_image(attention: Any) -> str:
+        return f"{reason}; {READ_THE_SPLIT_FIRST}"
+
+    def unavailable(name: str) -> EProperty:
+        def read(self: Any, value: Any) -> Pattern:
+            return value
+
+        read.__name__ = name
+        read.__doc__ = f"Unavailable: `{reason_name}`."
+        return EProperty(
+            key=lambda a: f"{a.path}.source.{site}.output",
+            description=description,
+            unavailable=either(no_images, per_image),
+        )(read)
+
+    return unavailable("attention_scores"), unavailable("attention_probabilities")

@@ -1,0 +1,1 @@
+"""The vision side's standard envoys: the tower, its blocks, and where the image meets the text model."""
