@@ -55,7 +55,7 @@ def nnsight_label(envoy, label: str) -> str:
     release variant serves a call under another label (the kernel call before transformers 5.1)."""
     for instrumented in installed(envoy._module).values():
         for site in instrumented.rewritten.sites:
-            if site.name == label:
+            if site.served_as == label:
                 return site.label
     return label
 
