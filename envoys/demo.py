@@ -30,7 +30,7 @@ import nnsight
 import torch
 from PIL import Image, ImageDraw
 
-from . import plots, recipes
+from .image import plots, recipes
 from .model import StandardizedTransformer
 from .tiny import build_checkpoint, chat_prompt, noise_image
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 #: 32x32 (its whole 7x7 grid real) and 64 wide x 48 high (980 x 735 on the 980 square: 6 of 7 patch rows real).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
@@ -28,10 +29,6 @@ IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 def model(tiny_checkpoint) -> StandardizedTransformer:
     return StandardizedTransformer(tiny_checkpoint("aria"), task="image-text-to-text", device="cpu",
                                    attn_implementation="eager")
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images) -> dict:

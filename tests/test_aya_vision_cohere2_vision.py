@@ -24,10 +24,11 @@ import nnsight
 import pytest
 import torch
 import torch.nn.functional as F
+from family_inputs import prompt
 from tower_body import assert_siglip_wrapper_names
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image, patch_coloured_image
+from envoys.tiny import noise_image, patch_coloured_image
 
 FAMILIES = ["aya_vision", "cohere2_vision"]
 #: The builders' sizes: a tile is 8x8 patches; the pixel shuffle folds 2x2 of them into one token, 4x4 a tile.
@@ -46,10 +47,6 @@ def model(request, tiny_checkpoint):
     return StandardizedTransformer(
         tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
     )
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images) -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import eager_attention
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
@@ -34,12 +35,6 @@ def model(tiny_checkpoint) -> StandardizedTransformer:
 
 def prompt(model) -> str:
     return chat_prompt(model.processor, len(IMAGES), "What is in the picture?")
-
-
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
-    """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
-    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights, v).transpose(1, 2).contiguous()
 
 
 def test_the_names_are_cohere_compass_modules(model):

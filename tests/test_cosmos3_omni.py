@@ -14,11 +14,12 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import prompt
 from safetensors.torch import load_file, save_file
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.families import cosmos3_omni, qwen3_vl
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 from instrument import installed
 
 ONE = [noise_image(32, 32, seed=0)]
@@ -32,10 +33,6 @@ def load(path) -> StandardizedTransformer:
 @pytest.fixture(scope="module")
 def model(tiny_checkpoint):
     return load(tiny_checkpoint("cosmos3_omni"))
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def test_its_host_is_its_own_and_everything_else_is_qwen3_vls(model):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import eager_attention, prompt
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
@@ -33,18 +34,8 @@ def model(tiny_checkpoint) -> StandardizedTransformer:
                                    attn_implementation="eager")
 
 
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
-
-
 def inputs(model, images):
     return model.processor(text=[prompt(model, images)], images=images or None, return_tensors="pt")
-
-
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
-    """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
-    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights, v).transpose(1, 2).contiguous()
 
 
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:

@@ -14,9 +14,10 @@ import math
 
 import pytest
 import torch
+from family_inputs import prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high
@@ -26,10 +27,6 @@ TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 
 def model(tiny_checkpoint):
     return StandardizedTransformer(tiny_checkpoint("exaone4_5"), task="image-text-to-text", device="cpu",
                                    attn_implementation="eager")
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def grid(model, images) -> torch.Tensor:

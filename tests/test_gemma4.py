@@ -18,11 +18,12 @@ import pytest
 
 pytest.importorskip("transformers.models.gemma4", reason="target absent: this transformers release has no gemma4")
 import torch
+from family_inputs import prompt
 from nnsight.intervention.interleaver import OutOfOrderError
 from transformers import Gemma4ForConditionalGeneration
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import build, chat_prompt, noise_image
+from envoys.tiny import build, noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high
@@ -51,10 +52,6 @@ def without_per_layer_inputs(tmp_path_factory):
     plain.save_pretrained(path)
     processor.save_pretrained(path)
     return StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager")
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images) -> dict:

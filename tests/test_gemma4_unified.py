@@ -18,10 +18,11 @@ import pytest
 
 pytest.importorskip("transformers.models.gemma4_unified", reason="target absent: this transformers release has no gemma4_unified")
 import torch
+from family_inputs import prompt
 from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high
@@ -33,10 +34,6 @@ def model(tiny_checkpoint):
     return StandardizedTransformer(
         tiny_checkpoint("gemma4_unified"), task="image-text-to-text", device="cpu", attn_implementation="eager"
     )
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images) -> dict:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import eager_attention, grid, prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 12x16 grid of 4 px patches
@@ -29,21 +30,6 @@ TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 
 def model(tiny_checkpoint):
     return StandardizedTransformer(tiny_checkpoint("hunyuan_vl"), task="image-text-to-text", device="cpu",
                                    attn_implementation="eager")
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
-
-
-def grid(model, images) -> torch.Tensor:
-    """The stock processor's ``image_grid_thw``: ``[t, h, w]`` patches per image."""
-    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")["image_grid_thw"]
-
-
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
-    """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
-    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights, v).transpose(1, 2).contiguous()
 
 
 # -- names -----------------------------------------------------------------------------------------

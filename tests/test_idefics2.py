@@ -16,9 +16,10 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 #: 32x32 (a whole 4x4 grid of 8 px patches) and 64 wide x 48 high (resized to 32 x 24: a 4x3 grid, padded to 4x4).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
@@ -28,10 +29,6 @@ IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 def model(tiny_checkpoint) -> StandardizedTransformer:
     return StandardizedTransformer(tiny_checkpoint("idefics2"), task="image-text-to-text", device="cpu",
                                    attn_implementation="eager")
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def real_patches(model, images) -> torch.Tensor:

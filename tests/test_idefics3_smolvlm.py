@@ -19,11 +19,12 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import prompt
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.values import Argument
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 FAMILIES = ["idefics3", "smolvlm"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -48,10 +49,6 @@ def load(tiny_checkpoint):
 @pytest.fixture(scope="module", params=FAMILIES)
 def model(request, load):
     return load(request.param)
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images) -> dict:

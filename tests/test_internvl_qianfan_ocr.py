@@ -24,11 +24,12 @@ import copy
 
 import pytest
 import torch
+from family_inputs import prompt
 from nnsight.intervention.source import compiled, decorator_chain
 from transformers.models.internvl.modeling_internvl import InternVLVisionLayer
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 from envoys.towers.internvit import scaled_binding
 
 #: The builder's sizes: a tile is 8x8 patches after its CLS; the shuffle folds 2x2 of them into one token.
@@ -54,10 +55,6 @@ def native_blocks(model):
     """The tower's blocks as transformers holds them: InternVL's at ``encoder.layer``, Qianfan-OCR's at ``layers``."""
     tower = model._module.model.vision_tower
     return tower.encoder.layer if model.family.model_type == "internvl" else tower.layers
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images) -> dict:

@@ -17,9 +17,10 @@ pytest.importorskip("transformers.models.lfm2_vl", reason="target absent: this t
 import nnsight
 import numpy as np
 import torch
+from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image, patch_coloured_image
+from envoys.tiny import noise_image, patch_coloured_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high
@@ -33,10 +34,6 @@ SLOTS = ROWS // FACTOR**2
 def model(tiny_checkpoint):
     return StandardizedTransformer(tiny_checkpoint("lfm2_vl"), task="image-text-to-text", device="cpu",
                                    attn_implementation="eager")
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def processed(model, images) -> dict:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 FAMILIES = ["minicpmv4_6", "minicpmv4_7", "minicpm_ocr"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -44,10 +45,6 @@ def load(tiny_checkpoint):
 @pytest.fixture(scope="module", params=FAMILIES)
 def model(request, load):
     return load(request.param)
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def target_sizes(model, images) -> torch.Tensor:

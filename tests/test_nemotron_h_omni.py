@@ -19,9 +19,10 @@ import pytest
 
 pytest.importorskip("transformers.models.nemotron_h_omni", reason="target absent: this transformers release has no nemotron_h_omni")
 import torch
+from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 from envoys.vision.tower import scatter_host
 
 NAME = "nemotron_h_omni"
@@ -33,10 +34,6 @@ COUNTS = ["one-image", "two-images"]
 @pytest.fixture(scope="module")
 def model(tiny_checkpoint) -> StandardizedTransformer:
     return StandardizedTransformer(tiny_checkpoint(NAME), task="image-text-to-text", device="cpu", attn_implementation="eager")
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def inputs(model, images) -> dict[str, torch.Tensor]:

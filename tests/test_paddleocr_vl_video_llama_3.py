@@ -20,9 +20,10 @@ import importlib
 import nnsight
 import pytest
 import torch
+from family_inputs import eager_attention, grid, prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 FAMILIES = ["paddleocr_vl", "video_llama_3"]
 ONE = [noise_image(32, 32, seed=0)]
@@ -49,25 +50,10 @@ def model(request, load):
     return load(request.param)
 
 
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
-
-
-def grid(model, images) -> torch.Tensor:
-    """The stock processor's ``image_grid_thw``: ``[t, h, w]`` patches per image."""
-    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")["image_grid_thw"]
-
-
 def tower_of(model):
     """The native module holding the tower's embeddings, blocks and final norm."""
     inner = model._module.model
     return inner.visual.vision_model if model.family.model_type == "paddleocr_vl" else inner.vision_model
-
-
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
-    """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
-    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights, v).transpose(1, 2).contiguous()
 
 
 # -- names -----------------------------------------------------------------------------------------

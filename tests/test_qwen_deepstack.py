@@ -14,10 +14,11 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import prompt
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]
@@ -28,10 +29,6 @@ def model(tiny_checkpoint):
     return StandardizedTransformer(
         tiny_checkpoint("qwen3_vl"), task="image-text-to-text", device="cpu", attn_implementation="eager"
     )
-
-
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
 
 
 def taps(model) -> int:

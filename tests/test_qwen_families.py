@@ -20,11 +20,12 @@ import re
 import nnsight
 import pytest
 import torch
+from family_inputs import eager_attention, grid, prompt
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.rules import rule_named
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import noise_image
 from instrument.versions import for_installed
 
 #: The sites Qwen2.5-VL's window rule serves on the installed release: the permutation into windows, or, on a
@@ -57,27 +58,12 @@ def model(request, load):
     return load(request.param)
 
 
-def prompt(model, images) -> str:
-    return chat_prompt(model.processor, len(images), "What is in the picture?")
-
-
-def grid(model, images) -> torch.Tensor:
-    """The stock processor's ``image_grid_thw``: ``[t, h, w]`` patches per image."""
-    return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")["image_grid_thw"]
-
-
 def patches_per_image(model, images) -> list[int]:
     return [int(t * h * w) for t, h, w in grid(model, images)]
 
 
 def merge_unit(model) -> int:
     return model.processor.image_processor.merge_size ** 2
-
-
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
-    """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
-    weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights, v).transpose(1, 2).contiguous()
 
 
 # -- loading ---------------------------------------------------------------------------------------

@@ -36,8 +36,8 @@ import nnsight
 import torch
 from PIL import Image
 
-from .. import plots
 from ..core.values import Unavailable
+from . import plots
 
 #: A token given by id, or by its text (which must be one token).
 Token = int | str
