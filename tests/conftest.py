@@ -26,6 +26,8 @@ from envoys.tiny import ABSENT
 from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
 from instrument.versions import for_installed
 
+pytest.register_assert_rewrite("family_inputs")  # its checks report their values as a test module's do
+
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint() -> Callable[..., Path]:

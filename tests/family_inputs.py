@@ -3,6 +3,7 @@ image's eager attention."""
 
 from __future__ import annotations
 
+import nnsight
 import torch
 
 from envoys.testing import chat_prompt
@@ -22,3 +23,37 @@ def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: 
     """One image's attention as transformers' eager kernel computes it: [1, heads, n, d] in, [1, n, heads, d] out."""
     weights = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(q.dtype)
     return torch.matmul(weights, v).transpose(1, 2).contiguous()
+
+
+def attends_per_image(model, images, block: int = -1) -> list[int]:
+    """Each image's patch count, after checking a packed tower block's per-image attention against its values.
+
+    The attention's ``cu_seqlens`` are the bounds of the processor's ``image_grid_thw``; the whole queries, keys
+    and values are ``[1, heads, patches, head_dim]``; the kernel's outputs, one call per image, joined are
+    ``attention_head_outputs``, which is what ``o_proj`` receives; and each call's output is eager attention over
+    its image's slice of the whole queries, keys and values.
+    """
+    attention = model.vision.layers[block].self_attn
+    with model.trace(prompt(model, images), images=images) as tracer:
+        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
+        queries = attention.attention_queries.save()
+        keys = attention.attention_keys.save()
+        values = attention.attention_values.save()
+        per_image = nnsight.save([])
+        for _ in tracer.iter[0:len(images)]:
+            per_image.append(attention.source.attention_interface_2.output[0].save())
+        heads = attention.attention_head_outputs.save()
+        projected_in = attention.o_proj.input.save()
+    sizes = [int(t * h * w) for t, h, w in grid(model, images)]
+    bounds = [0, *torch.tensor(sizes).cumsum(0).tolist()]
+    assert cu_seqlens.tolist() == bounds
+    native = attention._module
+    assert queries.shape == keys.shape == values.shape == (1, native.num_heads, bounds[-1], native.head_dim)
+    assert not torch.equal(queries, keys)
+    assert [output.shape[1] for output in per_image] == sizes
+    assert torch.equal(torch.cat(list(per_image), dim=1), heads)
+    assert torch.equal(heads.reshape(projected_in.shape), projected_in)
+    for (a, b), output in zip(zip(bounds, bounds[1:]), per_image):
+        q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
+        assert torch.equal(eager_attention(q, k, v, native.scaling), output)
+    return sizes

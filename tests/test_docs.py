@@ -62,7 +62,7 @@ def test_use_it_runs_on_every_family(name: str, tiny_checkpoint, tmp_path: Path)
     model_type = model.config.model_type
     if model_type not in DIFFERS:
         result = runpy.run_path(str(script), init_globals=namespace)
-        assert result["unavailable"] == {name: why for name, why in model.support().items() if why}
+        assert not torch.equal(result["logits"], result["ablated"])  # it ran to the end, and the ablation reached
         return
     expected, said = DIFFERS[model_type]
     assert said in " ".join(README.read_text().split())  # the README says how it differs, and it does

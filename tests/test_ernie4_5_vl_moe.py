@@ -18,7 +18,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
-from family_inputs import eager_attention, prompt
+from family_inputs import attends_per_image, prompt
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_image
@@ -75,29 +75,9 @@ def test_the_standard_names_reach_the_native_modules(model):
 
 
 def test_queries_keys_and_values_are_what_each_image_attends_with(model):
-    """The per-image kernel outputs, read at the kernel, joined, are attention_head_outputs; and they are eager
-    attention over each image's slice, at ``cu_seqlens``, of the whole queries, keys and values."""
-    attention = model.vision.layers[-1].self_attn
-    with model.trace(prompt(model, TWO), images=TWO) as tracer:
-        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
-        queries = attention.attention_queries.save()
-        keys = attention.attention_keys.save()
-        values = attention.attention_values.save()
-        per_image = nnsight.save([])
-        for _ in tracer.iter[0:len(TWO)]:
-            per_image.append(attention.source.attention_interface_2.output[0].save())
-        heads = attention.attention_head_outputs.save()
-        projected_in = attention.o_proj.input.save()
-        tracer.stop()
-    bounds = [0, *inputs(model, TWO)["image_grid_thw"].prod(dim=1).cumsum(0).tolist()]
-    assert cu_seqlens.tolist() == bounds == [0, 16, 64]
-    native = attention._module
-    assert queries.shape == keys.shape == values.shape == (1, native.num_heads, 64, native.head_dim)
-    assert torch.equal(torch.cat(list(per_image), dim=1), heads)
-    assert torch.equal(heads.reshape(64, -1), projected_in)
-    for (a, b), output in zip(zip(bounds, bounds[1:]), per_image):
-        q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
-        assert torch.equal(eager_attention(q, k, v, native.scaling), output)
+    """The last block attends per image: each kernel call is eager attention over its image's slice, at
+    ``cu_seqlens``, of the whole queries, keys and values, and the calls joined are attention_head_outputs."""
+    assert attends_per_image(model, TWO) == [16, 48]
 
 
 def test_patch_embeddings_are_the_linear_map_of_each_patch_and_what_the_first_block_receives(model):

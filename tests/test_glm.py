@@ -15,10 +15,9 @@ post-norms.
 
 from __future__ import annotations
 
-import nnsight
 import pytest
 import torch
-from family_inputs import eager_attention, grid, prompt
+from family_inputs import attends_per_image, grid, prompt
 
 from envoys import StandardizedTransformer
 from envoys.tiny import noise_image
@@ -93,31 +92,9 @@ def test_the_tower_mlp_width_is_read_off_the_mlp(model):
 
 
 def test_queries_keys_and_values_are_what_each_image_attends_with(model):
-    """The per-image kernel outputs, read at the kernel, joined, are attention_head_outputs; and they are eager
-    attention over each image's slice, at ``cu_seqlens``, of the whole queries, keys and values."""
-    attention = model.vision.layers[-1].self_attn
-    count = len(TWO)
-    with model.trace(prompt(model, TWO), images=TWO) as tracer:
-        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
-        queries = attention.attention_queries.save()
-        keys = attention.attention_keys.save()
-        values = attention.attention_values.save()
-        per_image = nnsight.save([])
-        for _ in tracer.iter[0:count]:
-            per_image.append(attention.source.attention_interface_2.output[0].save())
-        heads = attention.attention_head_outputs.save()
-        projected_in = attention.o_proj.input.save()
-    bounds = [0, *torch.tensor(patches_per_image(model, TWO)).cumsum(0).tolist()]
-    assert cu_seqlens.tolist() == bounds
-    head_count, head_dim = attention._module.num_heads, attention._module.head_dim
-    assert queries.shape == keys.shape == values.shape == (1, head_count, bounds[-1], head_dim)
-    assert [o.shape[1] for o in per_image] == [b - a for a, b in zip(bounds, bounds[1:])]
-    assert torch.equal(torch.cat(list(per_image), dim=1), heads)
-    assert torch.equal(heads.reshape(bounds[-1], -1), projected_in)
-    for (a, b), output in zip(zip(bounds, bounds[1:]), per_image):
-        q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
-        assert torch.equal(eager_attention(q, k, v, attention._module.scaling), output)
-    assert not torch.equal(queries, keys)
+    """The last block attends per image: each kernel call is eager attention over its image's slice, at
+    ``cu_seqlens``, of the whole queries, keys and values, and the calls joined are attention_head_outputs."""
+    attends_per_image(model, TWO)
 
 
 def test_glm_ocr_queries_and_keys_are_after_their_norms_and_rotary(load):

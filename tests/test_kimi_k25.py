@@ -15,10 +15,9 @@ output.
 
 from __future__ import annotations
 
-import nnsight
 import pytest
 import torch
-from family_inputs import eager_attention, grid, prompt
+from family_inputs import attends_per_image, grid, prompt
 from transformers.models.kimi_k25.modeling_kimi_k25 import apply_rotary_pos_emb_vision
 
 from envoys import StandardizedTransformer
@@ -58,30 +57,9 @@ def test_the_standard_names_reach_the_native_modules(model):
 
 
 def test_queries_keys_and_values_are_what_each_image_attends_with(model):
-    """The per-image kernel outputs, joined, are attention_head_outputs; each is eager attention over its image's
-    slice, at ``cu_seqlens``, of the whole queries, keys and values."""
-    attention = model.vision.layers[-1].self_attn
-    with model.trace(prompt(model, TWO), images=TWO) as tracer:
-        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
-        queries = attention.attention_queries.save()
-        keys = attention.attention_keys.save()
-        values = attention.attention_values.save()
-        per_image = nnsight.save([])
-        for _ in tracer.iter[0:len(TWO)]:
-            per_image.append(attention.source.attention_interface_2.output[0].save())
-        heads = attention.attention_head_outputs.save()
-        projected_in = attention.o_proj.input.save()
-    sizes = [int(t * h * w) for t, h, w in grid(model, TWO)]
-    bounds = [0, *torch.tensor(sizes).cumsum(0).tolist()]
-    assert sizes == [64, 192] and cu_seqlens.tolist() == bounds
-    native = attention._module
-    assert queries.shape == keys.shape == values.shape == (1, native.num_heads, bounds[-1], native.head_dim)
-    assert [o.shape[1] for o in per_image] == sizes
-    assert torch.equal(torch.cat(list(per_image), dim=1), heads)
-    assert torch.equal(heads.reshape(bounds[-1], -1), projected_in)
-    for (a, b), output in zip(zip(bounds, bounds[1:]), per_image):
-        q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
-        assert torch.equal(eager_attention(q, k, v, native.scaling), output)
+    """The last block attends per image: each kernel call is eager attention over its image's slice, at
+    ``cu_seqlens``, of the whole queries, keys and values, and the calls joined are attention_head_outputs."""
+    assert attends_per_image(model, TWO) == [64, 192]
 
 
 def test_queries_and_keys_are_after_the_rotary_embedding(model):

@@ -20,7 +20,7 @@ import re
 import nnsight
 import pytest
 import torch
-from family_inputs import eager_attention, grid, prompt
+from family_inputs import attends_per_image, eager_attention, grid, prompt
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
@@ -127,29 +127,9 @@ def test_the_attention_interior_is_whole_over_the_packed_row(model, images):
 
 
 def test_queries_keys_and_values_are_what_each_image_attends_with(model):
-    """The per-image kernel outputs, read at the kernel, joined, are attention_head_outputs; and they are
-    eager attention over each image's slice of the whole queries, keys and values."""
-    block = model.vision.layers[-1]  # attends per image on every family (Qwen2.5-VL's last block is full attention)
-    attention = block.self_attn
-    count = len(TWO)
-    with model.trace(prompt(model, TWO), images=TWO) as tracer:
-        cu_seqlens = attention.inputs[1]["cu_seqlens"].save()
-        queries = attention.attention_queries.save()
-        keys = attention.attention_keys.save()
-        values = attention.attention_values.save()
-        per_image = nnsight.save([])
-        for _ in tracer.iter[0:count]:
-            per_image.append(attention.source.attention_interface_2.output[0].save())
-        heads = attention.attention_head_outputs.save()
-    bounds = [0, *torch.tensor(patches_per_image(model, TWO)).cumsum(0).tolist()]
-    assert cu_seqlens.tolist() == bounds
-    assert [o.shape[1] for o in per_image] == [b - a for a, b in zip(bounds, bounds[1:])]
-    assert torch.equal(torch.cat(list(per_image), dim=1), heads)
-    scaling = attention._module.scaling
-    for (a, b), output in zip(zip(bounds, bounds[1:]), per_image):
-        q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
-        assert torch.equal(eager_attention(q, k, v, scaling), output)
-    assert not torch.equal(queries, keys)
+    """The last block attends per image: each kernel call is eager attention over its image's slice, at
+    ``cu_seqlens``, of the whole queries, keys and values, and the calls joined are attention_head_outputs."""
+    attends_per_image(model, TWO)
 
 
 def test_editing_head_outputs_reaches_the_block_output(model):
