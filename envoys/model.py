@@ -50,10 +50,10 @@ from .core.aliases import bind_rename
 from .core.bugs import BrokenLoad
 from .core.not_saved import bind_not_saved
 from .core.standard import rows_over
-from .core.turns import TurnTakingBatcher, TurnTakingInterleaver
 from .core.values import standard_values
 from .families import Family, family_for
 from .image.grids import ImageInputs, given_sizes, image_inputs_of
+from .invokes import InvokeBatcher, LocatingInterleaver, batch_image_invokes
 from .rules import rules_for_model
 from .text.root import TextRoot
 from .tree import standard_tree
@@ -220,7 +220,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     Traces of one model from several threads run one at a time (`envoys.core.turns`).
     """
 
-    _batcher_class = TurnTakingBatcher
+    _batcher_class = InvokeBatcher
 
     def __init__(
         self,
@@ -277,7 +277,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 processor=processor,
                 tokenizer=tokenizer,
                 envoys=family.envoys_for(model),
-                interleaver=TurnTakingInterleaver(),
+                interleaver=LocatingInterleaver(),
             )
         bind_rename(self, family.rename_for(model.config))  # nnsight's rename=, without its failed lookups
         adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
@@ -288,8 +288,27 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             self.vision = NoTower("vision", absent)
             self.projector = NoTower("projector", absent)
 
+    def batch_with_layout(self, invokes: list, fn: Any) -> tuple[tuple, dict, Any]:
+        """The batch's ``(args, kwargs)`` and, where several invokes carry images, where each invoke's part of every
+        value lies (`envoys.invokes`); else None, and nnsight's rows apply. What the model's batcher assembles."""
+        several = len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes)
+        if not several or getattr(fn, "__name__", None) == "pipe":
+            return (*self._batch(invokes, fn), None)
+        kwargs, layout = batch_image_invokes(self, invokes)
+        return (), self._prepared(kwargs, invokes), layout
+
     def _batch(self, invokes: list, fn: Any) -> tuple:
-        """nnsight's batched inputs, their floating-point tensors in the model's dtype.
+        """nnsight's batched inputs, their floating-point tensors in the model's dtype (`_prepared`)."""
+        try:
+            args, kwargs = super()._batch(invokes, fn)
+        except NotImplementedError as error:
+            if len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes):
+                raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
+            raise
+        return args, self._prepared(kwargs, invokes)
+
+    def _prepared(self, kwargs: dict[str, Any], invokes: list) -> dict[str, Any]:
+        """A batch's keyword inputs, floating-point tensors in the model's dtype, checked and recorded.
 
         As transformers' image-text-to-text pipeline casts the processor's
         output (``BatchFeature.to(dtype)``): an image processor that returns
@@ -297,17 +316,11 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         reaches a float32 model as it reaches a bfloat16 one. A batch that
         carries images is recorded as ``last_image_inputs``, for the grids.
         """
-        try:
-            args, kwargs = super()._batch(invokes, fn)
-        except NotImplementedError as error:
-            if len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes):
-                raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
-            raise
         kwargs = {key: in_dtype(value, self._module.dtype) for key, value in kwargs.items()}
         self.__dict__["_image_in_batch"] = carries_images(kwargs) or any(carries_images(kw) for _, kw in invokes)
         self._refuse_more_images_than_prompts(kwargs)
         self._record_image_inputs(kwargs, invokes)
-        return args, kwargs
+        return kwargs
 
     def _refuse_more_images_than_prompts(self, kwargs: dict[str, Any]) -> None:
         """Refuse, before the model runs, a batch with more images than its prompts take, on a family whose

@@ -91,6 +91,17 @@ class Family:
     #: the most images one prompt takes, where the processor writes a fixed run of image tokens per prompt (BLIP-2's:
     #: 1); None for any number
     images_per_prompt: int | None = None
+    #: why several invokes that carry images cannot share a trace on this family (`envoys.invokes`), or None
+    several_invokes: str | None = None
+    #: why an invoke's text values differ from its prompt traced alone when several invokes share a batch, beyond float
+    #: reassociation, as the family's own forward makes them (`envoys.invokes`), or None
+    invokes_differ: str | None = None
+    #: the position the text model gives a prompt's first token when it is given none (PaliGemma counts from 1): where
+    #: several invokes are left-padded into one batch, each row's positions are counted from its first token from here
+    first_position: int = 0
+    #: the axis along which the processor joins several prompts' image inputs, where it is not the first (MiniCPM-V
+    #: packs every image's patches along the last axis of one row): input key -> axis
+    input_axes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def root_scatter(self) -> str | None:

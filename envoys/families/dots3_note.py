@@ -142,5 +142,12 @@ ENVOYS: dict[type, Any] = {
     Dots3NoteVisionMoE: PackedVisionMlp,
 }
 
+#: Why an invoke's text values may differ from its prompt alone (several invokes in one trace, `envoys.invokes`).
+INDEXER_TOP_K = (
+    "its attention keeps each query's top-k keys by an indexer's scores, and a left-padded row's scores are summed "
+    "in another order than its prompt's alone: where two keys nearly tie, the choice flips, and that query's "
+    "attention output with it (beyond float reassociation); its tower values and image_features are its own, exactly"
+)
+
 FAMILY = Family("dots3_note", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS,
-                text_model_types=("dots3_note_text",))
+                text_model_types=("dots3_note_text",), invokes_differ=INDEXER_TOP_K)

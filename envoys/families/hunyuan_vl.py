@@ -127,5 +127,13 @@ ENVOYS: dict[type, Any] = {
     HunYuanVLVisionMLP: PackedVisionMlp,
 }
 
+#: Why a later invoke's text values differ from its prompt alone (several invokes in one trace, `envoys.invokes`).
+HUNYUAN_IMAGE_ORDINALS = (
+    "HunYuanVL's rotary positions number the images across the whole batch (get_rope_index's image_index, one "
+    "of its rotary axes), so an invoke's image tokens get other positions than its prompt alone gives them (the "
+    "processor batching the prompts does the same); its tower values and image_features are its own, exactly"
+)
+
 FAMILY = Family("hunyuan_vl", RENAME, ENVOYS, "model.language_model.layers",
-                grid_layout=RasterGrids(lambda config: config.vision_config.spatial_merge_size, newline=1, around=1))
+                grid_layout=RasterGrids(lambda config: config.vision_config.spatial_merge_size, newline=1, around=1),
+                invokes_differ=HUNYUAN_IMAGE_ORDINALS)

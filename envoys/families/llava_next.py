@@ -204,6 +204,10 @@ class LlavaNextGrids:
         grid_start = start + TileRows.of(inputs.config).tokens
         return raster(rows, columns + 1, grid_start)[:, :columns], grid_start + rows * (columns + 1)
 
+    def tiles(self, inputs: ImageInputs) -> int:
+        """How many tiles the batch's images make on the tower's stream: each image's, as the host unpads them."""
+        return sum(self._tiles(inputs, 0))
+
     def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
         tiles, tile = self._tiles(inputs, image), TileRows.of(inputs.config)
         first = sum(tiles[:image])

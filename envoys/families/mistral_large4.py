@@ -43,5 +43,12 @@ from ..blocks.indexed import IndexedLayer
 from . import Family
 from .mistral3 import ENVOYS, GRIDS, RENAME
 
+#: Why an invoke's text values may differ from its prompt alone (several invokes in one trace, `envoys.invokes`).
+INDEXER_TOP_K = (
+    "its attention keeps each query's top-k keys by an indexer's scores, and a left-padded row's scores are summed "
+    "in another order than its prompt's alone: where two keys nearly tie, the choice flips, and that query's "
+    "attention output with it (beyond float reassociation); its tower values and image_features are its own, exactly"
+)
+
 FAMILY = Family("mistral_large4", RENAME, {**ENVOYS, MistralLarge4TextDecoderLayer: IndexedLayer},
-                "model.language_model.layers", grid_layout=GRIDS)
+                "model.language_model.layers", grid_layout=GRIDS, invokes_differ=INDEXER_TOP_K)

@@ -83,4 +83,5 @@ class PaliGemmaGrids:
 
 SCATTER = Scatter(purpose="projected patches, [images, patches, hidden], scattered unscaled into the scaled embeddings")
 
-FAMILY = Family("paligemma", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER, grid_layout=PaliGemmaGrids())
+FAMILY = Family("paligemma", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER, grid_layout=PaliGemmaGrids(),
+                first_position=1)

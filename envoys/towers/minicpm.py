@@ -218,6 +218,9 @@ class MiniCPMGrids:
 
 
 MINICPM_GRIDS = MiniCPMGrids()
+#: The processor packs several prompts' slices along the last axis of one ``pixel_values`` row, ``[1, 3, patch,
+#: patches * patch]``; several invokes are joined so too.
+MINICPM_INPUT_AXES = {"pixel_values": -1}
 
 
 #: The native names of MiniCPM-V's tower, merger and Qwen3.5 text model under the standard ones.

@@ -90,6 +90,14 @@ NO_IMAGE_IN_TRACE = (
 )
 
 
+#: Why a tower value is unavailable in an invoke that carries no image, beside invokes that do.
+NO_IMAGE_IN_INVOKE = (
+    "no image reached this invoke: its inputs carry no images, so no row of the tower's values is its own (the tower "
+    "runs on the other invokes' images); read the vision side in an invoke that passes images=, or save it there and "
+    "use it here"
+)
+
+
 def carries_images(inputs: Mapping[str, Any]) -> bool:
     """Whether keyword inputs hold images (``images=`` or ``videos=`` for the processor, or what the forward takes:
     `IMAGE_INPUTS`, video pixels)."""
@@ -107,6 +115,9 @@ def no_image_in_trace(envoy: Any) -> str | None:
     invokes = getattr(batcher, "invokes", None)
     if invokes is None:
         return None
+    layout = getattr(batcher, "layout", None)  # several invokes carrying images (`envoys.invokes`)
+    if layout is not None and worker.batch_group is not None:
+        return None if layout.invoke(worker.batch_group).carries_images else NO_IMAGE_IN_INVOKE
     inputs = [batcher.kwargs, *(kwargs for _, kwargs in invokes)]
     inputs += [arg for args, _ in invokes for arg in args if isinstance(arg, Mapping)]  # a processor's output
     return None if any(carries_images(found) for found in inputs) else NO_IMAGE_IN_TRACE

@@ -1,0 +1,148 @@
+"""The batcher that serves each invoke its own part of the vision side's values, and the interleaver that tells it where.
+
+nnsight's `Batcher` narrows a served value to an invoke's rows and widens a
+write back (``_narrow_tensor`` and ``_widen_tensor`` are its documented
+override points), but is not told which location it serves; the interleaver's
+``handle`` is. `LocatingInterleaver` records the location on the batcher while
+it serves, and `InvokeBatcher` asks the batch's `InvokeLayout` for the axis
+and span of the invoke's part there. Where the trace has one invoke, or none
+carries an image, both behave exactly as nnsight's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from nnsight.intervention.batching import SkipParts
+
+from ..core.turns import TurnTakingBatcher, TurnTakingInterleaver
+from .layout import INPUTS, VISION, InvokeLayout, narrowed, widened
+
+
+class InvokeBatcher(TurnTakingBatcher):
+    """nnsight's batcher, narrowing by the batch's `InvokeLayout` where several invokes carry images.
+
+    ``layout`` is what the model's ``batch_with_layout`` returned for the batch
+    (None: nnsight's rows); ``provider`` the location being served, set by
+    `LocatingInterleaver`.
+    """
+
+    def __init__(self, envoy: Any, kwargs: dict | None = None) -> None:
+        super().__init__(envoy, kwargs)
+        self.layout: InvokeLayout | None = None
+        self.provider: str | None = None
+
+    def assemble(self, fn: Any) -> tuple:
+        batch = getattr(self.envoy, "batch_with_layout", None)
+        if batch is None:
+            return super().assemble(fn)
+        args, kwargs, self.layout = batch(self.invokes, fn)
+        return args, {**kwargs, **self.extra_kwargs}
+
+    def _kind(self) -> str:
+        return self.layout.kind(self.provider)
+
+    def narrow(self, value: Any, group: Any) -> Any:
+        if self.layout is None or not self.batching or group is None or self._kind() != INPUTS:
+            return super().narrow(value, group)
+        parts = self.layout.invoke(group)
+        return self._inputs(value, lambda key, tensor: self._input_part(key, tensor, parts))
+
+    def widen(self, full: Any, group: Any, edited: Any) -> Any:
+        if self.layout is None or not self.batching or group is None or self._kind() != INPUTS:
+            return super().widen(full, group, edited)
+        parts = self.layout.invoke(group)
+        edits = self._inputs(edited, lambda key, tensor: tensor)
+
+        def put(key: str | None, tensor: torch.Tensor) -> torch.Tensor:
+            place = self.layout.place_input(key, tensor, parts)
+            new = found(edits, key, tensor)
+            return new if place is None else widened(tensor, *place, new)
+
+        return self._inputs(full, put)
+
+    def _input_part(self, key: str | None, tensor: torch.Tensor, parts: Any) -> torch.Tensor:
+        place = self.layout.place_input(key, tensor, parts)
+        return tensor if place is None else narrowed(tensor, *place)
+
+    @staticmethod
+    def _inputs(value: Any, each: Any) -> Any:
+        """``value``, the ``(args, kwargs)`` of a call, with ``each(key, tensor)`` applied to its tensors (key None
+        for a positional one)."""
+        if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict)):
+            return value
+        args, kwargs = value
+        args = tuple(each(None, arg) if isinstance(arg, torch.Tensor) else arg for arg in args)
+        kwargs = {key: each(key, item) if isinstance(item, torch.Tensor) else item for key, item in kwargs.items()}
+        return args, kwargs
+
+    def _narrow_tensor(self, tensor: torch.Tensor, group: list) -> torch.Tensor:
+        if self.layout is None:
+            return super()._narrow_tensor(tensor, group)
+        place = self.layout.place(self._kind(), tensor, self.layout.invoke(group))
+        return tensor if place is None else narrowed(tensor, *place)
+
+    def _widen_tensor(self, full: torch.Tensor, group: list, edited: torch.Tensor) -> torch.Tensor:
+        if self.layout is None:
+            return super()._widen_tensor(full, group, edited)
+        place = self.layout.place(self._kind(), full, self.layout.invoke(group))
+        return edited if place is None else widened(full, *place, edited)
+
+    def assemble_skip(self, running: Any) -> Any:
+        """Every invoke's replacement of a skipped module joined on the axis its part lies on: the images' or
+        patches' axis on the vision side, the rows elsewhere."""
+        if self.layout is None or not isinstance(running, SkipParts) or self._kind() != VISION:
+            return super().assemble_skip(running)
+        ordered = sorted(running.parts, key=lambda part: part[0][0])
+        return joined([replacement for _, replacement in ordered],
+                      [self.layout.invoke(group) for group, _ in ordered], self.layout)
+
+
+def found(edits: Any, key: str | None, tensor: torch.Tensor) -> Any:
+    """The edited counterpart of one input tensor in ``edits`` (the edited ``(args, kwargs)``)."""
+    args, kwargs = edits
+    if key is not None:
+        return kwargs[key]
+    return next(arg for arg in args if isinstance(arg, torch.Tensor) and arg.shape[1:] == tensor.shape[1:])
+
+
+def joined(replacements: list, parts: list, layout: InvokeLayout) -> Any:
+    """Invokes' replacements of one vision module's output, joined leaf by leaf on the axis their parts lie on: a packed
+    tower's patch axis, else the first (tiles, images)."""
+    first = replacements[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(replacements, dim=patch_axis(first, parts[0], layout))
+    if isinstance(first, (list, tuple)):
+        items = [joined([each[index] for each in replacements], parts, layout) for index in range(len(first))]
+        return type(first)(*items) if hasattr(first, "_fields") else type(first)(items)
+    if isinstance(first, dict):
+        merged = first.copy()
+        for key in first:
+            merged[key] = joined([each[key] for each in replacements], parts, layout)
+        return merged
+    return first
+
+
+def patch_axis(tensor: torch.Tensor, parts: Any, layout: InvokeLayout) -> int:
+    """The axis of one invoke's part of a vision value that holds its patches on a packed tower; 0 otherwise."""
+    if layout.packed:
+        for span in parts.streams:
+            for axis in range(min(tensor.dim(), 3)):
+                if tensor.shape[axis] == span.size and (axis == 0 or tensor.shape[0] == 1):
+                    return axis
+    return 0
+
+
+class LocatingInterleaver(TurnTakingInterleaver):
+    """The model's interleaver, which tells an `InvokeBatcher` the location it serves while it serves it."""
+
+    def handle(self, provider: str, value: Any) -> Any:
+        batcher = self.batcher
+        if getattr(batcher, "layout", None) is None:
+            return super().handle(provider, value)
+        outer, batcher.provider = batcher.provider, provider
+        try:
+            return super().handle(provider, value)
+        finally:
+            batcher.provider = outer
