@@ -168,16 +168,6 @@ def test_reads_follow_the_forward(model):
             model.vision.layers[0].layer_output.save()
 
 
-def test_a_second_image_invoke_is_refused(model):
-    text = prompt(model, ONE)
-    with pytest.raises(NotImplementedError, match="Can't batch these inputs"):
-        with model.trace() as tracer:
-            with tracer.invoke(text, images=ONE):
-                model.logits.save()
-            with tracer.invoke(text, images=ONE):
-                model.logits.save()
-
-
 def test_repr_shows_the_standard_tree(model):
     text = repr(model)
     assert text.startswith("StandardizedTransformer(llava: LlavaForConditionalGeneration;")

@@ -36,7 +36,7 @@ from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.layouts import PackedPatches
-from envoys.tiny import NAMES, image_prompts
+from envoys.tiny import NAMES, chat_prompt, image_prompts, noise_image
 from instrument import installed
 from instrument.show import main as show
 
@@ -568,3 +568,192 @@ def test_outputs_outside_a_trace_are_the_plain_models(model, row, plain):
     assert ours.get("error") is theirs.get("error")
     assert ("error" in ours) == bug_present(model)
     assert torch.equal(ours["logits"], theirs["logits"])
+
+
+# -- several invokes in one trace ------------------------------------------------------------------------------------
+
+#: How far an invoke's logits may be from its prompt's alone: float reassociation over a longer, left-padded batch.
+TEXT_TOLERANCE = 1e-5
+
+
+def image_reads(model, row) -> dict:
+    """Inside a trace or an invoke, in the forward's order and saved: the mask, every tower block's layer_output,
+    tower_output, image_features, the position embeddings the text model adds (its row's ``positions``), the text
+    model's first input and the logits."""
+    reads = {
+        "mask": model.vision.image_token_mask.save(),
+        "blocks": [block.layer_output.save() for block in model.vision.layers],
+        "tower": model.vision.tower_output.save(),
+        "features": model.vision.image_features.save(),
+        "added": positions(model, row) if row.positions is not None else None,
+        "first": model.layers[0].input.save(),
+        "logits": model.logits.save(),
+    }
+    return nnsight.save(reads)
+
+
+def read_alone(model, row, images) -> dict:
+    """`image_reads` of one prompt holding ``images``, traced alone."""
+    with model.trace(prompt(model, images), images=images) as tracer:
+        reads = image_reads(model, row)
+        tracer.stop()
+    return reads
+
+
+def same(got: torch.Tensor, expected: torch.Tensor, tolerance: float) -> None:
+    """Equal, or within ``tolerance`` where it is not 0; the same shape either way."""
+    assert got.shape == expected.shape
+    if tolerance:
+        torch.testing.assert_close(got, expected, atol=tolerance, rtol=0)
+    else:
+        assert torch.equal(got, expected)
+
+
+def assert_as_alone(model, row, together: dict, alone: dict) -> None:
+    """An invoke's reads are its prompt's alone: the mask (left-padded to the batch), the tower's values and
+    image_features (exact, or within the row's ``invoke_tolerance``), the logits at its own tokens (within float
+    reassociation, unless the family says why they differ); and the scatter's equality holds in the invoke, exactly."""
+    mask = together["mask"]
+    pad = mask.shape[1] - alone["mask"].shape[1]
+    assert pad >= 0 and not mask[:, :pad].any()
+    assert torch.equal(mask[:, pad:], alone["mask"])
+    assert len(together["blocks"]) == len(alone["blocks"]) == model.vision.num_layers
+    for got, expected in zip(together["blocks"], alone["blocks"]):
+        same(got, expected, row.invoke_tolerance)
+    same(together["tower"], alone["tower"], row.invoke_tolerance)
+    same(together["features"], alone["features"], row.invoke_tolerance)
+    scattered = together["features"] * row.embedding_multiplier
+    if together["added"] is not None:
+        scattered = scattered + together["added"][mask]
+    assert torch.equal(together["first"][mask], scattered)
+    if model.family.invokes_differ is None:
+        torch.testing.assert_close(together["logits"][:, pad:], alone["logits"], atol=TEXT_TOLERANCE, rtol=0)
+
+
+#: An image of the first image's size that no row's images are (seeds 0 and 1 are `Row.images`).
+def another_image(seed: int = 7):
+    return noise_image(32, 32, seed=seed)
+
+
+def test_two_invokes_with_their_own_images_each_see_their_own_part_of_every_value(model, row):
+    """Two images of two sizes in one invoke and one in the next: each invoke's values are its prompt's alone, each
+    in its own shape (its tiles, its patches, its image tokens)."""
+    first, second = row.images, [another_image()]
+    alone = [read_alone(model, row, images) for images in (first, second)]
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, first), images=first):
+            one = image_reads(model, row)
+        with tracer.invoke(prompt(model, second), images=second):
+            two = image_reads(model, row)
+            tracer.stop()
+    assert_as_alone(model, row, one, alone[0])
+    assert_as_alone(model, row, two, alone[1])
+    assert one["features"].shape[0] == sum(row.image_tokens) and two["features"].shape[0] == row.image_tokens[0]
+
+
+def test_a_text_only_invoke_beside_an_image_invoke(model, row):
+    """The image invoke's values are its prompt's alone; the text-only invoke's mask is all false, its logits its
+    prompt's alone, and a tower value read there is unavailable, saying no image reached that invoke."""
+    images = row.images[:1]
+    text = chat_prompt(model.processor, 0, "What is in the picture?")
+    try:
+        model.processor(text=[text], return_tensors="pt")
+    except ValueError as error:  # PaliGemma's, GOT-OCR2's, InstructBLIP's: a prompt always comes with its image
+        pytest.skip(f"the processor takes no prompt without an image: {error}")
+    alone = read_alone(model, row, images)
+    if row.text_alone:
+        with model.trace(text) as tracer:
+            text_alone = model.logits.save()
+            tracer.stop()
+    refused = None
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, images), images=images):
+            one = image_reads(model, row)
+        with tracer.invoke(text):
+            mask = model.vision.image_token_mask.save()
+            try:
+                model.vision.tower_output.save()
+            except Unavailable as error:
+                refused = nnsight.save(str(error))
+            logits = model.logits.save()
+            tracer.stop()
+    assert_as_alone(model, row, one, alone)
+    assert mask.shape[0] == logits.shape[0] and not mask.any()
+    assert refused is not None and "no image reached this invoke" in refused
+    if row.text_alone and model.family.invokes_differ is None:
+        pad = logits.shape[1] - text_alone.shape[1]
+        torch.testing.assert_close(logits[:, pad:], text_alone, atol=TEXT_TOLERANCE, rtol=0)
+
+
+def test_the_patching_idiom_writes_the_clean_invokes_features_into_the_corrupted_one(model, row):
+    """nnsight's patching idiom, clean and corrupted prompts in two invokes of one trace: the clean invoke's
+    image_features (and, on DeepStack, what each tapped block adds) written into the corrupted invoke make its logits
+    the clean invoke's. A value carried to a later invoke at the same location waits at a barrier, as on a text model."""
+    clean_images, corrupted_images = [another_image(11)], [another_image(12)]
+    text = prompt(model, clean_images)
+    with model.trace() as tracer:
+        barriers = [tracer.barrier(2) for _ in range(1 + row.deepstack_taps)]
+        with tracer.invoke(text, images=clean_images):
+            clean = model.vision.image_features.save()
+            barriers[0]()
+            added = nnsight.save([])
+            for k in range(row.deepstack_taps):
+                added.append(model.layers[k].deepstack_output.save())
+                barriers[1 + k]()
+            clean_logits = model.logits.save()
+        with tracer.invoke(text, images=corrupted_images):
+            corrupted = model.vision.image_features.clone().save()
+            barriers[0]()
+            model.vision.image_features[:] = clean
+            for k in range(row.deepstack_taps):
+                barriers[1 + k]()
+                model.layers[k].deepstack_output[:] = added[k]
+            patched = model.logits.save()
+            tracer.stop()
+    assert not torch.equal(clean, corrupted)
+    if model.family.invokes_differ is None:  # two rows of one batch (a mixture of experts mixes them: not exact)
+        torch.testing.assert_close(patched, clean_logits, atol=TEXT_TOLERANCE, rtol=0)
+        torch.testing.assert_close(patched, read_alone(model, row, clean_images)["logits"], atol=TEXT_TOLERANCE, rtol=0)
+    else:  # the family's own forward makes the two rows differ beyond the patch (its reason); the patch still lands
+        assert not torch.equal(patched, read_alone(model, row, corrupted_images)["logits"])
+
+
+def test_a_write_in_one_invoke_leaves_the_other_invokes_logits_as_they_are(model, row):
+    """Zeroing the first invoke's first tower value and image_features changes its logits, and leaves the second
+    invoke's exactly as the same batch gives them unwritten (and as its prompt alone gives them)."""
+    first, second = row.images[:1], [another_image()]
+
+    def run(write: bool):
+        with model.trace() as tracer:
+            with tracer.invoke(prompt(model, first), images=first):
+                if write:
+                    first_stream_value(model)[:] = 0
+                    model.vision.image_features[:] = 0
+                one = model.logits.save()
+            with tracer.invoke(prompt(model, second), images=second):
+                two = model.logits.save()
+                tracer.stop()
+        return one, two
+
+    (one, two), (written_one, written_two) = run(False), run(True)
+    assert not torch.equal(written_one, one)
+    # exactly, but where a mixture of experts runs both invokes' tokens through one expert call
+    torch.testing.assert_close(written_two, two, atol=TEXT_TOLERANCE, rtol=0)
+    if model.family.invokes_differ is None:
+        alone = read_alone(model, row, second)["logits"]
+        torch.testing.assert_close(two[:, two.shape[1] - alone.shape[1]:], alone, atol=TEXT_TOLERANCE, rtol=0)
+
+
+def test_a_saved_value_written_into_an_invoke_of_another_shape_is_refused_with_its_shape(model, row):
+    two, one = row.images, row.images[:1]
+    expected = f"takes a tensor of shape ({row.image_tokens[0]}, {model.hidden_size})"
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        with model.trace() as tracer:
+            barrier = tracer.barrier(2)
+            with tracer.invoke(prompt(model, two), images=two):
+                features = model.vision.image_features.save()
+                barrier()
+            with tracer.invoke(prompt(model, one), images=one):
+                barrier()
+                model.vision.image_features = features
+                tracer.stop()

@@ -255,10 +255,13 @@ class EProperty(eproperty):
         view = shown is not part
         if no_gradient is None and not view:
             return shown  # the model's own tensor: nnsight serves its .grad as it is
+        copied = view and shown.untyped_storage().data_ptr() != part.untyped_storage().data_ptr()
         shown = served(shown, part, obj, self, no_gradient)
-        if view and self._inverse is not None:
-            # The model goes on with the inverse of the view the user holds, swapped in when the worker
-            # next moves on (nnsight's eproperty.transform), so an edit to the view is the model's.
+        if copied and self._inverse is not None:
+            # The model goes on with the inverse of the copy the user holds, swapped in when the worker
+            # next moves on (nnsight's eproperty.transform), so an edit to the copy is the model's. A view
+            # that shares the model's memory needs none: an edit to it is the model's already, and a barrier
+            # between the edit and the next request (which moves the worker on without a swap) loses nothing.
             back = partial(self._write_back, obj, shown, raw, part, select)
             mediator.transform = WriteBack(back, shown, self, location, occurrence)
         return shown

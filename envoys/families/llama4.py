@@ -337,4 +337,9 @@ FAMILY = Family(
     load_bug=rotary_table_on_meta,
     text_model_types=("llama4_text",),
     grid_layout=Llama4Grids(),
+    invokes_differ=(
+        "Llama 4's layers without rotary positions scale their queries by a temperature counted along the batch's "
+        "sequence (attn_temperature_tuning), not from the prompt's first token, so a left-padded prompt's tokens get "
+        "other scales than alone; its tower values and image_features are its own, exactly"
+    ),
 )

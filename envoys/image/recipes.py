@@ -307,7 +307,9 @@ def patch_image_rows(
     ``clean`` and ``corrupted`` are the prompt's images in two versions, each
     image the same size in both, so that both runs have the same image tokens.
     ``target`` is ``(good, bad)``: the logit difference measured at
-    ``position``. Runs ``2 + 1 + len(layers)`` traces.
+    ``position``. Runs one trace of ``2 + 1 + len(layers)`` invokes (clean,
+    corrupted, one patched run per site: `envoys.invokes`), each as its prompt
+    alone gives it.
     """
     prompt, clean, corrupted = one_prompt(prompt), image_list(clean, "clean"), image_list(corrupted, "corrupted")
     if [image.size for image in clean] != [image.size for image in corrupted]:
@@ -326,35 +328,84 @@ def patch_image_rows(
     def difference(logits: torch.Tensor) -> torch.Tensor:
         return logits[good] - logits[bad]
 
+    runs = patching_in_one_trace if in_one_trace(model) else patching_trace_by_trace
+    mask, corrupted_mask, clean_logits, corrupted_logits, patched = runs(model, prompt, clean, corrupted, chosen, position)
+    if not torch.equal(corrupted_mask, mask):
+        raise ValueError("the clean and corrupted images give different image tokens: give images the processor "
+                         "turns into the same number of tokens (the same sizes)")
+    where = position_in(mask.shape[1], position)
+    patched = [difference(logits) for logits in patched]
+    return Patching(
+        (FEATURES, *(f"layers[{layer}]" for layer in chosen)), torch.stack(patched).detach(),
+        difference(clean_logits).detach(), difference(corrupted_logits).detach(), (good, bad),
+        (model.tokenizer.decode([good]), model.tokenizer.decode([bad])), where,
+    )
+
+
+def in_one_trace(model: Any) -> bool:
+    """Whether a recipe's runs can be invokes of one trace, each as its prompt alone gives it: unless the family's
+    forward makes a prompt batched beside others differ from it alone (``Family.invokes_differ``)."""
+    return getattr(model.family, "invokes_differ", None) is None
+
+
+def patching_in_one_trace(model: Any, prompt: str, clean: list, corrupted: list, chosen: tuple[int, ...],
+                          position: int) -> tuple:
+    """`patch_image_rows`' runs as invokes of one trace: the clean prompt, the corrupted one, then one corrupted
+    invoke per site, each waiting at a barrier for the clean invoke to have read its site (a value carried to a
+    later invoke at the same location). The clean and corrupted masks, their logits at ``position``, and each
+    patched run's."""
+    with model.trace() as tracer:
+        handed = [tracer.barrier(2) for _ in range(1 + len(chosen))]
+        with tracer.invoke(prompt, images=clean):
+            mask = model.vision.image_token_mask.save()
+            features = model.vision.image_features.clone().save()
+            handed[0]()
+            rows = nnsight.save([])
+            for index, layer in enumerate(chosen):
+                rows.append(model.layers[layer].layer_output[mask].clone())
+                handed[1 + index]()
+            clean_logits = model.logits[0, position_in(mask.shape[1], position)].save()
+        with tracer.invoke(prompt, images=corrupted):
+            corrupted_mask = model.vision.image_token_mask.save()
+            corrupted_logits = model.logits[0, position_in(corrupted_mask.shape[1], position)].save()
+        patched = nnsight.save([])
+        for site in range(1 + len(chosen)):
+            with tracer.invoke(prompt, images=corrupted):
+                own = model.vision.image_token_mask
+                handed[site]()
+                if site == 0:
+                    model.vision.image_features = features
+                else:
+                    model.layers[chosen[site - 1]].layer_output[own] = rows[site - 1]
+                patched.append(model.logits[0, position_in(own.shape[1], position)].save())
+                if site == len(chosen):
+                    tracer.stop()
+    return mask, corrupted_mask, clean_logits, corrupted_logits, list(patched)
+
+
+def patching_trace_by_trace(model: Any, prompt: str, clean: list, corrupted: list, chosen: tuple[int, ...],
+                            position: int) -> tuple:
+    """`patching_in_one_trace`'s runs, one trace each (where invokes of one trace would differ from alone)."""
     with model.trace(prompt, images=clean) as tracer:
         mask = model.vision.image_token_mask.save()
         features = model.vision.image_features.clone().save()
         rows = nnsight.save([model.layers[layer].layer_output[mask].save() for layer in chosen])
         clean_logits = model.logits[0, position_in(mask.shape[1], position)].save()
         tracer.stop()
-    where = position_in(mask.shape[1], position)
     with model.trace(prompt, images=corrupted) as tracer:
         corrupted_mask = model.vision.image_token_mask.save()
-        corrupted_logits = model.logits[0, where].save()
+        corrupted_logits = model.logits[0, position_in(corrupted_mask.shape[1], position)].save()
         tracer.stop()
-    if not torch.equal(corrupted_mask, mask):
-        raise ValueError("the clean and corrupted images give different image tokens: give images the processor "
-                         "turns into the same number of tokens (the same sizes)")
     patched = []
-    for site in (None, *chosen):
+    for site in range(1 + len(chosen)):
         with model.trace(prompt, images=corrupted) as tracer:
-            if site is None:
+            if site == 0:
                 model.vision.image_features = features
             else:
-                model.layers[site].layer_output[mask] = rows[chosen.index(site)]
-            logits = model.logits[0, where].save()
+                model.layers[chosen[site - 1]].layer_output[mask] = rows[site - 1]
+            patched.append(model.logits[0, position_in(mask.shape[1], position)].save())
             tracer.stop()
-        patched.append(difference(logits))
-    return Patching(
-        (FEATURES, *(f"layers[{layer}]" for layer in chosen)), torch.stack(patched).detach(),
-        difference(clean_logits).detach(), difference(corrupted_logits).detach(), (good, bad),
-        (model.tokenizer.decode([good]), model.tokenizer.decode([bad])), where,
-    )
+    return mask, corrupted_mask, clean_logits, corrupted_logits, patched
 
 
 # -- knocking out the text's attention to the image --------------------------------------------
@@ -402,28 +453,54 @@ def knock_out_image_attention(
     token and the key an image token, so the text tokens attend to the text
     alone, renormalised (image tokens still attend to each other). Needs a
     block with softmax attention under ``attn_implementation="eager"``;
-    `Unavailable` with the reason otherwise. Two traces: without and with.
+    `Unavailable` with the reason otherwise. Two runs, without and with: invokes
+    of one trace where the family allows (`in_one_trace`), else two traces.
     """
     prompt, images, chosen = one_prompt(prompt), image_list(images), blocks(model, layers)
     require(model, "self_attn.attention_scores", chosen)
-    with model.trace(prompt, images=images) as tracer:
-        mask = model.vision.image_token_mask.save()
-        clean = model.logits[0, position_in(mask.shape[1], position)].save()
-        tracer.stop()
+    runs = knock_out_in_one_trace if in_one_trace(model) else knock_out_trace_by_trace
+    mask, clean, knocked = runs(model, prompt, images, chosen, position)
     where = position_in(mask.shape[1], position)
-    cells = image_key_cells(mask)
-    with model.trace(prompt, images=images) as tracer:
-        for layer in chosen:
-            attention = model.layers[layer].self_attn
-            attention.attention_scores = attention.attention_scores.masked_fill(cells, float("-inf"))
-        knocked = model.logits[0, where].save()
-        tracer.stop()
     clean, knocked = clean.detach(), knocked.detach()
     runs = {"clean": clean.softmax(-1), "knocked out": knocked.softmax(-1)}
     ids = list(dict.fromkeys(int(i) for probabilities in runs.values() for i in probabilities.topk(k).indices))
     labels = token_labels(model.tokenizer, ids)
     top = {run: {labels[i]: float(probabilities[i]) for i in ids} for run, probabilities in runs.items()}
     return KnockOut(chosen, where, clean, knocked, top)
+
+
+def knock_out_in_one_trace(model: Any, prompt: str, images: list, chosen: tuple[int, ...], position: int) -> tuple:
+    """`knock_out_image_attention`'s two runs as invokes of one trace: the mask, the clean and knocked-out logits."""
+    with model.trace() as tracer:
+        with tracer.invoke(prompt, images=images):
+            mask = model.vision.image_token_mask.save()
+            clean = model.logits[0, position_in(mask.shape[1], position)].save()
+        with tracer.invoke(prompt, images=images):
+            knocked = knocked_out(model, model.vision.image_token_mask, chosen, position)
+            tracer.stop()
+    return mask, clean, knocked
+
+
+def knock_out_trace_by_trace(model: Any, prompt: str, images: list, chosen: tuple[int, ...], position: int) -> tuple:
+    """`knock_out_in_one_trace`'s runs, one trace each (where invokes of one trace would differ from alone)."""
+    with model.trace(prompt, images=images) as tracer:
+        mask = model.vision.image_token_mask.save()
+        clean = model.logits[0, position_in(mask.shape[1], position)].save()
+        tracer.stop()
+    with model.trace(prompt, images=images) as tracer:
+        knocked = knocked_out(model, model.vision.image_token_mask, chosen, position)
+        tracer.stop()
+    return mask, clean, knocked
+
+
+def knocked_out(model: Any, mask: torch.Tensor, chosen: tuple[int, ...], position: int) -> torch.Tensor:
+    """Inside a run: the text queries' attention to the image keys (``mask``'s) removed at ``chosen``; the logits
+    at ``position``, saved."""
+    cells = image_key_cells(mask)
+    for layer in chosen:
+        attention = model.layers[layer].self_attn
+        attention.attention_scores = attention.attention_scores.masked_fill(cells, float("-inf"))
+    return model.logits[0, position_in(mask.shape[1], position)].save()
 
 
 def token_labels(tokenizer: Any, ids: Sequence[int]) -> dict[int, str]:

@@ -1,0 +1,182 @@
+"""Several image-carrying invokes in one trace (`envoys.invokes`), beyond what the contract suite checks on every
+family: counts that coincide, generate and ``tracer.iter``, skips, and the inputs and families refused before anything
+runs, each with what to do instead."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import nnsight
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+
+from envoys import StandardizedTransformer, Unavailable
+from envoys.invokes import InvokeInputError
+from envoys.tiny import chat_prompt, image_prompts, noise_image
+
+A, B, C = noise_image(32, 32, seed=1), noise_image(64, 48, seed=2), noise_image(32, 32, seed=3)
+QUESTION = "What is in the picture?"
+
+
+@pytest.fixture(scope="module", params=["llava-siglip", "qwen2_5_vl"])
+def model(request, tiny_checkpoint) -> StandardizedTransformer:
+    return StandardizedTransformer(tiny_checkpoint(request.param), task="image-text-to-text",
+                                   attn_implementation="eager")
+
+
+def prompt(model, images) -> str:
+    return image_prompts(model.processor, len(images), QUESTION)
+
+
+def tower_alone(model, images) -> torch.Tensor:
+    with model.trace(prompt(model, images), images=images):
+        stream = model.vision.layers[0].layer_output.save()
+    return stream
+
+
+def test_an_invoke_with_as_many_images_as_the_batch_has_rows_gets_its_images_not_rows(model):
+    """Two images in one invoke beside a text-only one: the batch has two rows and two images, and the tower's
+    values go to the invoke whose images they are, by what the tower's axis holds, not by its size."""
+    alone = tower_alone(model, [A, C])
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, [A, C]), images=[A, C]):
+            stream = model.vision.layers[0].layer_output.save()
+        with tracer.invoke(chat_prompt(model.processor, 0, QUESTION)):
+            mask = model.vision.image_token_mask.save()
+    assert mask.shape[0] == 1 and not mask.any()
+    assert torch.equal(stream, alone)
+
+
+def test_skipping_a_tower_block_in_every_invoke_joins_their_replacements_by_image(model):
+    """A tower block skipped in both invokes, each with its own input: every invoke's output is its replacement,
+    joined on the images' (or the patches') axis, and each equals the same skip traced alone."""
+    block = model.vision.layers[0]
+
+    def skipped_alone(images):
+        with model.trace(prompt(model, images), images=images):
+            block.skip(block.inputs[0][0] * 2)
+            after = model.vision.layers[1].layer_input.save()
+        return after
+
+    alone = [skipped_alone(images) for images in ([A, B], [C])]
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, [A, B]), images=[A, B]):
+            block.skip(block.inputs[0][0] * 2)
+            first = model.vision.layers[1].layer_input.save()
+        with tracer.invoke(prompt(model, [C]), images=[C]):
+            block.skip(block.inputs[0][0] * 2)
+            second = model.vision.layers[1].layer_input.save()
+    assert torch.equal(first, alone[0]) and torch.equal(second, alone[1])
+
+
+def test_generate_with_two_image_invokes_reads_each_invokes_mask_every_step_and_its_tower_at_step_zero(model):
+    steps = 3
+    options = {"max_new_tokens": steps, "min_new_tokens": steps, "do_sample": False}
+    plain = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    expected = []
+    for images in ([A, B], [C]):
+        inputs = model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
+        expected.append((plain.generate(**inputs, **options)[:, inputs["input_ids"].shape[1]:], inputs["input_ids"]))
+    with model.generate(**options) as tracer:
+        runs = nnsight.save([])
+        for images in ([A, B], [C]):
+            with tracer.invoke(prompt(model, images), images=images):
+                masks, features = nnsight.save([]), nnsight.save([])
+                for step in tracer.iter[0:steps]:
+                    masks.append(model.vision.image_token_mask.save())
+                    if step == 0:
+                        features.append(model.vision.image_features.save())
+                runs.append((masks, features, tracer.result.save()))  # the invoke's rows of what generate returns
+    longest = max(ids.shape[1] for _, ids in expected)
+    for (masks, features, generated), (tokens, ids) in zip(runs, expected):
+        assert [tuple(mask.shape) for mask in masks] == [(1, longest)] + [(1, 1)] * (steps - 1)
+        assert torch.equal(masks[0][:, longest - ids.shape[1]:], ids == model.config.image_token_id)
+        assert not any(mask.any() for mask in masks[1:])
+        assert features[0].shape[0] == int((ids == model.config.image_token_id).sum())
+        assert torch.equal(generated[:, longest:], tokens)  # each prompt's greedy tokens, as generated alone
+
+
+def test_the_issues_patch_without_a_barrier_fails_as_nnsights_text_idiom_does(model):
+    """A value saved in one invoke and used at the same location in a later one needs a barrier, on a text model
+    too: the later invoke's code runs before the earlier one has saved it."""
+    text = prompt(model, [A])
+    with pytest.raises(NameError, match="clean"):
+        with model.trace() as tracer:
+            with tracer.invoke(text, images=[A]):
+                clean = model.vision.image_features.save()
+            with tracer.invoke(text, images=[C]):
+                model.vision.image_features[:] = clean  # noqa: F821 (read before the first invoke saved it)
+    with pytest.raises(NameError, match="hidden"):
+        with model.trace() as tracer:
+            with tracer.invoke("hello world"):
+                hidden = model.layers[0].output.save()
+            with tracer.invoke("hello world"):
+                model.layers[0].output[:] = hidden  # noqa: F821
+
+
+def forward_calls(model) -> list:
+    """A list the model's root appends to on every forward (a hook on this instance's module, removed by the caller)."""
+    calls: list = []
+    handle = model._module.register_forward_pre_hook(lambda module, args: calls.append(1))
+    return calls, handle
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"pixel_values": torch.zeros(1, 3, 32, 32)}, "passes pixel_values to the model itself"),
+    ({"videos": [[A, C]]}, "passes videos="),
+])
+def test_an_invoke_whose_images_cannot_be_placed_is_refused_before_anything_runs(model, given, message):
+    calls, handle = forward_calls(model)
+    try:
+        with pytest.raises(InvokeInputError, match=message):
+            with model.trace() as tracer:
+                with tracer.invoke(prompt(model, [A]), images=[A]):
+                    model.logits.save()
+                with tracer.invoke(prompt(model, [A]), **given):
+                    model.logits.save()
+    finally:
+        handle.remove()
+    assert calls == []
+
+
+def test_forward_keywords_that_differ_between_invokes_are_refused(model):
+    with pytest.raises(InvokeInputError, match="pass it to model.trace"):
+        with model.trace() as tracer:
+            with tracer.invoke(prompt(model, [A]), images=[A], output_attentions=True):
+                model.logits.save()
+            with tracer.invoke(prompt(model, [C]), images=[C], output_attentions=False):
+                model.logits.save()
+
+
+def test_a_family_that_cannot_batch_several_prompts_images_is_refused_by_name_before_anything_runs(model):
+    original = model.family
+    model.family = dataclasses.replace(original, several_invokes="its forward takes one prompt's images only")
+    calls, handle = forward_calls(model)
+    try:
+        with pytest.raises(NotImplementedError) as refused:
+            with model.trace() as tracer:
+                with tracer.invoke(prompt(model, [A]), images=[A]):
+                    model.logits.save()
+                with tracer.invoke(prompt(model, [C]), images=[C]):
+                    model.logits.save()
+    finally:
+        handle.remove()
+        model.family = original
+    assert str(refused.value) == (
+        f"several invokes that carry images cannot share a trace on a {original.model_type} checkpoint: its forward "
+        f"takes one prompt's images only"
+    )
+    assert calls == []
+    with model.trace(prompt(model, [A]), images=[A]):  # the model as it was
+        model.logits.save()
+
+
+def test_a_tower_value_in_an_invoke_without_images_says_so_outside_any_order(model):
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, [A]), images=[A]):
+            model.logits.save()
+        with tracer.invoke(chat_prompt(model.processor, 0, QUESTION)):
+            with pytest.raises(Unavailable, match="no image reached this invoke"):
+                model.vision.image_features.save()
+            model.logits.save()
