@@ -38,6 +38,7 @@ import gc
 import inspect
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -502,6 +503,15 @@ def table(results: dict[str, dict], imports: dict[str, float | int | str], impor
     return "\n".join(out) + "\n"
 
 
+def kept_sections(path: Path) -> str:
+    """The sections other benchmarks wrote into ``path`` between their markers (``<!-- name -->`` to
+    ``<!-- /name -->``, as `invokes` writes its table), to keep when this table is rewritten."""
+    if not path.exists():
+        return ""
+    sections = re.finditer(r"<!-- (\S+): .*? -->.*?<!-- /\1 -->", path.read_text(), re.DOTALL)
+    return "".join(f"\n\n{section.group(0)}\n" for section in sections)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30, help="timed rounds per variant, after 2 warm-up rounds")
@@ -516,7 +526,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         results = {family: measure(family, Path(folder), args.rounds, args.traces, args.steps) for family in args.families}
     text = table(results, import_times(args.imports), args.imports, args.rounds, args.traces, args.steps)
-    args.out.write_text(text)
+    args.out.write_text(text + kept_sections(args.out))
     sys.stdout.write(text)
 
 

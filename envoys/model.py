@@ -174,13 +174,11 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
-#: Why a trace with several invokes carrying images is refused (nnsight's batcher pads text rows only),
+#: Why ``model.pipe`` with several invokes carrying images is refused (nnsight's pipeline batches text prompts only),
 #: after nnsight's own message.
 SEVERAL_IMAGE_INVOKES = (
-    "Several invokes that carry images cannot share one trace: nnsight batches invokes by padding their text "
-    "rows, and images are not rows it can pad. Put every prompt and image in one invoke instead: "
-    "model.trace([prompt_a, prompt_b], images=[image_a, image_b]) and read each prompt's rows by batch "
-    "index; or run one trace per image inside `with model.session():` to carry values from one to the next."
+    "model.pipe() batches text prompts only; run several invokes that carry images in model.trace() or "
+    "model.generate(), where each invoke sees its own part of every value (envoys.invokes)."
 )
 
 

@@ -660,6 +660,14 @@ def test_a_text_only_invoke_beside_an_image_invoke(model, row):
         model.processor(text=[text], return_tensors="pt")
     except ValueError as error:  # PaliGemma's, GOT-OCR2's, InstructBLIP's: a prompt always comes with its image
         pytest.skip(f"the processor takes no prompt without an image: {error}")
+    if model.family.text_invokes is not None:  # refused, saying why, before the model runs
+        with pytest.raises(NotImplementedError, match=re.escape(model.family.text_invokes)):
+            with model.trace() as tracer:
+                with tracer.invoke(prompt(model, images), images=images):
+                    model.logits.save()
+                with tracer.invoke(text):
+                    model.logits.save()
+        return
     alone = read_alone(model, row, images)
     if row.text_alone:
         with model.trace(text) as tracer:

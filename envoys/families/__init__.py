@@ -93,6 +93,9 @@ class Family:
     images_per_prompt: int | None = None
     #: why several invokes that carry images cannot share a trace on this family (`envoys.invokes`), or None
     several_invokes: str | None = None
+    #: why an invoke without images cannot share a batch with invokes that carry images (InstructBLIP's Q-Former reads
+    #: one instruction per image, from every prompt of the batch), or None
+    text_invokes: str | None = None
     #: why an invoke's text values differ from its prompt traced alone when several invokes share a batch, beyond float
     #: reassociation, as the family's own forward makes them (`envoys.invokes`), or None
     invokes_differ: str | None = None

@@ -60,4 +60,7 @@ SCATTER = Scatter(in_root=True,
 FAMILY = Family("instructblip", RENAME, ENVOYS, "language_model.model.layers", scatter=SCATTER,
                 logits_at="language_model", unservable=encoder_decoder_text, images_per_prompt=1,
                 grid_layout=BlipGrids(),
-                generate_note=OWN_GENERATE.format(cls=InstructBlipForConditionalGeneration.__name__))
+                generate_note=OWN_GENERATE.format(cls=InstructBlipForConditionalGeneration.__name__),
+                text_invokes="its Q-Former reads the instruction of every prompt in the batch beside one image each "
+                             "(qformer_input_ids, one row per image), so a prompt without an image has no image to "
+                             "read it with")

@@ -165,6 +165,11 @@ def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], Invo
         )
     for inputs, kwargs in invokes:
         refuse_unsplittable(inputs, kwargs)
+    if family.text_invokes is not None and not all(kwargs.get("images") is not None for _, kwargs in invokes):
+        raise NotImplementedError(
+            f"an invoke without images cannot share a trace with invokes that carry images on a {family.model_type} "
+            f"checkpoint: {family.text_invokes}; trace the text-only prompt in a trace of its own"
+        )
     joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], family.input_axes)
     positions_supplied(model, joined.kwargs, family.first_position)
     parts = invoke_parts(model, invokes, joined)
