@@ -70,6 +70,29 @@ def test_skipping_a_tower_block_in_every_invoke_joins_their_replacements_by_imag
     assert torch.equal(first, alone[0]) and torch.equal(second, alone[1])
 
 
+def test_a_packed_towers_per_image_bounds_are_each_invokes_own(tiny_checkpoint):
+    """The Qwen ViT's attention takes every image's bounds (``cu_seqlens``); each invoke reads its own images',
+    counted from 0, as its prompt alone gives them, beside its own queries."""
+    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="eager")
+    attention = model.vision.layers[0].self_attn
+
+    def read(images):
+        return attention.inputs[1]["cu_seqlens"].save(), attention.attention_queries.save()
+
+    alone = []
+    for images in ([A, B], [C]):
+        with model.trace(prompt(model, images), images=images):
+            alone.append(nnsight.save(read(images)))
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, [A, B]), images=[A, B]):
+            first = nnsight.save(read([A, B]))
+        with tracer.invoke(prompt(model, [C]), images=[C]):
+            second = nnsight.save(read([C]))
+    for (bounds, queries), (bounds_alone, queries_alone) in zip((first, second), alone):
+        assert bounds.tolist() == bounds_alone.tolist() and torch.equal(queries, queries_alone)
+    assert first[0].tolist() == [0, 16, 64] and second[0].tolist() == [0, 16]
+
+
 def test_generate_with_two_image_invokes_reads_each_invokes_mask_every_step_and_its_tower_at_step_zero(model):
     steps = 3
     options = {"max_new_tokens": steps, "min_new_tokens": steps, "do_sample": False}

@@ -80,13 +80,25 @@ class InvokeBatcher(TurnTakingBatcher):
     def _narrow_tensor(self, tensor: torch.Tensor, group: list) -> torch.Tensor:
         if self.layout is None:
             return super()._narrow_tensor(tensor, group)
-        place = self.layout.place(self._kind(), tensor, self.layout.invoke(group))
+        kind, parts = self._kind(), self.layout.invoke(group)
+        if self.layout.bounds(kind, tensor):  # its images' bounds, counted from its first image's
+            images = parts.images
+            return tensor[images.start:images.stop + 1] - tensor[images.start]
+        place = self.layout.place(kind, tensor, parts)
         return tensor if place is None else narrowed(tensor, *place)
 
     def _widen_tensor(self, full: torch.Tensor, group: list, edited: torch.Tensor) -> torch.Tensor:
         if self.layout is None:
             return super()._widen_tensor(full, group, edited)
-        place = self.layout.place(self._kind(), full, self.layout.invoke(group))
+        kind, parts = self._kind(), self.layout.invoke(group)
+        if self.layout.bounds(kind, full):
+            if not torch.equal(torch.as_tensor(edited), self._narrow_tensor(full, group)):
+                raise ValueError(
+                    f"{self.provider}: the tower's per-image bounds (cu_seqlens) are read-only beside other invokes, "
+                    f"which share them; change an invoke's images instead"
+                )
+            return full
+        place = self.layout.place(kind, full, parts)
         return edited if place is None else widened(full, *place, edited)
 
     def assemble_skip(self, running: Any) -> Any:

@@ -23,6 +23,7 @@ computes its positions from the mask itself (the M-RoPE hosts).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -180,6 +181,17 @@ def positions_supplied(model: Any, kwargs: dict[str, Any], first_position: int) 
         return
     if getattr(model.tokenizer, "padding_side", None) != "left":
         return
-    if any(hasattr(module, name) for module in model._module.modules() for name in OWN_POSITIONS):
+    if computes_own_positions(model._module):
         return
     kwargs["position_ids"] = positions(mask) + first_position
+
+
+@functools.cache
+def own_positions(module_class: type) -> bool:
+    """Whether a module class computes its own positions from the mask and the grids (`OWN_POSITIONS`)."""
+    return any(hasattr(module_class, name) for name in OWN_POSITIONS)
+
+
+def computes_own_positions(model: torch.nn.Module) -> bool:
+    """Whether any module of ``model`` computes its own positions (an M-RoPE host)."""
+    return any(own_positions(type(module)) for module in model.modules())

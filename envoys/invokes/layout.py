@@ -135,6 +135,12 @@ class InvokeLayout:
             return 0, parts.rows
         return None
 
+    def bounds(self, kind: str, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor``, at a location of ``kind``, is the tower's cumulative per-image bounds (``cu_seqlens``:
+        ``[images + 1]`` integers from 0), whose invoke's part is its images' bounds counted from its first."""
+        return (kind == VISION and tensor.dim() == 1 and not tensor.is_floating_point() and tensor.dtype != torch.bool
+                and tensor.shape[0] == self.total("images") + 1 and int(tensor[0]) == 0)
+
     def place_input(self, key: str | None, tensor: torch.Tensor, parts: InvokeParts) -> tuple[int, Span] | None:
         """``(axis, span)`` of the invoke in one of the model's inputs: a text row by rows, an image input by the span
         its invoke filled (`envoys.invokes.inputs.join`), a positional one by rows where it is as long."""
