@@ -93,6 +93,40 @@ def test_a_packed_towers_per_image_bounds_are_each_invokes_own(tiny_checkpoint):
     assert first[0].tolist() == [0, 16, 64] and second[0].tolist() == [0, 16]
 
 
+@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl"])
+def test_a_per_image_attentions_calls_are_numbered_from_each_invokes_first_image(name, tiny_checkpoint):
+    """The Qwen ViT calls its attention kernel once per image (once per window on Qwen2.5-VL's windowed blocks):
+    read call by call with ``tracer.iter``, an invoke's call k is its own k-th image's (or window's), as its prompt
+    alone gives it, on every block."""
+    model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", attn_implementation="eager")
+
+    def calls(images):
+        per_block = []
+        for block in model.vision.layers:
+            attention = block.self_attn
+            calls = attention.inputs[1]["cu_seqlens"].shape[0] - 1
+            outputs = nnsight.save([])
+            for _ in tracer.iter[0:calls]:
+                outputs.append(attention.source.attention_interface_2.output[0].save())
+            per_block.append(outputs)
+        return nnsight.save(per_block)
+
+    alone = []
+    for images in ([A, B], [C]):
+        with model.trace(prompt(model, images), images=images) as tracer:
+            alone.append(calls(images))
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, [A, B]), images=[A, B]):
+            first = calls([A, B])
+        with tracer.invoke(prompt(model, [C]), images=[C]):
+            second = calls([C])
+    for together, by_itself in zip((first, second), alone):
+        assert len(together) == len(by_itself) == model.vision.num_layers
+        for block_together, block_alone in zip(together, by_itself):
+            assert len(block_together) == len(block_alone) > 0
+            assert all(torch.equal(a, b) for a, b in zip(block_together, block_alone))
+
+
 def test_generate_with_two_image_invokes_reads_each_invokes_mask_every_step_and_its_tower_at_step_zero(model):
     steps = 3
     options = {"max_new_tokens": steps, "min_new_tokens": steps, "do_sample": False}

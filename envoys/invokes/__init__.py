@@ -27,6 +27,7 @@ from typing import Any
 from ..core.layouts import PackedPatches
 from ..core.values import Unavailable, standard_values
 from ..image.grids import GridError, ImageInputs, given_sizes, image_inputs_of
+from ..towers.per_image import per_call_site
 from ..vision.tower import IMAGE_INPUTS, Vision, image_scatter, image_token_id, scatter_host
 from .batcher import InvokeBatcher, LocatingInterleaver
 from .inputs import InvokeInputError, JoinedInputs, Span, encode_invoke, join, positions_supplied
@@ -80,6 +81,19 @@ def stream_rows(grids: Any, inputs: ImageInputs, images: int) -> tuple[int, ...]
             continue
         counts.append(last.stream if last.stream is not None else last.span.stop)
     return tuple(counts)
+
+
+def per_call_sites(model: Any) -> dict[str, tuple[str, ...]]:
+    """For each tower attention that calls its kernel once per image (or window), its input's location -> the
+    locations of that per-call site, which each invoke numbers from its own first image (`LocatingInterleaver`)."""
+    vision = model.__dict__.get("vision")
+    sites = {}
+    for block in (vision.layers if isinstance(vision, Vision) else ()):
+        attention = block.__dict__.get("self_attn")
+        site = per_call_site(attention) if attention is not None else None
+        if site is not None:
+            sites[f"{attention.path}.input"] = tuple(f"{attention.path}.source.{site}.{end}" for end in ("input", "output"))
+    return sites
 
 
 def locations(model: Any) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
@@ -175,5 +189,6 @@ def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], Invo
     parts = invoke_parts(model, invokes, joined)
     inputs, vision, scatters = locations(model)
     packed = isinstance(model.__dict__.get("vision"), Vision) and packed_tower(model.vision)
-    layout = InvokeLayout(parts, inputs, vision, scatters, packed, int(joined.kwargs["input_ids"].shape[1]))
+    layout = InvokeLayout(parts, inputs, vision, scatters, packed, int(joined.kwargs["input_ids"].shape[1]),
+                          per_call_sites(model))
     return joined.kwargs, layout

@@ -81,9 +81,9 @@ class InvokeBatcher(TurnTakingBatcher):
         if self.layout is None:
             return super()._narrow_tensor(tensor, group)
         kind, parts = self._kind(), self.layout.invoke(group)
-        if self.layout.bounds(kind, tensor):  # its images' bounds, counted from its first image's
-            images = parts.images
-            return tensor[images.start:images.stop + 1] - tensor[images.start]
+        stream = self.layout.bounds(kind, tensor)
+        if stream is not None:  # its own calls' bounds, counted from its first row
+            return self.layout.bounded(tensor, stream, parts)
         place = self.layout.place(kind, tensor, parts)
         return tensor if place is None else narrowed(tensor, *place)
 
@@ -91,7 +91,7 @@ class InvokeBatcher(TurnTakingBatcher):
         if self.layout is None:
             return super()._widen_tensor(full, group, edited)
         kind, parts = self._kind(), self.layout.invoke(group)
-        if self.layout.bounds(kind, full):
+        if self.layout.bounds(kind, full) is not None:
             if not torch.equal(torch.as_tensor(edited), self._narrow_tensor(full, group)):
                 raise ValueError(
                     f"{self.provider}: the tower's per-image bounds (cu_seqlens) are read-only beside other invokes, "
@@ -147,14 +147,35 @@ def patch_axis(tensor: torch.Tensor, parts: Any, layout: InvokeLayout) -> int:
 
 
 class LocatingInterleaver(TurnTakingInterleaver):
-    """The model's interleaver, which tells an `InvokeBatcher` the location it serves while it serves it."""
+    """The model's interleaver, which tells an `InvokeBatcher` the location it serves while it serves it.
+
+    It also numbers a per-image attention's kernel calls (one per image, or per
+    window) from each invoke's own first image: when the attention's input
+    arrives with its per-image bounds (``cu_seqlens``), each invoke's count of
+    the per-call site starts at the calls of the invokes before it, so that
+    its call k (``tracer.iter[k]``) is its own k-th image's.
+    """
 
     def handle(self, provider: str, value: Any) -> Any:
         batcher = self.batcher
-        if getattr(batcher, "layout", None) is None:
+        layout = getattr(batcher, "layout", None)
+        if layout is None:
             return super().handle(provider, value)
+        if provider in layout.per_call:
+            self._number_calls(layout, provider, value)
         outer, batcher.provider = batcher.provider, provider
         try:
             return super().handle(provider, value)
         finally:
             batcher.provider = outer
+
+    def _number_calls(self, layout: InvokeLayout, provider: str, value: Any) -> None:
+        bounds = value[1].get("cu_seqlens") if isinstance(value, tuple) and len(value) == 2 else None
+        if not isinstance(bounds, torch.Tensor):
+            return
+        for mediator in self.mediators:
+            if mediator.batch_group is None:
+                continue
+            before = layout.calls_before(bounds, layout.invoke(mediator.batch_group))
+            for site in layout.per_call[provider]:
+                mediator.counts_at_start[site] = self.counts.get(site, 0) + before

@@ -26,7 +26,7 @@ which one it is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -75,6 +75,8 @@ class InvokeLayout:
     scatters: frozenset[str]  #: the scatter's and DeepStack's argument locations
     packed: bool  #: the tower's stream is packed (`PackedPatches`), its patches one row after another
     sequence: int  #: the text batch's length (``input_ids.shape[1]``)
+    #: a per-image attention's input location -> its per-call site's locations (`envoys.invokes.per_call_sites`)
+    per_call: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def total(self, axis: str) -> int:
         """How many rows the whole batch holds along ``axis`` (``"rows"``, ``"images"``, ``"tiles"``, ``"tokens"``)."""
@@ -135,11 +137,31 @@ class InvokeLayout:
             return 0, parts.rows
         return None
 
-    def bounds(self, kind: str, tensor: torch.Tensor) -> bool:
-        """Whether ``tensor``, at a location of ``kind``, is the tower's cumulative per-image bounds (``cu_seqlens``:
-        ``[images + 1]`` integers from 0), whose invoke's part is its images' bounds counted from its first."""
-        return (kind == VISION and tensor.dim() == 1 and not tensor.is_floating_point() and tensor.dtype != torch.bool
-                and tensor.shape[0] == self.total("images") + 1 and int(tensor[0]) == 0)
+    def bounds(self, kind: str, tensor: torch.Tensor) -> int | None:
+        """Which stream ``tensor``, at a location of ``kind``, bounds, where it is a packed tower's cumulative per-call
+        bounds (``cu_seqlens``: integers from 0 to the stream's rows, one more than its images or windows); else
+        None. An invoke's part is its own calls' bounds, counted from its first row (`bounded`)."""
+        if kind != VISION or not self.packed or tensor.dim() != 1 or tensor.is_floating_point() \
+                or tensor.dtype == torch.bool or tensor.shape[0] < 2 or int(tensor[0]) != 0:
+            return None
+        rows = int(tensor[-1])
+        return next((stream for stream, span in enumerate(self.parts[-1].streams) if span.stop == rows), None)
+
+    def bounded(self, tensor: torch.Tensor, stream: int, parts: InvokeParts) -> torch.Tensor:
+        """``parts``' invoke's own bounds among ``tensor``, the cumulative bounds of stream ``stream``: those within its
+        rows of the stream, counted from its first."""
+        span = parts.streams[stream]
+        own = tensor[(tensor >= span.start) & (tensor <= span.stop)]
+        return own - span.start
+
+    def calls_before(self, bounds: torch.Tensor, parts: InvokeParts) -> int:
+        """How many calls of a per-image attention come before ``parts``' invoke's first: the calls whose rows
+        (``bounds``, the attention's ``cu_seqlens``) start before the invoke's first row of the stream they bound."""
+        rows = int(bounds[-1])
+        for kind, span in enumerate(parts.streams):
+            if self.parts[-1].streams[kind].stop == rows:
+                return int((bounds[:-1] < span.start).sum())
+        return int((bounds[:-1] < parts.tiles.start).sum())  # a stream counted as the pixel rows are
 
     def place_input(self, key: str | None, tensor: torch.Tensor, parts: InvokeParts) -> tuple[int, Span] | None:
         """``(axis, span)`` of the invoke in one of the model's inputs: a text row by rows, an image input by the span

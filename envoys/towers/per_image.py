@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.layouts import Pattern
-from ..core.values import EProperty
+from ..core.values import EProperty, standard_values
 from ..text.blocks import either
 from ..vision.tower import no_images
 
@@ -47,10 +47,18 @@ def per_image_pattern(
 
         read.__name__ = name
         read.__doc__ = f"Unavailable: `{reason_name}`."
-        return EProperty(
+        value = EProperty(
             key=lambda a: f"{a.path}.source.{site}.output",
             description=description,
             unavailable=either(no_images, per_image),
         )(read)
+        value.per_call_site = site  # each call of the site is one image's (or window's): `per_call_site`
+        return value
 
     return unavailable("attention_scores"), unavailable("attention_probabilities")
+
+
+def per_call_site(attention: Any) -> str | None:
+    """The site of ``attention``'s forward each of whose calls is one image's (or one window's), or None: where its
+    pattern lives, one call per image (`per_image_pattern`)."""
+    return getattr(standard_values(type(attention)).get("attention_probabilities"), "per_call_site", None)
