@@ -237,3 +237,34 @@ def test_a_tower_value_in_an_invoke_without_images_says_so_outside_any_order(mod
             with pytest.raises(Unavailable, match="no image reached this invoke"):
                 model.vision.image_features.save()
             model.logits.save()
+
+
+def test_the_grids_inside_an_invoke_are_its_own_images(model):
+    """Inside an invoke, the grids number its own images from 0 and place its own values, as its prompt alone does;
+    an invoke without images has none."""
+    def grids(images):
+        stream = model.vision.layers[0].layer_output  # in the forward's order: the tower, then image_features
+        features = model.vision.image_features
+        return nnsight.save([model.vision.patch_grid(stream, image=len(images) - 1),
+                             model.vision.token_grid(features, image=len(images) - 1)])
+
+    alone = []
+    for images in ([A, B], [C]):
+        with model.trace(prompt(model, images), images=images):
+            alone.append(grids(images))
+    refused = None
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, [A, B]), images=[A, B]):
+            first = grids([A, B])
+        with tracer.invoke(prompt(model, [C]), images=[C]):
+            second = grids([C])
+        with tracer.invoke(chat_prompt(model.processor, 0, QUESTION)):
+            first_input = model.layers[0].input
+            try:
+                model.vision.token_grid(first_input)
+            except Unavailable as error:
+                refused = nnsight.save(str(error))
+    for together, by_itself in zip((first, second), alone):
+        for a, b in zip(together, by_itself):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    assert refused is not None and "no image reached this invoke" in refused

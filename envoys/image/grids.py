@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+from nnsight.intervention.interleaver import Mediator
 
 from ..core.values import Unavailable
 
@@ -501,14 +502,34 @@ NO_BATCH = (
 
 
 def layout_and_inputs(root: Any) -> tuple[GridLayout, ImageInputs]:
-    """The family's `GridLayout` and the `ImageInputs` the model recorded last; `Unavailable` saying which is missing."""
+    """The family's `GridLayout` and the `ImageInputs` the grids read: inside an invoke of several that carry images,
+    the invoke's own (its images numbered from 0, as its values are its own); else the model's last batch's.
+    `Unavailable` saying which is missing."""
     family = root.family
     if family.grid_layout is None:
         raise Unavailable(f"the grids are unavailable: the {family.model_type} family has no grid layout yet")
-    inputs = root.__dict__.get("last_image_inputs")
+    parts = invoke_parts()
+    if parts is not None and parts.inputs is None:
+        raise Unavailable("the grids are unavailable: no image reached this invoke (its inputs carry no images); "
+                          "read them in an invoke that passes images=")
+    inputs = parts.inputs if parts is not None else root.__dict__.get("last_image_inputs")
     if inputs is None:
         raise Unavailable(f"the grids are unavailable: {NO_BATCH}")
     return family.grid_layout, inputs
+
+
+def invoke_parts() -> Any:
+    """Inside an invoke of a trace whose several invokes carry images (`envoys.invokes`), that invoke's parts of the
+    batch (its own `ImageInputs` among them, None where it carries no image); None elsewhere (outside a trace, a
+    trace of one invoke)."""
+    try:
+        worker = Mediator.current("the grids")
+    except ValueError:
+        return None
+    layout = getattr(getattr(worker.interleaver, "batcher", None), "layout", None)
+    if layout is None or worker.batch_group is None:
+        return None
+    return layout.invoke(worker.batch_group)
 
 
 def image_grid(root: Any, kind: str, image: int, options: Mapping[str, Any]) -> tuple[GridLayout, ImageInputs, Grid]:

@@ -115,12 +115,13 @@ def invoke_parts(model: Any, invokes: list, joined: JoinedInputs) -> tuple[Invok
     """Each invoke's span of the batch's rows, images, tiles, patches and image tokens."""
     grids, token_id = model.family.grid_layout, image_token_id(model.config)
     packed = isinstance(model.__dict__.get("vision"), Vision) and packed_tower(model.vision)
-    counted = []
+    counted, own_inputs = [], []
     for invoke, tensors in zip(invokes, joined.encodings):
         ids = tensors["input_ids"]
         mask = ids == token_id
         inputs = image_inputs_of(tensors, mask, model.config, model.processor, given_sizes([invoke]))
         images = len(inputs.given_sizes or ())
+        own_inputs.append(inputs if images else None)
         counted.append({
             "rows": ids.shape[0],
             "images": images,
@@ -139,7 +140,7 @@ def invoke_parts(model: Any, invokes: list, joined: JoinedInputs) -> tuple[Invok
             start[axis] += count
         keys = {key: (joined.axes[key], own[index]) for key, own in joined.spans.items()}
         parts.append(InvokeParts(spans["rows"], spans["images"], spans["tiles"],
-                                 tuple(spans[kind] for kind in range(kinds)), spans["tokens"], keys))
+                                 tuple(spans[kind] for kind in range(kinds)), spans["tokens"], keys, own_inputs[index]))
     return tuple(parts)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from ..image.grids import ImageInputs
 from .inputs import Span, is_row_key
 
 #: The kinds of location: the model's inputs (keys), the tower or projector (images, tiles, patches, image tokens),
@@ -50,7 +51,8 @@ class InvokeParts:
     stream's first (none on a batched tower). ``tokens``: its image tokens
     among the batch's (the scatter's features, a packed tower's merged output).
     ``keys``: its part of each joined image input (``pixel_values``,
-    ``image_grid_thw``, ...), as ``(axis, span)``.
+    ``image_grid_thw``, ...), as ``(axis, span)``. ``inputs``: its images'
+    inputs as the processor gave them alone, which its grids read.
     """
 
     rows: Span
@@ -59,6 +61,8 @@ class InvokeParts:
     streams: tuple[Span, ...]
     tokens: Span
     keys: Mapping[str, tuple[int, Span]]
+    #: what the processor gave this invoke's images alone (its grids, `envoys.image.grids`); None where it has none
+    inputs: ImageInputs | None = None
 
     @property
     def carries_images(self) -> bool:

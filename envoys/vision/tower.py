@@ -348,7 +348,9 @@ class Vision(Standard):
         trailing axes are kept. CLS, register and padding rows are dropped,
         tiles placed where they came from, as the family's layout says; a
         cell no row covers is NaN (0 on an integer value). Inside a trace (on
-        the real values) or after it, on the last batch that carried images.
+        the real values) or after it, on the last batch that carried images;
+        inside an invoke of several that carry images, on that invoke's own
+        images (``image`` 0 its first), as its values are its own.
         ``options`` are the family layout's own, where its rows depend on
         which value is passed (Qwen's and RADIO's ``of=``); an option the
         layout does not take is a TypeError naming those it does.
