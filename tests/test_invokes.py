@@ -268,3 +268,24 @@ def test_the_grids_inside_an_invoke_are_its_own_images(model):
         for a, b in zip(together, by_itself):
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
     assert refused is not None and "no image reached this invoke" in refused
+
+
+def test_the_models_inputs_are_each_invokes_own_and_a_replacement_reaches_only_its_own(model):
+    """``model.inputs`` in an invoke holds its own rows of the text and its own part of each image input; replacing
+    its pixels changes its tower's values only."""
+    alone = tower_alone(model, [A, B]), tower_alone(model, [C])
+    with model.trace() as tracer:
+        with tracer.invoke(prompt(model, [A, B]), images=[A, B]):
+            first_inputs = model.inputs.save()
+            first = model.vision.layers[0].layer_output.save()
+        with tracer.invoke(prompt(model, [C]), images=[C]):
+            args, kwargs = model.inputs
+            own = nnsight.save({key: value.clone() for key, value in kwargs.items() if isinstance(value, torch.Tensor)})
+            model.inputs = (args, {**kwargs, "pixel_values": kwargs["pixel_values"] * 0})
+            second = model.vision.layers[0].layer_output.save()
+    encoded = [model.processor(text=[prompt(model, images)], images=images, return_tensors="pt") for images in ([A, B], [C])]
+    assert torch.equal(first_inputs[1]["pixel_values"], encoded[0]["pixel_values"])
+    assert torch.equal(own["pixel_values"], encoded[1]["pixel_values"])
+    ids = own["input_ids"]
+    assert ids.shape[0] == 1 and torch.equal(ids[:, ids.shape[1] - encoded[1]["input_ids"].shape[1]:], encoded[1]["input_ids"])
+    assert torch.equal(first, alone[0]) and not torch.equal(second, alone[1])

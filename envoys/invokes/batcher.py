@@ -55,25 +55,25 @@ class InvokeBatcher(TurnTakingBatcher):
         parts = self.layout.invoke(group)
         edits = self._inputs(edited, lambda key, tensor: tensor)
 
-        def put(key: str | None, tensor: torch.Tensor) -> torch.Tensor:
+        def put(key: str | int, tensor: torch.Tensor) -> torch.Tensor:
             place = self.layout.place_input(key, tensor, parts)
-            new = found(edits, key, tensor)
+            new = edits[1][key] if isinstance(key, str) else edits[0][key]
             return new if place is None else widened(tensor, *place, new)
 
         return self._inputs(full, put)
 
-    def _input_part(self, key: str | None, tensor: torch.Tensor, parts: Any) -> torch.Tensor:
+    def _input_part(self, key: str | int, tensor: torch.Tensor, parts: Any) -> torch.Tensor:
         place = self.layout.place_input(key, tensor, parts)
         return tensor if place is None else narrowed(tensor, *place)
 
     @staticmethod
     def _inputs(value: Any, each: Any) -> Any:
-        """``value``, the ``(args, kwargs)`` of a call, with ``each(key, tensor)`` applied to its tensors (key None
-        for a positional one)."""
+        """``value``, the ``(args, kwargs)`` of a call, with ``each(key, tensor)`` applied to its tensors, ``key``
+        a keyword's name or a positional argument's index."""
         if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict)):
             return value
         args, kwargs = value
-        args = tuple(each(None, arg) if isinstance(arg, torch.Tensor) else arg for arg in args)
+        args = tuple(each(index, arg) if isinstance(arg, torch.Tensor) else arg for index, arg in enumerate(args))
         kwargs = {key: each(key, item) if isinstance(item, torch.Tensor) else item for key, item in kwargs.items()}
         return args, kwargs
 
@@ -109,14 +109,6 @@ class InvokeBatcher(TurnTakingBatcher):
         ordered = sorted(running.parts, key=lambda part: part[0][0])
         return joined([replacement for _, replacement in ordered],
                       [self.layout.invoke(group) for group, _ in ordered], self.layout)
-
-
-def found(edits: Any, key: str | None, tensor: torch.Tensor) -> Any:
-    """The edited counterpart of one input tensor in ``edits`` (the edited ``(args, kwargs)``)."""
-    args, kwargs = edits
-    if key is not None:
-        return kwargs[key]
-    return next(arg for arg in args if isinstance(arg, torch.Tensor) and arg.shape[1:] == tensor.shape[1:])
 
 
 def joined(replacements: list, parts: list, layout: InvokeLayout) -> Any:

@@ -167,12 +167,14 @@ class InvokeLayout:
                 return int((bounds[:-1] < span.start).sum())
         return int((bounds[:-1] < parts.tiles.start).sum())  # a stream counted as the pixel rows are
 
-    def place_input(self, key: str | None, tensor: torch.Tensor, parts: InvokeParts) -> tuple[int, Span] | None:
-        """``(axis, span)`` of the invoke in one of the model's inputs: a text row by rows, an image input by the span
-        its invoke filled (`envoys.invokes.inputs.join`), a positional one by rows where it is as long."""
-        if key is not None and key in parts.keys:
+    def place_input(self, key: str | int, tensor: torch.Tensor, parts: InvokeParts) -> tuple[int, Span] | None:
+        """``(axis, span)`` of the invoke in one of the model's inputs (``key`` a keyword's name, or a positional
+        argument's index): a text row by rows, an image input by the span its invoke filled
+        (`envoys.invokes.inputs.join`), a positional one (``input_ids``) by rows where it is as long."""
+        if isinstance(key, str) and key in parts.keys:
             return parts.keys[key]
-        if (key is None or is_row_key(key)) and tensor.dim() >= 1 and tensor.shape[0] == self.total("rows"):
+        positional = not isinstance(key, str)
+        if (positional or is_row_key(key)) and tensor.dim() >= 1 and tensor.shape[0] == self.total("rows"):
             return 0, parts.rows
         return None
 
