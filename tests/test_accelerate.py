@@ -101,6 +101,23 @@ def test_an_ablation_reaches_the_logits(offloaded, unsharded):
     assert not torch.equal(got, clean) and torch.equal(got, ablated(unsharded))
 
 
+def test_several_image_invokes_equal_an_unsharded_load(offloaded, unsharded):
+    """Two invokes, two images of two sizes and one: each invoke's tower values, features and logits as on a model
+    loaded whole (`envoys.invokes`)."""
+    two, one = [noise_image(32, 32, seed=1), noise_image(64, 48, seed=2)], IMAGES
+
+    def invokes(model):
+        with model.trace() as tracer:
+            with tracer.invoke(chat_prompt(model.processor, 2, "What differs?"), images=two):
+                first = nnsight.save([model.vision.layers[0].layer_output, model.vision.image_features])
+            with tracer.invoke(prompt(model), images=one):
+                second = nnsight.save([model.vision.layers[0].layer_output, model.vision.image_features, model.logits])
+        return [*first, *second]
+
+    for got, expected in zip(invokes(offloaded), invokes(unsharded), strict=True):
+        assert torch.equal(got, expected)
+
+
 def test_llama4s_rewritten_root_runs_inside_its_hook(tiny_checkpoint, tmp_path):
     """Llama 4's root scatters the image features in its own (rewritten) forward, and accelerate hooks the
     root: the values equal an unsharded load's. Its traces end with tracer.stop() (tests/test_llama4.py)."""
