@@ -138,19 +138,19 @@ def join(model: Any, encoded: list[tuple[dict[str, torch.Tensor], dict[str, Any]
     tokenizer = model.tokenizer
     left = getattr(tokenizer, "padding_side", "right") == "left"
     keys = list(dict.fromkeys(key for tensors, _ in encoded for key in tensors))
-    rows = [tensors["input_ids"].shape[0] if "input_ids" in tensors else None for tensors, _ in encoded]
-    if None in rows:
+    if any("input_ids" not in tensors for tensors, _ in encoded):
         raise InvokeInputError("every invoke of a batch with images needs a prompt: one invoke has no input_ids")
+    shapes = [tuple(tensors["input_ids"].shape[:2]) for tensors, _ in encoded]
     kwargs: dict[str, Any] = {}
     spans: dict[str, tuple[Span, ...]] = {}
     for key in keys:
         present = [tensors.get(key) for tensors, _ in encoded]
         if is_row_key(key):
             value = pad_id(model.processor, tokenizer, key)
-            lengths = {part.shape[1] for part in present if part is not None}
-            filled = [part if part is not None else
-                      torch.full((count, max(lengths)), value, dtype=next(p for p in present if p is not None).dtype)
-                      for part, count in zip(present, rows)]
+            dtype = next(part for part in present if part is not None).dtype
+            # an invoke whose encoding lacks the key (a text-only prompt's mm_token_type_ids): the key's pad value (0: text)
+            filled = [part if part is not None else torch.full(shape, value, dtype=dtype)
+                      for part, shape in zip(present, shapes)]
             kwargs[key] = pad_rows(filled, value, left)
             continue
         parts = [part for part in present if part is not None]
