@@ -124,8 +124,8 @@ class InvokeLayout:
             return None
         if kind == VISION:
             if self.packed:
-                for kind, span in enumerate(parts.streams):
-                    patches = self.parts[-1].streams[kind].stop
+                for stream, span in enumerate(parts.streams):
+                    patches = self.parts[-1].streams[stream].stop
                     for axis in range(min(tensor.dim(), 3)):  # [patches, w], [1, patches, w], [1, heads, patches, d]
                         if tensor.shape[axis] == patches and (axis == 0 or tensor.shape[0] == 1):
                             return axis, span
@@ -162,8 +162,8 @@ class InvokeLayout:
         """How many calls of a per-image attention come before ``parts``' invoke's first: the calls whose rows
         (``bounds``, the attention's ``cu_seqlens``) start before the invoke's first row of the stream they bound."""
         rows = int(bounds[-1])
-        for kind, span in enumerate(parts.streams):
-            if self.parts[-1].streams[kind].stop == rows:
+        for stream, span in enumerate(parts.streams):
+            if self.parts[-1].streams[stream].stop == rows:
                 return int((bounds[:-1] < span.start).sum())
         return int((bounds[:-1] < parts.tiles.start).sum())  # a stream counted as the pixel rows are
 
