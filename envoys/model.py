@@ -174,8 +174,8 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
-#: Why ``model.pipe`` with several invokes carrying images is refused (nnsight's pipeline batches text prompts only),
-#: after nnsight's own message.
+#: Why ``model.pipe`` with several invokes carrying images is refused: nnsight batches text prompts for the pipeline,
+#: and would merge the invokes' ``images=`` into one.
 SEVERAL_IMAGE_INVOKES = (
     "model.pipe() batches text prompts only; run several invokes that carry images in model.trace() or "
     "model.generate(), where each invoke sees its own part of every value (envoys.invokes)."
@@ -290,19 +290,16 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """The batch's ``(args, kwargs)`` and, where several invokes carry images, where each invoke's part of every
         value lies (`envoys.invokes`); else None, and nnsight's rows apply. What the model's batcher assembles."""
         several = len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes)
-        if not several or getattr(fn, "__name__", None) == "pipe":
+        if not several:
             return (*self._batch(invokes, fn), None)
+        if getattr(fn, "__name__", None) == "pipe":  # nnsight would hand the pipeline one invoke's images for all
+            raise NotImplementedError(SEVERAL_IMAGE_INVOKES)
         kwargs, layout = batch_image_invokes(self, invokes)
         return (), self._prepared(kwargs, invokes), layout
 
     def _batch(self, invokes: list, fn: Any) -> tuple:
         """nnsight's batched inputs, their floating-point tensors in the model's dtype (`_prepared`)."""
-        try:
-            args, kwargs = super()._batch(invokes, fn)
-        except NotImplementedError as error:
-            if len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes):
-                raise NotImplementedError(f"{error} {SEVERAL_IMAGE_INVOKES}") from error
-            raise
+        args, kwargs = super()._batch(invokes, fn)
         return args, self._prepared(kwargs, invokes)
 
     def _prepared(self, kwargs: dict[str, Any], invokes: list) -> dict[str, Any]:

@@ -57,3 +57,22 @@ def attends_per_image(model, images, block: int = -1) -> list[int]:
         q, k, v = (t[:, :, a:b] for t in (queries, keys, values))
         assert torch.equal(eager_attention(q, k, v, native.scaling), output)
     return sizes
+
+
+def merge_block_reaches_its_token_alone(model, images, merged: tuple[int, int]) -> None:
+    """Zeroing one 2x2 block of image 1's patch grid in tower_output (patch rows 2-3, columns 4-5) changes the image
+    token at that block's cell (1, 2) of image 1's merged grid, ``merged`` = (rows, columns), and no other image token."""
+    vision = model.vision
+    text = prompt(model, images)
+    with model.trace(text, images=images):
+        clean = vision.image_features.save()
+    with model.trace(text, images=images):
+        tower = vision.tower_output
+        cells = vision.patch_grid(tower, image=1)
+        cells[2:4, 4:6] = 0  # the merge block at merged cell (1, 2)
+        vision.place_patch_grid(cells, tower, image=1)
+        edited = vision.image_features.save()
+    before, after = vision.token_grid(clean, image=1), vision.token_grid(edited, image=1)
+    assert before.shape[:2] == merged
+    assert (before != after).any(-1).nonzero().tolist() == [[1, 2]]
+    assert torch.equal(vision.token_grid(clean, image=0), vision.token_grid(edited, image=0))

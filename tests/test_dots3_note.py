@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from family_inputs import attends_per_image, prompt
+from family_inputs import attends_per_image, merge_block_reaches_its_token_alone, prompt
 from transformers.models.dots3_note.modeling_dots3_note import apply_rotary_pos_emb_vision
 
 from envoys import StandardizedTransformer
@@ -137,20 +137,7 @@ def test_the_merger_reads_each_merge_block_of_tower_output(model):
 def test_a_merge_block_of_tower_output_reaches_its_image_token_alone(model):
     """The merge's order: zeroing one 2x2 block of image 1's patch grid in tower_output changes the image token at
     that block's cell of image 1's merged grid, and no other image token."""
-    vision = model.vision
-    text = prompt(model, TWO)
-    with model.trace(text, images=TWO):
-        clean = vision.image_features.save()
-    with model.trace(text, images=TWO):
-        output = vision.tower_output
-        cells = vision.patch_grid(output, image=1)  # [6, 8, width]: 48 high, 64 wide, in 8 px patches
-        cells[2:4, 4:6] = 0  # the merge block at merged cell (1, 2)
-        vision.place_patch_grid(cells, output, image=1)
-        edited = vision.image_features.save()
-    before, after = vision.token_grid(clean, image=1), vision.token_grid(edited, image=1)
-    assert before.shape[:2] == (3, 4)
-    assert (before != after).any(-1).nonzero().tolist() == [[1, 2]]
-    assert torch.equal(vision.token_grid(clean, image=0), vision.token_grid(edited, image=0))
+    merge_block_reaches_its_token_alone(model, TWO, merged=(3, 4))  # the 64x48 image: 8 px patches, 2x2 merge: a 6x8 patch grid
 
 
 # -- the tower's mixture-of-experts block ----------------------------------------------------------

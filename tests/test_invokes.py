@@ -289,3 +289,38 @@ def test_the_models_inputs_are_each_invokes_own_and_a_replacement_reaches_only_i
     ids = own["input_ids"]
     assert ids.shape[0] == 1 and torch.equal(ids[:, ids.shape[1] - encoded[1]["input_ids"].shape[1]:], encoded[1]["input_ids"])
     assert torch.equal(first, alone[0]) and not torch.equal(second, alone[1])
+
+
+@pytest.mark.parametrize("name", ["llava-siglip", "paligemma"])
+def test_a_left_padded_invokes_tokens_keep_the_positions_its_prompt_alone_gives_them(name, tiny_checkpoint):
+    """The shorter invoke is left-padded; its tokens get the positions the text model gives its prompt alone (LLaVA's
+    text model counts from 0, PaliGemma's from 1: ``Family.first_position``), read where the rotary embedding takes
+    them."""
+    model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", attn_implementation="eager")
+    rotary = model.model.language_model.rotary_emb
+    long, short = image_prompts(model.processor, 1, QUESTION + " " + "And then? " * 6), prompt(model, [C])
+    def positions(inputs):  # the rotary embedding's (x, position_ids), positional or by keyword
+        args, kwargs = inputs
+        return kwargs["position_ids"] if "position_ids" in kwargs else args[1]
+
+    with model.trace(short, images=[C]):
+        alone = positions(rotary.inputs).save()
+    with model.trace() as tracer:
+        with tracer.invoke(long, images=[A]):
+            model.logits.save()
+        with tracer.invoke(short, images=[C]):
+            mask = model.vision.image_token_mask.save()
+            batched = positions(rotary.inputs).save()
+    pad = mask.shape[1] - alone.shape[1]
+    assert pad > 0 and torch.equal(batched[:, pad:], alone)
+
+
+def test_the_pipeline_with_several_image_invokes_says_where_they_run(model):
+    """``model.pipe`` hands text prompts to transformers' pipeline, which batches no images: refused, naming trace and
+    generate, where several image-carrying invokes run."""
+    with pytest.raises(NotImplementedError, match=r"model\.pipe\(\) batches text prompts only.*model\.trace\(\)"):
+        with model.pipe(max_new_tokens=1) as tracer:
+            with tracer.invoke(prompt(model, [A]), images=[A]):
+                model.logits.save()
+            with tracer.invoke(prompt(model, [C]), images=[C]):
+                model.logits.save()

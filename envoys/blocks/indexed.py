@@ -13,6 +13,15 @@ from typing import Any
 
 from ..text.blocks import Layer
 
+#: Why an invoke's text values may differ from its prompt alone on a text model whose attention keeps each query's
+#: top keys by an indexer's scores (DeepSeek sparse attention: Mistral Large 4, Dots 3), several invokes in one trace
+#: (`Family.invokes_differ`, `envoys.invokes`).
+INDEXER_TOP_K = (
+    "its attention keeps each query's top-k keys by an indexer's scores, and a left-padded row's scores are summed "
+    "in another order than its prompt's alone: where two keys nearly tie, the choice flips, and that query's "
+    "attention output with it (beyond float reassociation); its tower values and image_features are its own, exactly"
+)
+
 #: The keyword under which the text model's loop hands a block the previous block's choice of keys.
 PREVIOUS_CHOICE = "prev_topk_indices"
 

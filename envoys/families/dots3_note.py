@@ -73,6 +73,7 @@ from transformers.models.dots3_note.modeling_dots3_note import (
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
+from ..blocks.indexed import INDEXER_TOP_K
 from ..core.layouts import PackedPatches
 from ..core.values import Argument
 from ..text.blocks import value
@@ -141,13 +142,6 @@ ENVOYS: dict[type, Any] = {
     Dots3NoteVisionMLP: PackedVisionMlp,
     Dots3NoteVisionMoE: PackedVisionMlp,
 }
-
-#: Why an invoke's text values may differ from its prompt alone (several invokes in one trace, `envoys.invokes`).
-INDEXER_TOP_K = (
-    "its attention keeps each query's top-k keys by an indexer's scores, and a left-padded row's scores are summed "
-    "in another order than its prompt's alone: where two keys nearly tie, the choice flips, and that query's "
-    "attention output with it (beyond float reassociation); its tower values and image_features are its own, exactly"
-)
 
 FAMILY = Family("dots3_note", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS,
                 text_model_types=("dots3_note_text",), invokes_differ=INDEXER_TOP_K)

@@ -39,16 +39,9 @@ from __future__ import annotations
 
 from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4TextDecoderLayer
 
-from ..blocks.indexed import IndexedLayer
+from ..blocks.indexed import INDEXER_TOP_K, IndexedLayer
 from . import Family
 from .mistral3 import ENVOYS, GRIDS, RENAME
-
-#: Why an invoke's text values may differ from its prompt alone (several invokes in one trace, `envoys.invokes`).
-INDEXER_TOP_K = (
-    "its attention keeps each query's top-k keys by an indexer's scores, and a left-padded row's scores are summed "
-    "in another order than its prompt's alone: where two keys nearly tie, the choice flips, and that query's "
-    "attention output with it (beyond float reassociation); its tower values and image_features are its own, exactly"
-)
 
 FAMILY = Family("mistral_large4", RENAME, {**ENVOYS, MistralLarge4TextDecoderLayer: IndexedLayer},
                 "model.language_model.layers", grid_layout=GRIDS, invokes_differ=INDEXER_TOP_K)

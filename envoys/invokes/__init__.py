@@ -24,6 +24,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from ..blocks.deepstack import DeepstackLayer, deepstack_location
 from ..core.layouts import PackedPatches
 from ..core.values import Unavailable, standard_values
 from ..image.grids import GridError, ImageInputs, given_sizes, image_inputs_of
@@ -98,8 +99,6 @@ def per_call_sites(model: Any) -> dict[str, tuple[str, ...]]:
 
 def locations(model: Any) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
     """The model's input locations, the vision side's module paths, and the scatter's (and DeepStack's) arguments."""
-    from ..blocks.deepstack import DeepstackLayer, deepstack_location
-
     host = scatter_host(model)
     inputs = {f"{model.path}.input"} | ({f"{host[0].path}.input"} if host is not None else set())
     vision = tuple(envoy.path for envoy in (model.__dict__.get("vision"), model.__dict__.get("projector"))
@@ -111,10 +110,10 @@ def locations(model: Any) -> tuple[frozenset[str], tuple[str, ...], frozenset[st
     return frozenset(inputs), vision, frozenset(scatters)
 
 
-def invoke_parts(model: Any, invokes: list, joined: JoinedInputs) -> tuple[InvokeParts, ...]:
-    """Each invoke's span of the batch's rows, images, tiles, patches and image tokens."""
+def invoke_parts(model: Any, invokes: list, joined: JoinedInputs, packed: bool) -> tuple[InvokeParts, ...]:
+    """Each invoke's span of the batch's rows, images, tiles, patches (``packed``: the tower's stream is) and image
+    tokens."""
     grids, token_id = model.family.grid_layout, image_token_id(model.config)
-    packed = isinstance(model.__dict__.get("vision"), Vision) and packed_tower(model.vision)
     counted, own_inputs = [], []
     for invoke, tensors in zip(invokes, joined.encodings):
         ids = tensors["input_ids"]
@@ -187,9 +186,9 @@ def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], Invo
         )
     joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], family.input_axes)
     positions_supplied(model, joined.kwargs, family.first_position)
-    parts = invoke_parts(model, invokes, joined)
-    inputs, vision, scatters = locations(model)
     packed = isinstance(model.__dict__.get("vision"), Vision) and packed_tower(model.vision)
+    parts = invoke_parts(model, invokes, joined, packed)
+    inputs, vision, scatters = locations(model)
     layout = InvokeLayout(parts, inputs, vision, scatters, packed, int(joined.kwargs["input_ids"].shape[1]),
                           per_call_sites(model))
     return joined.kwargs, layout
