@@ -26,7 +26,9 @@ write changes, not what a trained model computes.
 - `build_text_checkpoint(name, directory)`: its text model alone, as a causal LM.
 - `noise_image(width, height)` and `chat_prompt(processor, n_images, text)`:
   an input image whose every patch differs, and a prompt with one image
-  placeholder per image, rendered by the processor's chat template.
+  placeholder per image, rendered by the processor's chat template (``videos=`` and ``audio=`` add video and
+  audio entries).
+- `noise_video(frames, width, height)` and `noise_audio(seconds)`: a video of noise frames and a clip of noise.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 from .tiny import NAMES, build, build_checkpoint, build_text_checkpoint
-from .tiny.images import chat_prompt, image_prompts, noise_image
+from .tiny.images import chat_prompt, image_prompts, noise_audio, noise_image, noise_video
 
 _built: dict[tuple[str, int], Path] = {}
 _folder: Path | None = None
@@ -62,6 +64,6 @@ def tiny_checkpoint(name: str, seed: int = 0) -> Path:
 
 
 __all__ = [
-    "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "image_prompts", "noise_image",
-    "tiny_checkpoint",
+    "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "image_prompts", "noise_audio",
+    "noise_image", "noise_video", "tiny_checkpoint",
 ]

@@ -28,7 +28,7 @@ import transformers
 from transformers import AutoModelForCausalLM, PreTrainedModel, ProcessorMixin
 
 from ..families import absent_from_release
-from .images import chat_prompt, image_prompts, noise_image, patch_coloured_image
+from .images import chat_prompt, image_prompts, noise_audio, noise_image, noise_video, patch_coloured_image
 
 Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
 
@@ -145,6 +145,6 @@ def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: in
 
 
 __all__ = [
-    "BUILDERS", "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "image_prompts", "noise_image",
-    "patch_coloured_image",
+    "BUILDERS", "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "image_prompts", "noise_audio",
+    "noise_image", "noise_video", "patch_coloured_image",
 ]

@@ -1,4 +1,4 @@
-"""Deterministic test inputs for tiny checkpoints: noise images and chat prompts."""
+"""Deterministic test inputs for tiny checkpoints: noise images, videos and audio, and chat prompts."""
 
 from __future__ import annotations
 
@@ -18,6 +18,23 @@ def noise_image(width: int, height: int, seed: int = 0) -> Image.Image:
     rng = np.random.default_rng(seed)
     pixels = rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
     return Image.fromarray(pixels)
+
+
+def noise_video(frames: int, width: int, height: int, seed: int = 0) -> list[Image.Image]:
+    """A video of ``frames`` RGB noise frames (a list of images, as the video processors take one video), every frame
+    different, the same for the same arguments."""
+    return [noise_image(width, height, seed=seed * 1000 + frame) for frame in range(frames)]
+
+
+#: The sampling rate of every feature extractor the served families ship (Whisper's, Gemma 4's, Parakeet's).
+AUDIO_RATE = 16_000
+
+
+def noise_audio(seconds: float = 1.0, seed: int = 0, rate: int = AUDIO_RATE) -> np.ndarray:
+    """A mono clip of ``seconds`` of uniform noise in [-1, 1) at ``rate`` Hz, ``float32 [samples]``, as the feature
+    extractors take one clip."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1.0, 1.0, size=round(seconds * rate)).astype(np.float32)
 
 
 def patch_colours(count: int) -> np.ndarray:
@@ -57,9 +74,9 @@ def image_prompts(processor: Any, n_images: int, text: str) -> str | list[str]:
     return chat_prompt(processor, n_images, text)
 
 
-def chat_prompt(processor: Any, n_images: int, text: str) -> str:
-    """One user turn holding `n_images` image entries then `text`, rendered with the
-    processor's chat template, ending with the assistant's generation prompt.
+def chat_prompt(processor: Any, n_images: int, text: str, videos: int = 0, audio: int = 0) -> str:
+    """One user turn holding `n_images` image entries, `videos` video entries and `audio` audio entries, then `text`,
+    rendered with the processor's chat template, ending with the assistant's generation prompt.
 
     The result holds one image placeholder per image (``<image>``, or
     ``<|vision_start|><|image_pad|><|vision_end|>`` for Qwen-VL); the processor
@@ -67,6 +84,7 @@ def chat_prompt(processor: Any, n_images: int, text: str) -> str:
     the images.
     """
     content: list[dict[str, str]] = [{"type": "image"} for _ in range(n_images)]
+    content += [{"type": "video"} for _ in range(videos)] + [{"type": "audio"} for _ in range(audio)]
     content.append({"type": "text", "text": text})
     messages = [{"role": "user", "content": content}]
     # a processor that keeps no chat template of its own (BLIP-2's) renders its tokenizer's
