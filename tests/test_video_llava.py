@@ -1,7 +1,7 @@
 """Video-LLaVA: what is particular to it, beyond the vision contracts (tests/test_vision_contracts.py).
 
-Two CLIP towers of one config: ``model.vision`` is the image tower, and the
-video tower (its own weights) is not served yet. The stock image processor
+Two CLIP towers of one config: ``model.vision`` is the image tower and
+``model.video`` the video tower (its own weights). The stock image processor
 names the images' pixels ``pixel_values_images``. Expected values come from the
 stock processor's outputs, the config, and the native modules run by hand
 outside the trace (the image path: the image tower, its block -2 without CLS,
@@ -16,7 +16,7 @@ from tower_body import tower_body
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.image.grids import GridError
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import chat_prompt, noise_image, noise_video
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
 SIDE = 4  # 32 pixel images of 8 pixel patches
@@ -115,18 +115,22 @@ def test_the_grids_count_the_images_on_pixel_values_images(model):
         model.vision.patch_grid(stream, image=2)
 
 
-def test_the_video_tower_shares_the_image_towers_classes_and_serves_no_value(model):
-    """The envoys are keyed by class, so they reach the video tower too; no image runs through it, and every value
-    there says why it is unavailable."""
-    tower = model.model.video_tower
+def test_the_video_tower_is_model_video_and_runs_on_videos_only(model):
+    """The envoys are keyed by class, so the video tower has the image tower's values, as ``model.video``; each
+    tower runs on its own medium, and a value of either on a prompt without it says so."""
+    tower = model.video
     assert tower._module is model._module.model.video_tower and type(tower) is type(model.vision)
-    block = tower.encoder.layers[0]
-    assert type(block) is type(model.vision.layers[0])
-    reason = "video tower, which no image runs through, and videos are not served yet.*model.vision"
-    for envoy, name in ((tower, "image_token_mask"), (tower, "image_features"), (tower, "tower_output"),
-                        (block, "layer_output"), (block.self_attn, "attention_probabilities"), (block.mlp, "mlp_output")):
-        with pytest.raises(Unavailable, match=reason):
-            getattr(envoy, name)
-    assert tower.support() == {}
-    support = model.vision.support()
-    assert support and all(why is None for why in support.values())
+    assert type(tower.layers[0]) is type(model.vision.layers[0])
+    frames = noise_video(4, 32, 32, seed=5)
+    video_prompt = chat_prompt(model.processor, 0, "Describe the video.", videos=1)
+    with model.trace(video_prompt, videos=[frames]):
+        stream = model.video.layers[0].layer_output.save()
+    assert stream.shape == (4, 1 + SIDE * SIDE, 32)  # every frame, CLS kept
+    with pytest.raises(Unavailable, match=r"vision\.layers\[0\]\.layer_output is unavailable: no image reached"):
+        with model.trace(video_prompt, videos=[frames]):
+            model.vision.layers[0].layer_output.save()
+    with pytest.raises(Unavailable, match=r"video\.layers\[0\]\.layer_output is unavailable: no video reached"):
+        with model.trace(prompt(model), images=IMAGES):
+            model.video.layers[0].layer_output.save()
+    support = model.support()
+    assert all(support[f"video.{name}"] is None for name in ("layer_output", "tower_output", "video_features"))

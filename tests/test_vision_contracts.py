@@ -47,6 +47,8 @@ TOWER_VALUES = (
     "self_attn.attention_scores", "self_attn.attention_probabilities", "self_attn.attention_head_outputs",
 )
 PATTERN = ("self_attn.attention_scores", "self_attn.attention_probabilities")
+#: A video's values on the tower's root: served where the family takes videos (tests/test_video_values.py).
+VIDEO_VALUES = ("video_token_mask", "video_features")
 #: The prefixes of a block's values in support()'s rows.
 BLOCK_VALUES = ("layer_", "attention_", "mlp_", "self_attn.", "mlp.")
 #: The rows of model.support() a transformers bug of the root's forward adds while it is present.
@@ -417,6 +419,10 @@ def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
     assert set(TOWER_VALUES) <= set(tower), set(TOWER_VALUES) - set(tower)
     layers = set(range(row.sizes.num_layers)) - set(row.tower_mixers)
     for value, reason in tower.items():
+        if value in VIDEO_VALUES:  # served where the family takes videos, else why not (test_video_values)
+            takes = "video" in model.family.media
+            assert (reason is None) if takes else re.search("takes no video|video is not served yet", reason), value
+            continue
         if row.tower_mixers and (value == "attention_output" or value.startswith("self_attn.")):
             reason = dict(reason)  # a block whose mixer is not attention says so, naming it
             for index, mixer in row.tower_mixers.items():
@@ -436,8 +442,15 @@ def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
     assert {value: support[f"vision.{value}"] for value in tower} == tower
     assert (model.family.forward_bug is not None) == row.forward_bug
     blocks = set(range(model.num_layers))
+    assert (support.get("video", None) is None) == ("video" in model.family.media), support.get("video")
+    if "video" not in model.family.media:
+        assert re.search("takes no video|video is not served yet", support["video"])
+    if "audio" in model.family.media and "audio.audio_features" in support:  # values: test_audio_values
+        assert support["audio.audio_features"] is None and support["audio.audio_token_mask"] is None
+    else:
+        assert re.search("takes no audio|audio is not served yet|has no audio tower", support["audio"])
     for value, reason in support.items():
-        if value.startswith("vision."):
+        if value.startswith(("vision.", "video", "audio")):
             continue
         if value in BUG_ROWS:
             assert row.forward_bug and bug_present(model) and "tracer.stop()" in reason, value

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from nnsight.intervention.interleaver import Mediator
+from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
 #: The tower the running reads mean a later run of (its path), and how many of its runs come before that one.
 _TOWER_PASS: ContextVar[tuple[str, int]] = ContextVar("tower_pass", default=("", 0))
@@ -56,7 +56,13 @@ def pinned(location: str, call: int | None, per_forward: int = 1, passes_before:
     # The step the worker is at: pinned by tracer.iter (0 with no loop), or, relaxed after the first hit
     # of a step past 0, the forwards whose calls it has already seen.
     step = previous if previous is not None else mediator.occurrence(location) // per_forward
-    mediator.iteration = (step + passes_before) * per_forward + (call or 0)
+    wanted = (step + passes_before) * per_forward + (call or 0)
+    if passes_before and mediator.occurrence(location) > wanted:  # nnsight would wait for it to the end
+        raise OutOfOrderError(
+            f"{location!r} (the module's run after {passes_before} run(s)) was requested but the model already ran "
+            f"past it"
+        )
+    mediator.iteration = wanted
     try:
         yield
     finally:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .passes import passes_before, pinned
-from .values import EProperty
+from .values import EProperty, explained
 
 #: Which occurrence of its location a value means on an envoy, or None for "the next one" (no pin).
 Occurrence = Callable[[Any], "int | None"]
@@ -70,7 +70,7 @@ class PinnedEProperty(EProperty):
         self.check(obj)  # the reason first, outside a trace too
         location = self._location(obj)
         self.check_step(obj, location)
-        with self._pinned(obj, location):
+        with explained(obj, self.name), self._pinned(obj, location):
             return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
@@ -79,5 +79,5 @@ class PinnedEProperty(EProperty):
         self.check_step(obj, location)
         # The read half of the write is served at the pinned occurrence; the swap that follows
         # is issued while the model is still paused at that visit, so it lands there too.
-        with self._pinned(obj, location):
+        with explained(obj, self.name), self._pinned(obj, location):
             self._write(obj, value, location)

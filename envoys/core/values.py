@@ -35,7 +35,8 @@ computes nothing from (its envoy's ``gradient_reason(name)`` says why) is a
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -211,11 +212,8 @@ class EProperty(eproperty):
             raise Unavailable(f"{_label(obj, self.name)} is not computed on step {step}: {first_step_only}")
 
     def _request(self, obj: Any, location: str) -> Any:
-        try:
+        with explained(obj, self.name):
             return Mediator.value(location)
-        except OutOfOrderError as error:
-            _explain(error, obj, self.name)
-            raise
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
@@ -223,14 +221,14 @@ class EProperty(eproperty):
         self.check(obj)
         location = self._location(obj)
         self.check_step(obj, location)
-        with pinned(location, None, 1, passes_before(location)):  # a later run of its tower (`envoys.core.passes`)
+        with explained(obj, self.name), pinned(location, None, 1, passes_before(location)):  # `envoys.core.passes`
             return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.check(obj, writing=True)
         location = self._location(obj)
         self.check_step(obj, location)
-        with pinned(location, None, 1, passes_before(location)):
+        with explained(obj, self.name), pinned(location, None, 1, passes_before(location)):
             self._write(obj, value, location)
 
     # The read and the write after the check, at a location computed once (a subclass that pins
@@ -399,12 +397,25 @@ def outside_trace(label: str, writing: bool = False) -> str:
     )
 
 
+@contextmanager
+def explained(obj: Any, name: str | None) -> Iterator[None]:
+    """Say, in an `OutOfOrderError` raised in the block, which value it was and what order reads take (`_explain`)."""
+    try:
+        yield
+    except OutOfOrderError as error:
+        _explain(error, obj, name)
+        raise
+
+
 def _explain(error: OutOfOrderError, obj: Any, name: str | None) -> None:
     """Say, in the error nnsight raised, which value it was and what order reads take.
 
     The same exception object is re-raised (nnsight unwinds an open
     ``tracer.iter`` loop with it), so only its message grows.
     """
+    if getattr(error, "_explained", False):  # once, where nested blocks both explain it
+        return
+    error._explained = True
     hint = getattr(obj, "order_hint", None) or "reads follow the order in which the forward computes the values"
     error.args = (f"{_label(obj, name)}: {error.args[0] if error.args else error}; {hint}", *error.args[1:])
 

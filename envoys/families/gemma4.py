@@ -3,14 +3,21 @@
 ``Gemma4Model.forward`` replaces every multimodal token by the pad token
 before embedding, then scatters the image features into the token embeddings
 (``inputs_embeds_masked_scatter_0``, argument 1, the features flat over the
-image tokens; the mask is expanded to ``[batch, seq, hidden_size]`` first;
-``_1`` is video and ``_2`` audio, left as they are). The tower
+image tokens; the mask is expanded to ``[batch, seq, hidden_size]`` first),
+its videos' (``_1``: ``vision.video_features``) and its audio's (``_2``:
+``audio.audio_features``). The tower
 (``model.vision_tower``, a `Gemma4Vision`) runs on the processor's
 pre-patchified pixels, its patch axis padded to a fixed row count (the
 processor's soft-token budget times the pooling area) with the padded keys
 masked; its pooler (``vision.pooler``) makes the soft tokens, and the
 projector is ``embed_vision`` (a weightless RMSNorm, then a linear map to the
-text width).
+text width). The same tower runs on a video's sampled frames (its second
+run, ``model.video``), frames as its batch.
+
+The audio tower (``model.audio``, a Conformer: `ConformerLayer` blocks) runs
+on the feature extractor's log-mel frames; ``embed_audio`` projects its
+output to the text width. A checkpoint saved without one (``audio_config``
+None) has no ``model.audio``.
 
 The text model's blocks are sandwich-normed and may add a per-layer input
 branch and scale by ``layer_scalar`` (`Gemma4TextLayer`). Its attention is on
@@ -29,6 +36,8 @@ let each image's tokens attend to each other both ways.
 from __future__ import annotations
 
 from transformers.models.gemma4.modeling_gemma4 import (
+    Gemma4AudioLayer,
+    Gemma4AudioModel,
     Gemma4TextAttention,
     Gemma4TextDecoderLayer,
     Gemma4TextMLP,
@@ -38,6 +47,7 @@ from transformers.models.gemma4.modeling_gemma4 import (
     Gemma4VisionModel,
 )
 
+from ..audio import Audio, ConformerLayer
 from ..blocks.sandwich import SandwichAttention, SandwichMlp
 from ..towers.gemma4 import GEMMA4_GRIDS, Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
 from ..towers.gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
@@ -49,11 +59,14 @@ RENAME = {
     "model.language_model.norm": "norm",
     "model.vision_tower": "vision",
     "model.embed_vision": "projector",
+    "model.audio_tower": "audio",
     "encoder.layers": "layers",
     "patch_embedder": "patch_embed",
 }
 
 ENVOYS = {
+    Gemma4AudioModel: Audio,
+    Gemma4AudioLayer: ConformerLayer,
     Gemma4TextDecoderLayer: Gemma4TextLayer,
     Gemma4TextAttention: SandwichAttention,
     Gemma4TextMLP: SandwichMlp,
@@ -64,4 +77,4 @@ ENVOYS = {
 }
 
 FAMILY = Family("gemma4", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma4_text",),
-                grid_layout=GEMMA4_GRIDS)
+                grid_layout=GEMMA4_GRIDS, media=("image", "video", "audio"))

@@ -11,6 +11,14 @@ sets ``ROOT_SCATTER`` and the root is the host. The text model is the root's
 ``multi_modal_projector`` (RMSNorm and two linear layers over each image's
 pixel-shuffled patches, 2x2 patches folded into one image token).
 
+Audio: the root's ``audio_tower`` (``model.audio``, a Parakeet Conformer
+encoder: `ConformerLayer` blocks) runs on the feature extractor's mel frames,
+``embed_audio`` projects its output, and the forward scatters it third
+(``inputs_embeds_masked_scatter_2``: ``audio.audio_features``). Videos are not
+served: the processor writes a video's frames with the image token, so the
+video's placeholder is the image's, and transformers 5.24 cannot take an image
+and a video in one prompt.
+
 NemotronH blocks hold one sublayer each under the native name ``mixer``:
 ``layers_block_type`` says which, a Mamba2 mixer (``linear_attention``),
 softmax attention (``full_attention``), a mixture of experts (``moe``) or an
@@ -36,10 +44,12 @@ from transformers.models.nemotron_h.modeling_nemotron_h import (
     NemotronHMLP,
     NemotronHMoE,
 )
+from transformers.models.parakeet.modeling_parakeet import ParakeetEncoder, ParakeetEncoderBlock
 from transformers.models.radio.modeling_radio import RadioAttention, RadioLayer, RadioMLP, RadioModel, RadioSwiGLUFFN
 
 from rewrites.image_scatter import Scatter
 
+from ..audio import Audio, ConformerLayer
 from ..blocks.hybrid import HybridLayer, other_mixer
 from ..blocks.moe import RoutedMlp
 from ..core.standard import child
@@ -59,6 +69,7 @@ RENAME = {
     "language_model.lm_head": "lm_head",
     "vision_model": "vision",
     "multi_modal_projector": "projector",
+    "audio_tower": "audio",
     "encoder.layer": "layers",
     "embeddings.patch_projection": "patch_embed",
     "attention": "self_attn",
@@ -112,6 +123,8 @@ class NemotronHLayer(HybridLayer):
 
 
 ENVOYS = {
+    ParakeetEncoder: Audio,
+    ParakeetEncoderBlock: ConformerLayer,
     RadioModel: RadioVision,
     RadioLayer: RadioVisionLayer,
     RadioAttention: RadioVisionAttention,
@@ -136,4 +149,5 @@ GRIDS = RadioGrids(merge_of=lambda config: round(1 / config.downsample_ratio))
 FAMILY = Family(
     "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
     scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",), grid_layout=GRIDS,
+    media=("image", "audio"),
 )

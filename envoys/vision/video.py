@@ -21,14 +21,25 @@ reason.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from nnsight import Envoy
 from nnsight.intervention.eproperty import eproperty
+from nnsight.intervention.interleaver import OutOfOrderError
 
 from ..core.passes import on_pass, pinned
+from ..core.paths import standard_path
 from ..core.values import EProperty, Unavailable
 from .media import absent_from_trace, not_served
+
+#: Where the tower's run on the videos is in a forward, for an out-of-order read of it.
+VIDEO_RUN_ORDER = (
+    "the tower runs on a prompt's videos after its images: on most hosts both runs come before the images' scatter "
+    "(image_features), on Video-LLaVA's after it; read model.video's values after model.vision's and before "
+    "video_features"
+)
 
 
 def _descriptor(envoy: Envoy, name: str) -> Any:
@@ -69,11 +80,27 @@ class VideoRun:
             return on_pass(self._tower.path, passes)
         return pinned(f"{self._envoy.path}.{name}", None, 1, passes)
 
+    @contextmanager
+    def _named(self, name: str) -> Iterator[None]:
+        """Errors raised in the block name the value as the user spelled it (``video.layers[0].layer_output``, not
+        the tower's ``vision.`` name), and say where the videos' run is in the forward."""
+        try:
+            yield
+        except (OutOfOrderError, Unavailable) as error:
+            message = str(error.args[0]) if error.args else str(error)
+            own = f"{standard_path(self._envoy)}.{name}"
+            if message.startswith(own):
+                message = f"{self._label}.{name}{message[len(own):]}"
+            if isinstance(error, OutOfOrderError):
+                message += f"; {VIDEO_RUN_ORDER}"
+            error.args = (message, *error.args[1:])
+            raise
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         if isinstance(_descriptor(self._envoy, name), eproperty):
-            with self._on_run(name):
+            with self._named(name), self._on_run(name):
                 return getattr(self._envoy, name)
         found = getattr(self._envoy, name)
         if isinstance(found, Envoy):
@@ -83,7 +110,7 @@ class VideoRun:
     def __setattr__(self, name: str, value: Any) -> None:
         if not isinstance(_descriptor(self._envoy, name), eproperty):
             raise AttributeError(f"{self._label}.{name} cannot be set: only a value of the tower's run on the videos can")
-        with self._on_run(name):
+        with self._named(name), self._on_run(name):
             setattr(self._envoy, name, value)
 
     def __getitem__(self, key: Any) -> VideoRun:

@@ -1,0 +1,182 @@
+"""Video values on every checkpoint whose family serves videos (tests/video_table.py): where the frames meet the
+text model, the tower's run on them, writes, and the reasons a video value is unavailable.
+
+Reads follow the forward: the masks, the tower's runs (the images' before the
+videos'), the features the host scatters (the images' before the videos'),
+then the text model. Expected sizes come from the table; the equalities are
+the spec's, exact (float32, eager attention).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from nnsight.intervention.interleaver import OutOfOrderError
+from video_table import FRAMES, SIDE, VIDEOS
+
+from envoys import StandardizedTransformer
+from envoys.core.values import Unavailable
+from envoys.families import family_for
+from envoys.tiny import NAMES, chat_prompt, noise_image, noise_video
+
+
+def family_of(name: str):
+    """The family of the tiny checkpoint ``name`` (``llava-siglip``'s is llava's, ``blip-2``'s blip-2's)."""
+    for model_type in dict.fromkeys((name, name.rpartition("-")[0], name.partition("-")[0])):
+        try:
+            return family_for(model_type)
+        except ValueError:
+            continue
+    raise ValueError(f"no family for the tiny checkpoint {name!r}")
+
+
+BUILDERS = [name for name in NAMES if "video" in family_of(name).media]
+IMAGE = noise_image(32, 32, seed=11)
+VIDEO = noise_video(FRAMES, SIDE, SIDE, seed=12)
+
+
+def test_every_checkpoint_of_a_family_that_takes_videos_has_a_row():
+    assert set(BUILDERS) == set(VIDEOS), set(BUILDERS) ^ set(VIDEOS)
+
+
+@pytest.fixture(scope="module", params=BUILDERS)
+def name(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def model(name, tiny_checkpoint):
+    return StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", attn_implementation="eager")
+
+
+@pytest.fixture(scope="module")
+def row(name):
+    return VIDEOS[name]
+
+
+def video_prompt(model, images: int = 0) -> str:
+    return chat_prompt(model.processor, images, "What happens in the video?", videos=1)
+
+
+def video_only(model):
+    """The video-only prompt's values: mask, the tower's run on the video (a block's output, tower_output), the
+    features and the first block's input."""
+    with model.trace(video_prompt(model), videos=[VIDEO]):
+        mask = model.vision.video_token_mask.save()
+        stream = model.video.layers[0].layer_output.save()
+        tower = model.video.tower_output.save()
+        features = model.vision.video_features.save()
+        entering = model.layers[0].input.save()
+    return mask, stream, tower, features, entering
+
+
+def test_a_video_meets_the_text_model_at_its_tokens(model, row):
+    mask, stream, tower, features, entering = video_only(model)
+    assert mask.dtype == torch.bool and mask.shape == entering.shape[:2]
+    assert int(mask.sum()) == row.tokens
+    assert features.shape == (row.tokens, model.hidden_size)
+    assert torch.equal(entering[mask], features)
+    assert stream.shape == row.stream and tower.shape[:-1] == row.stream[:-1]
+
+
+def test_on_a_video_alone_the_tower_runs_once_and_model_vision_reads_that_run(model, row):
+    if model.family.video_tower is not None:  # a tower of its own for videos: model.vision does not run
+        pytest.skip("the image tower does not run on videos (test_video_llava)")
+    _, stream, *_ = video_only(model)
+    with model.trace(video_prompt(model), videos=[VIDEO]):
+        first_run = model.vision.layers[0].layer_output.save()
+    assert torch.equal(first_run, stream)
+
+
+def test_an_image_and_a_video_in_one_prompt_each_meet_their_own_tokens(model, row):
+    _, video_stream, video_tower, video_features, _ = video_only(model)
+    with model.trace(chat_prompt(model.processor, 1, "What is in the picture?"), images=[IMAGE]):
+        image_stream = model.vision.layers[0].layer_output.save()
+        image_features = model.vision.image_features.save()
+    with model.trace(video_prompt(model, images=1), images=[IMAGE], videos=[VIDEO]):
+        image_mask = model.vision.image_token_mask.save()
+        video_mask = model.vision.video_token_mask.save()
+        both_image = model.vision.image_features.save()
+        both_video = model.vision.video_features.save()
+        entering = model.layers[0].input.save()
+    assert not (image_mask & video_mask).any() and int(video_mask.sum()) == row.tokens
+    assert torch.equal(entering[image_mask], both_image) and torch.equal(entering[video_mask], both_video)
+    assert torch.equal(both_image, image_features) and torch.equal(both_video, video_features)
+    # the tower's two runs: the images' on model.vision, the videos' on model.video, each as it is alone
+    with model.trace(video_prompt(model, images=1), images=[IMAGE], videos=[VIDEO]):
+        image_run = model.vision.layers[0].layer_output.save()
+        video_run = model.video.layers[0].layer_output.save()
+        video_run_output = model.video.tower_output.save()
+    assert torch.equal(image_run, image_stream)
+    assert torch.equal(video_run, video_stream) and torch.equal(video_run_output, video_tower)
+
+
+def test_a_write_to_the_video_features_is_what_the_text_model_receives(model, row):
+    written = torch.randn(row.tokens, model.hidden_size, generator=torch.Generator().manual_seed(0))
+    with model.trace(video_prompt(model, images=1), images=[IMAGE], videos=[VIDEO]):
+        image_mask = model.vision.image_token_mask.save()
+        video_mask = model.vision.video_token_mask.save()
+        image_features = model.vision.image_features.save()
+        model.vision.video_features = written
+        entering = model.layers[0].input.save()
+    assert torch.equal(entering[video_mask], written)
+    assert torch.equal(entering[image_mask], image_features)
+
+
+def test_a_write_to_the_towers_run_on_the_video_reaches_the_video_tokens_only(model):
+    with model.trace(video_prompt(model, images=1), images=[IMAGE], videos=[VIDEO]):
+        clean = model.layers[0].input.save()
+    with model.trace(video_prompt(model, images=1), images=[IMAGE], videos=[VIDEO]):
+        image_mask = model.vision.image_token_mask.save()
+        video_mask = model.vision.video_token_mask.save()
+        model.video.layers[0].layer_output[:] = model.video.layers[0].layer_output * 2 + 1
+        entering = model.layers[0].input.save()
+    assert torch.equal(entering[image_mask], clean[image_mask])
+    assert not torch.isclose(entering[video_mask], clean[video_mask]).all(-1).any()
+
+
+def test_a_read_of_the_videos_run_after_the_forward_passed_it_says_so(model):
+    """The host encodes the video before the image's scatter on most families, after it on Video-LLaVA: a read of the
+    videos' run after the forward passed it is nnsight's OutOfOrderError, naming the value, not a silent wait."""
+    with pytest.raises(OutOfOrderError, match=r"video\.layers\[0\]\.layer_output: .*already ran past it"):
+        with model.trace(video_prompt(model, images=1), images=[IMAGE], videos=[VIDEO]):
+            model.layers[0].input.save()
+            model.video.layers[0].layer_output.save()
+
+
+def test_a_video_value_on_a_prompt_without_a_video_says_why(model):
+    image_prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    for read in ("vision.video_features", "video.layers[0].layer_output", "video.tower_output"):
+        with pytest.raises(Unavailable, match=re.escape(f"{read} is unavailable: no video reached this forward")):
+            with model.trace(image_prompt, images=[IMAGE]):
+                eval(f"model.{read}", {"model": model}).save()
+    with model.trace(image_prompt, images=[IMAGE]):
+        mask = model.vision.video_token_mask.save()  # all false, as the image's is on a prompt without one
+    assert not mask.any()
+    with pytest.raises(Unavailable, match=re.escape("vision.image_features is unavailable: no image reached this forward")):
+        with model.trace(video_prompt(model), videos=[VIDEO]):
+            model.vision.image_features.save()
+
+
+def test_support_and_print_list_the_video_values(model):
+    support = model.support()
+    assert support["vision.video_token_mask"] is None and support["vision.video_features"] is None
+    shown = repr(model)
+    assert "video_token_mask -> VideoTokenMask" in shown and "video_features -> VideoFeatures" in shown
+    assert re.search(r"\n  video: ", shown)
+
+
+def test_a_family_without_videos_and_a_text_only_load_say_why(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
+    with pytest.raises(Unavailable, match="vision.video_features is unavailable: a llava model takes no video"):
+        model.vision.video_features
+    with pytest.raises(Unavailable, match="video.layers is unavailable: a llava model takes no video"):
+        model.video.layers
+    assert model.support()["video"].startswith("a llava model takes no video")
+    text_only = StandardizedTransformer(tiny_checkpoint("qwen2_5_vl"))
+    with pytest.raises(Unavailable, match="vision.video_features is unavailable: this model was loaded without task="):
+        text_only.vision.video_features
+    with pytest.raises(Unavailable, match="video.layers is unavailable: this model was loaded without task="):
+        text_only.video.layers
