@@ -35,6 +35,7 @@ from rewrites.image_scatter import Scatter
 
 from ..core.layouts import ImageFeatures, Layout
 from ..core.values import Field
+from ..image.frames import uniform_frames
 from ..image.grids import Grid, ImageInputs, check_image, raster, stitch
 from ..text.blocks import interior_values, stream_values, value
 from ..towers.feature_layers import with_feature_layer_gradients
@@ -172,6 +173,11 @@ class LlavaNextGrids:
     """
 
     stream_dims = 2
+
+    def video_token_grid(self, inputs: ImageInputs, video: int, mask: torch.Tensor) -> Grid:
+        """Video ``video``'s grids over the video tokens, ``[frames, side, side]``: LLaVA-NeXT-Video pools each frame's
+        patches into a square of tokens, raster order, frame after frame (`uniform_frames`)."""
+        return uniform_frames(inputs, video, mask)
 
     def _tiles(self, inputs: ImageInputs, image: int) -> list[int]:
         """How many tiles each image has (its base tile included)."""

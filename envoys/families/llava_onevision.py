@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from transformers.models.siglip.modeling_siglip import (
     SiglipAttention,
     SiglipEncoderLayer,
@@ -44,6 +45,7 @@ from rewrites.image_scatter import Scatter
 
 from ..core.layouts import ImageFeatures
 from ..core.values import Field
+from ..image.frames import uniform_frames
 from ..image.grids import Grid, ImageInputs
 from ..text.blocks import value
 from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
@@ -120,6 +122,12 @@ class OnevisionGrids(LlavaNextGrids):
     patch grid on the stream and its tile's tokens on the image tokens (the
     ``image_newline`` after them is in its span, off the grid).
     """
+
+    def video_token_grid(self, inputs: ImageInputs, video: int, mask: torch.Tensor) -> Grid:
+        """Video ``video``'s grids over the video tokens, ``[frames, side, side]``: each frame pooled to a square of
+        tokens, raster order, frame after frame, then one ``image_newline`` after the last (in the video's span, off
+        the grid)."""
+        return uniform_frames(inputs, video, mask, after=1)
 
     def _tiles(self, inputs: ImageInputs, image: int) -> list[int]:
         tiles = super()._tiles(inputs, image)

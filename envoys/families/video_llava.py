@@ -30,7 +30,10 @@ without its medium say so.
 
 from __future__ import annotations
 
-from ..image.grids import ImageInputs
+import torch
+
+from ..image.frames import uniform_frames
+from ..image.grids import Grid, ImageInputs
 from ..towers.feature_layers import with_feature_layer_gradients
 from . import IMAGE_AND_VIDEO, Family
 from .llava import CLIP_ENVOYS, LlavaGrids
@@ -48,6 +51,12 @@ ENVOYS = with_feature_layer_gradients(CLIP_ENVOYS)
 
 class VideoLlavaGrids(LlavaGrids):
     """LLaVA's grids (`LlavaGrids`), the images counted on whichever name the processor gave their pixels."""
+
+    @staticmethod
+    def video_token_grid(inputs: ImageInputs, video: int, mask: torch.Tensor) -> Grid:
+        """Video ``video``'s grids over the video tokens, ``[frames, side, side]``: each frame's CLS then its
+        patches in raster order (the projector reads block -2 with the CLS kept), frame after frame."""
+        return uniform_frames(inputs, video, mask, before=1)
 
     @staticmethod
     def _images(inputs: ImageInputs) -> int:

@@ -415,27 +415,30 @@ def tower_rows(value: torch.Tensor, grid: Grid, stream_dims: int) -> Rows:
     )
 
 
-def token_rows(value: torch.Tensor, grid: Grid, inputs: ImageInputs) -> Rows:
-    """The rows of a value over the image tokens: ``[batch, seq, ...]`` (masked), ``[image_tokens, ...]``, or the image's.
+def token_rows(value: torch.Tensor, grid: Grid, inputs: ImageInputs, medium: str = "image",
+               mask: torch.Tensor | None = None) -> Rows:
+    """The rows of a value over the image tokens (``medium``'s, at ``mask``: a video's): ``[batch, seq, ...]``
+    (masked), ``[image_tokens, ...]``, or the image's.
 
     A text-stream value ``[batch, seq, ...]`` is read at the image-token mask
     (its rows are ``value[mask]``); ``[image_tokens, ...]`` (like
     ``image_features``) is every image token of the batch; ``[span, ...]`` is
     this image's tokens only. Anything else: `GridError`.
     """
-    mask = inputs.image_token_mask
+    mask = inputs.image_token_mask if mask is None else mask
+    tokens = int(mask.sum())
     if value.dim() >= 2 and tuple(value.shape[:2]) == tuple(mask.shape):
         positions = mask.reshape(-1).nonzero().squeeze(1).to(value.device)
         return MaskedRows(value, tuple(mask.shape), 0, positions)
-    if value.dim() >= 1 and value.shape[0] == inputs.image_tokens:
-        return Rows(value, (inputs.image_tokens,), 0)
+    if value.dim() >= 1 and value.shape[0] == tokens:
+        return Rows(value, (tokens,), 0)
     length = grid.span.stop - grid.span.start
     if value.dim() >= 1 and value.shape[0] == length:
         return Rows(value, (length,), grid.span.start)
     raise GridError(
-        f"a value of shape {tuple(value.shape)} is not over the image tokens: pass the text stream "
-        f"[batch, seq, ...] = {list(mask.shape)} + [...], the image tokens' rows [{inputs.image_tokens}, ...] "
-        f"(like image_features, out[image_token_mask]), or this image's tokens only [{length}, ...]"
+        f"a value of shape {tuple(value.shape)} is not over the {medium} tokens: pass the text stream "
+        f"[batch, seq, ...] = {list(mask.shape)} + [...], the {medium} tokens' rows [{tokens}, ...] "
+        f"(like {medium}_features, out[{medium}_token_mask]), or this {medium}'s tokens only [{length}, ...]"
     )
 
 

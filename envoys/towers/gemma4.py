@@ -43,7 +43,8 @@ from ..blocks.sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer,
 from ..core.layouts import Hidden, Layout, Patches
 from ..core.standard import Standard, child
 from ..core.values import Argument, EProperty, Field, Unavailable
-from ..image.grids import Grid, ImageInputs, check_image
+from ..image.frames import check_video
+from ..image.grids import Grid, GridError, ImageInputs, check_image
 from ..text.blocks import value
 from ..vision.tower import FIRST_STEP_ONLY, VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
 
@@ -128,6 +129,24 @@ class Gemma4Grids:
         start = sum(int((pooled_cells(positions[before], kernel) >= 0).sum()) for before in range(image))
         cells = pooled_cells(positions[image], kernel)
         return grid_from(cells, start, int((cells >= 0).sum()))
+
+    def video_token_grid(self, inputs: ImageInputs, video: int, mask: torch.Tensor) -> Grid:
+        """Video ``video``'s grids over the video tokens, ``[frames, h, w]``: each sampled frame pooled as an image
+        is (``video_position_ids``, one row of frames for every video's, ``num_frames_per_video`` of them each),
+        frame after frame, video after video."""
+        per_video = inputs["num_frames_per_video"].cpu().long()
+        check_video(video, per_video.shape[0])
+        positions, kernel = inputs["video_position_ids"], self.token_kernel(inputs)
+        frames = [pooled_cells(positions[frame], kernel) for frame in range(int(per_video.sum()))]
+        counts = [int((cells >= 0).sum()) for cells in frames]
+        first = int(per_video[:video].sum())
+        mine = frames[first:first + int(per_video[video])]
+        if len({tuple(cells.shape) for cells in mine}) != 1:
+            raise GridError(f"video {video}'s frames were pooled to grids of different shapes")
+        start = sum(counts[:first])
+        offsets = [start + sum(counts[first:first + index]) for index in range(len(mine))]
+        rows = torch.stack([grid_from(cells, offset, 0).rows for cells, offset in zip(mine, offsets)])
+        return Grid(rows, slice(start, start + sum(counts[first:first + len(mine)])))
 
     def token_kernel(self, inputs: ImageInputs) -> int:
         """The side, in patches, of the square block of real patches that makes one image token: the pooler's."""

@@ -45,6 +45,7 @@ from ..core.layouts import HeadOutputs, Keys, Layout, PackedPatches, Queries, Va
 from ..core.pinning import PinnedEProperty
 from ..core.standard import missing_site
 from ..core.values import Argument, EProperty, Field, Item, Selector
+from ..image.frames import check_video, frames_raster
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, value_named
 from ..text.blocks import either, value
 from ..vision.tower import PackedVision, PackedVisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
@@ -420,6 +421,20 @@ class QwenGrids:
         cells = self._units(inputs, height, width) if windowed else None
         cells = raster(height, width) if cells is None else cells
         return Grid(start + cells, slice(start, start + height * width))
+
+    def video_token_grid(self, inputs: ImageInputs, video: int, mask: torch.Tensor) -> Grid:
+        """Video ``video``'s grids over the video tokens, ``[temporal units, h / merge, w / merge]``: the tower
+        encodes each ``temporal_patch_size`` frames as one unit, one token a merge block, raster order over each
+        unit's merged grid, unit after unit, video after video (``video_grid_thw``: ``[videos, 3]``)."""
+        sizes = inputs["video_grid_thw"].cpu().long()
+        check_video(video, sizes.shape[0])
+        vision = inputs.config.vision_config
+        merge = getattr(vision, "spatial_merge_size", None) or vision.merge_size
+        counts = sizes.prod(dim=1) // (merge * merge)
+        units, height, width = (int(size) for size in sizes[video])
+        start = int(counts[:video].sum())
+        return Grid(frames_raster(start, units, height // merge, width // merge),
+                    slice(start, start + int(counts[video])))
 
     @staticmethod
     def _image(inputs: ImageInputs, image: int) -> tuple[int, torch.Tensor, torch.Tensor]:

@@ -32,6 +32,7 @@ from rewrites.image_scatter import Scatter
 from ..core.layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches, VideoFeatures, VideoTokenMask
 from ..core.standard import Standard, child, missing_site, rows_over
 from ..core.values import Argument, EProperty, Field, Unavailable
+from ..image.frames import video_grid
 from ..image.grids import gather, image_grid, place, token_rows, tower_rows
 from ..text.blocks import interior_values, own_output, stream_values, value
 from .media import (
@@ -353,6 +354,29 @@ class Vision(Standard):
         """
         _, inputs, grid = image_grid(self.root, "token_grid", image, options)
         return gather(token_rows(value, grid, inputs), grid)
+
+    def video_token_grid(self, value: torch.Tensor, video: int = 0) -> torch.Tensor:
+        """A value over the video tokens, video ``video``'s on its frames' grids, ``[frames, grid_rows, grid_columns,
+        ...]``.
+
+        A frame is what the tower encodes as one: a sampled frame, or the Qwen
+        ViT's temporal unit of ``temporal_patch_size`` frames. ``value`` is a
+        text-stream value ``[batch, seq, ...]`` (read at the video-token mask),
+        the video tokens' rows ``[video_tokens, ...]`` over the batch (like
+        ``video_features``), or this video's tokens only; tokens on no frame's
+        grid (a CLS, a newline) are left out. On the last batch that carried a
+        video, inside a trace or after it.
+        """
+        inputs, mask, grid = video_grid(self.root, video)
+        return gather(token_rows(value, grid, inputs, "video", mask), grid)
+
+    def place_video_token_grid(self, grid: torch.Tensor, into: torch.Tensor, video: int = 0) -> torch.Tensor:
+        """Write ``grid`` (as `video_token_grid` returns it) into ``into``'s rows of video ``video``, in place.
+
+        Returns ``into``; a grid of another shape is refused with nothing written.
+        """
+        inputs, mask, cells = video_grid(self.root, video)
+        return place(grid, token_rows(into, cells, inputs, "video", mask), cells)
 
     def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
         """Write ``grid`` (as `patch_grid` returns it) into the tower value ``into`` in place, image ``image``'s rows.
