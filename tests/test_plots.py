@@ -14,7 +14,7 @@ from PIL import Image
 from envoys import StandardizedTransformer
 from envoys.demo import scene
 from envoys.image import plots, recipes
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import chat_prompt, noise_image, noise_video
 
 GREY = (128, 128, 128)
 
@@ -194,3 +194,30 @@ def test_the_demo_writes_its_pictures(tmp_path):
     for name in ("out.png", "out-lens.png", "out-patching.png", "out-knockout.png"):
         assert not_blank(png(tmp_path / name)), name
     assert "wrote" in done.stdout
+
+
+def test_per_frame_puts_each_frames_grid_over_its_own_frame(tmp_path):
+    frames = [Image.new("RGB", (40, 80), (0, 0, 0)), Image.new("RGB", (40, 80), (255, 255, 255))]
+    grid = torch.zeros(2, 2, 2)
+    grid[1, 0, 1] = 1.0
+    picture = png(plots.per_frame(grid, frames, tmp_path / "frames.png", scale="norm"))
+    assert_aspect(picture, 2 * 40, 80)
+    # the same heat over a dark and a light frame: the frames show through, each under its own panel
+    assert cell_centre(picture, 2, 2, 0, 0, panels=2, panel=0) != cell_centre(picture, 2, 2, 0, 0, panels=2, panel=1)
+    assert cell_centre(picture, 2, 2, 0, 1, panels=2, panel=1) != cell_centre(picture, 2, 2, 0, 0, panels=2, panel=1)
+    # four frames for two grid frames (temporal units of 2): each panel over its run's first frame
+    assert png(plots.per_frame(grid, frames * 2, tmp_path / "units.png")).size == picture.size
+    with pytest.raises(ValueError, match=r"the grid has 2 frame\(s\) and 3 image\(s\) were given"):
+        plots.per_frame(grid, frames * 2 + frames[:1], tmp_path / "bad.png")
+    with pytest.raises(ValueError, match=r"\[frames, grid_rows, grid_columns\]; got shape \(2, 2\)"):
+        plots.per_frame(grid[0], frames, tmp_path / "bad.png")
+
+
+def test_a_videos_token_grid_is_drawn_per_frame(tiny_checkpoint, tmp_path):
+    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text")
+    video = noise_video(4, 32, 32, seed=2)
+    with model.trace(chat_prompt(model.processor, 0, "What happens?", videos=1), videos=[video]):
+        features = model.vision.video_features.save()
+    grid = model.vision.video_token_grid(features.norm(dim=-1))
+    picture = png(plots.per_frame(grid, video, tmp_path / "video.png", title="feature norm"))
+    assert_aspect(picture, 2 * 32, 32) and not_blank(picture)

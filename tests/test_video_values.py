@@ -19,6 +19,7 @@ from video_table import FRAMES, SIDE, VIDEOS
 from envoys import StandardizedTransformer
 from envoys.core.values import Unavailable
 from envoys.families import family_for
+from envoys.image.grids import GridError
 from envoys.tiny import NAMES, chat_prompt, noise_image, noise_video
 
 
@@ -180,3 +181,74 @@ def test_a_family_without_videos_and_a_text_only_load_say_why(tiny_checkpoint):
         text_only.vision.video_features
     with pytest.raises(Unavailable, match="video.layers is unavailable: this model was loaded without task="):
         text_only.video.layers
+
+
+# -- the video tokens on their frames' grids ------------------------------------------------------------------------
+
+
+def frame_rows(stream: torch.Tensor, row, frame: int) -> tuple:
+    """The index of frame ``frame``'s rows in the tower's stream on the video: a row of the batch axis, or, on a
+    packed tower ([1, patches, ...]), its run of patches (every frame, a temporal unit, has as many)."""
+    frames = row.grid[0]
+    if row.stream[0] == 1 and frames > 1:
+        per_frame = row.stream[1] // frames
+        return (slice(None), slice(frame * per_frame, (frame + 1) * per_frame))
+    return (frame,)
+
+
+def test_the_video_token_grid_has_a_grid_per_frame_and_reads_any_value_over_the_video_tokens(model, row):
+    _, _, _, features, entering = video_only(model)
+    grid = model.vision.video_token_grid(features)
+    assert grid.shape == (*row.grid, model.hidden_size)
+    assert torch.equal(model.vision.video_token_grid(entering), grid)  # the text stream, read at the video tokens
+    covered = grid.isfinite().all(-1)
+    assert int(covered.sum()) == row.grid[0] * row.grid[1] * row.grid[2]  # every cell a token
+    # every cell a different token (the tokens the grid leaves out: a CLS a frame, a newline after the video)
+    cells = grid.reshape(-1, model.hidden_size)
+    assert torch.unique(cells, dim=0).shape[0] == cells.shape[0]
+
+
+def test_an_edit_of_one_frame_in_the_tower_changes_that_frames_grid_only(model, row):
+    """Where each frame's tokens are, by what the model computes: the tower's stream on frame f edited, only grid
+    frame f of the features changes."""
+    _, _, _, clean, _ = video_only(model)
+    clean_grid = model.vision.video_token_grid(clean)
+    frame = row.grid[0] - 1
+    with model.trace(video_prompt(model), videos=[VIDEO]):
+        stream = model.video.layers[0].layer_output
+        stream[frame_rows(stream, row, frame)] += 1.0
+        edited = model.vision.video_features.save()
+    changed = (model.vision.video_token_grid(edited) != clean_grid).any(-1)
+    assert changed[frame].all() and not changed[:frame].any()
+
+
+def test_placing_a_frames_grid_writes_its_tokens(model, row):
+    with model.trace(video_prompt(model), videos=[VIDEO]):
+        mask = model.vision.video_token_mask.save()
+        features = model.vision.video_features
+        grid = model.vision.video_token_grid(features).clone()
+        grid[0] = 0.0
+        model.vision.place_video_token_grid(grid, features)
+        entering = model.layers[0].input.save()
+    after = model.vision.video_token_grid(entering)
+    assert torch.equal(after[0], torch.zeros_like(after[0])) and not (after[1:] == 0).all(-1).any()
+    with pytest.raises(GridError, match=r"video=1 is not a video of this batch: it holds 1 video\(s\)"):
+        model.vision.video_token_grid(entering, video=1)
+    assert int(mask.sum()) == row.tokens
+
+
+@pytest.mark.parametrize("checkpoint", ["llava_next_video", "video_llava"])
+def test_a_patch_edited_in_the_layer_the_projector_reads_moves_the_token_on_its_frames_grid(checkpoint, tiny_checkpoint):
+    """The spatial layout, by what the model computes: on these towers the projector reads block
+    ``vision_feature_layer`` patch by patch (LLaVA-NeXT-Video then pools 2x2), so an edit of one patch of one frame
+    there changes one token, at its cell of that frame's grid."""
+    model = StandardizedTransformer(tiny_checkpoint(checkpoint), task="image-text-to-text", attn_implementation="eager")
+    _, _, _, clean, _ = video_only(model)
+    pooled = 2 if checkpoint == "llava_next_video" else 1  # the 2x2 average pool of LLaVA-NeXT-Video's resampler
+    block = model.vision.num_layers + model.config.vision_feature_layer
+    frame, patch_row, patch_column, side = 2, 3, 1, SIDE // model.vision.patch_size
+    with model.trace(video_prompt(model), videos=[VIDEO]):
+        model.video.layers[block].layer_output[frame, 1 + patch_row * side + patch_column] += 5.0  # after the CLS
+        edited = model.vision.video_features.save()
+    changed = (model.vision.video_token_grid(edited) != model.vision.video_token_grid(clean)).any(-1)
+    assert changed.nonzero().tolist() == [[frame, patch_row // pooled, patch_column // pooled]]

@@ -1,4 +1,5 @@
-"""Pictures of the image pathway: a grid over the original image, several layers side by side, per-layer curves.
+"""Pictures of the image pathway: a grid over the original image, several layers side by side, a video's frames
+side by side, per-layer curves.
 
 Every function draws one figure and saves it as a PNG at ``path`` (returned);
 the ``*_figure`` functions return the figure unsaved. A picture over an image
@@ -123,9 +124,44 @@ def side_by_side(
     return save(figure, path)
 
 
+def per_frame(
+    grid: Any,
+    frames: Sequence[Image.Image],
+    path: str | Path,
+    *,
+    title: str | None = None,
+    scale: str | None = None,
+    alpha: float = ALPHA,
+    cmap: str = CMAP,
+    height: int = PANEL_HEIGHT,
+) -> Path:
+    """Draw a video's grid (``vision.video_token_grid``'s, ``[frames, grid_rows, grid_columns]``) as one heatmap per
+    frame, each over its own frame, left to right on one colour scale; save a PNG at ``path``.
+
+    ``frames`` are the video's images, one per grid frame; where the tower
+    encodes several frames as one (the Qwen ViT's temporal units of 2), pass
+    them all: a multiple of the grid's frames is taken as runs of consecutive
+    frames, each panel over its run's first. Panels are titled ``frame k``
+    (``title`` before it where given).
+    """
+    cells = torch.as_tensor(grid).detach()
+    if cells.dim() != 3:
+        raise ValueError(f"a video's grid to draw is [frames, grid_rows, grid_columns]; got shape {tuple(cells.shape)}"
+                         f" (sum or pick the trailing axes first, e.g. grid.sum(-1) or grid[..., head])")
+    count = cells.shape[0]
+    if not frames or len(frames) % count:
+        raise ValueError(f"the grid has {count} frame(s) and {len(frames)} image(s) were given: pass the video's "
+                         f"frames, one per grid frame or a run of as many for each")
+    step = len(frames) // count
+    shown = [frames[index * step] for index in range(count)]
+    titles = [f"{title + ': ' if title else ''}frame {index * step}" for index in range(count)]
+    return save(panels_figure(list(cells), shown, titles=titles, scale=scale, alpha=alpha, cmap=cmap, height=height),
+                path)
+
+
 def panels_figure(
     grids: Sequence[Any],
-    image: Image.Image,
+    image: Image.Image | Sequence[Image.Image],
     *,
     titles: Sequence[str] | None = None,
     labels: Sequence[Sequence[Sequence[str]]] | None = None,
@@ -134,25 +170,31 @@ def panels_figure(
     cmap: str = CMAP,
     height: int = PANEL_HEIGHT,
 ) -> Any:
-    """`side_by_side`'s figure, unsaved: the panels, then an axes labelled ``"colorbar"`` holding the colour bar."""
+    """`side_by_side`'s figure, unsaved: the panels, then an axes labelled ``"colorbar"`` holding the colour bar.
+
+    ``image`` is the image under every panel, or one image per panel (a video's frames, `per_frame`).
+    """
     Figure = matplotlib_figure()
     cells = [as_grid(grid) for grid in grids]
     if not cells:
         raise ValueError("side_by_side needs at least one grid")
+    images = list(image) if isinstance(image, Sequence) else [image] * len(cells)
+    if len(images) != len(cells):
+        raise ValueError(f"{len(cells)} grids but {len(images)} images: give one image, or one per grid")
     for name, given in (("titles", titles), ("labels", labels)):
         if given is not None and len(given) != len(cells):
             raise ValueError(f"{len(cells)} grids but {len(given)} {name}: give one per grid")
     finite = torch.cat([grid[grid.isfinite()] for grid in cells])
     low, high = (float(finite.min()), float(finite.max())) if finite.numel() else (0.0, 1.0)
     high = high if high > low else low + 1
-    grey = backdrop(image)
-    width = max(1, round(height * grey.width / grey.height))
+    greys = [backdrop(each) for each in images]
+    width = max(1, round(height * greys[0].width / greys[0].height))
     total = len(cells) * width + COLORBAR_PIXELS
     figure = Figure(figsize=(total / DPI, height / DPI), dpi=DPI)
     heat = None
     for index, grid in enumerate(cells):
         axes = figure.add_axes((index * width / total, 0, width / total, 1))
-        heat = draw_panel(axes, grey, grid, low, high, alpha, cmap,
+        heat = draw_panel(axes, greys[index], grid, low, high, alpha, cmap,
                           title=None if titles is None else titles[index],
                           labels=None if labels is None else labels[index], cell_pixels=height / grid.shape[0])
         if index:  # a white rule between panels
