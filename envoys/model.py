@@ -58,7 +58,7 @@ from .invokes import InvokeBatcher, LocatingInterleaver, batch_image_invokes
 from .rules import rules_for_model
 from .text.root import TextRoot
 from .tree import standard_tree
-from .vision.media import NO_IMAGE_IN_TRACE, not_served
+from .vision.media import MEDIA, NO_IMAGE_IN_TRACE, carries, not_served
 from .vision.tower import NoTower, Vision, carries_images, image_token_id, no_images
 from .vision.video import VideoRun
 
@@ -308,7 +308,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     def batch_with_layout(self, invokes: list, fn: Any) -> tuple[tuple, dict, Any]:
         """The batch's ``(args, kwargs)`` and, where several invokes carry images, where each invoke's part of every
         value lies (`envoys.invokes`); else None, and nnsight's rows apply. What the model's batcher assembles."""
-        several = len(invokes) > 1 and any(carries_images(kwargs) for _, kwargs in invokes)
+        several = len(invokes) > 1 and any(carries(kwargs, MEDIA) for _, kwargs in invokes)
         if not several:
             return (*self._batch(invokes, fn), None)
         if getattr(fn, "__name__", None) == "pipe":  # nnsight would hand the pipeline one invoke's images for all

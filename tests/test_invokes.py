@@ -13,7 +13,7 @@ from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.invokes import InvokeInputError
-from envoys.tiny import chat_prompt, image_prompts, noise_image
+from envoys.tiny import chat_prompt, image_prompts, noise_audio, noise_image
 
 A, B, C = noise_image(32, 32, seed=1), noise_image(64, 48, seed=2), noise_image(32, 32, seed=3)
 QUESTION = "What is in the picture?"
@@ -182,6 +182,7 @@ def forward_calls(model) -> list:
 @pytest.mark.parametrize("given, message", [
     ({"pixel_values": torch.zeros(1, 3, 32, 32)}, "passes pixel_values to the model itself"),
     ({"videos": [[A, C]]}, "passes videos="),
+    ({"audio": [noise_audio()]}, "passes audio="),
 ])
 def test_an_invoke_whose_images_cannot_be_placed_is_refused_before_anything_runs(model, given, message):
     calls, handle = forward_calls(model)

@@ -29,6 +29,7 @@ from ..core.layouts import PackedPatches
 from ..core.values import Unavailable, standard_values
 from ..image.grids import GridError, ImageInputs, given_sizes, image_inputs_of
 from ..towers.per_image import per_call_site
+from ..vision.media import CARRIERS, carries
 from ..vision.tower import IMAGE_INPUTS, Vision, image_scatter, image_token_id, scatter_host
 from .batcher import InvokeBatcher, LocatingInterleaver
 from .inputs import InvokeInputError, JoinedInputs, Span, encode_invoke, join, positions_supplied
@@ -143,13 +144,13 @@ def invoke_parts(model: Any, invokes: list, joined: JoinedInputs, packed: bool) 
     return tuple(parts)
 
 
-#: What an invoke of several may carry its media as: the processor's images (videos come with issue #24's values).
+#: What an invoke of several may carry its media as: the processor's images.
 MEDIA = "images="
 
 
 def refuse_unsplittable(inputs: tuple, kwargs: dict) -> None:
     """Refuse an invoke whose images cannot be counted and placed per invoke: pixels or an encoding given to the model
-    directly, or videos (`InvokeInputError`, saying what to pass instead)."""
+    directly, or videos or audio (`InvokeInputError`, saying what to pass instead)."""
     encodings = [each for each in inputs if isinstance(each, Mapping)]
     pixels = [key for key in IMAGE_INPUTS if kwargs.get(key) is not None or any(key in each for each in encodings)]
     if pixels:
@@ -158,10 +159,12 @@ def refuse_unsplittable(inputs: tuple, kwargs: dict) -> None:
             f"images as {MEDIA} (tracer.invoke(prompt, images=[image])), so that each invoke's images are encoded as "
             f"they are alone and its part of every value can be found; or trace that encoding in an invoke of its own"
         )
-    if any(kwargs.get(key) is not None for key in ("videos", "video")):
+    others = [medium for medium in ("video", "audio") if carries(kwargs, (medium,)) or kwargs.get(medium) is not None]
+    if others:
         raise InvokeInputError(
-            "an invoke beside others passes videos=; several invokes in one trace carry images only: trace a video in "
-            "a trace of its own"
+            f"an invoke beside others passes {' and '.join(f'{CARRIERS[medium][0]}=' for medium in others)}; several "
+            f"invokes in one trace carry images only (each invoke's part of a video's or a clip's values is not laid "
+            f"out): trace a prompt with a video or audio in a trace of its own"
         )
 
 
