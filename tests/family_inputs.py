@@ -6,6 +6,7 @@ from __future__ import annotations
 import nnsight
 import torch
 
+from envoys.families import Family, family_for
 from envoys.testing import chat_prompt
 
 
@@ -76,3 +77,13 @@ def merge_block_reaches_its_token_alone(model, images, merged: tuple[int, int]) 
     assert before.shape[:2] == merged
     assert (before != after).any(-1).nonzero().tolist() == [[1, 2]]
     assert torch.equal(vision.token_grid(clean, image=0), vision.token_grid(edited, image=0))
+
+
+def family_of(name: str) -> Family:
+    """The family of the tiny checkpoint ``name`` (``llava-siglip``'s is llava's, ``blip-2``'s blip-2's)."""
+    for model_type in dict.fromkeys((name, name.rpartition("-")[0], name.partition("-")[0])):
+        try:
+            return family_for(model_type)
+        except ValueError:
+            continue
+    raise ValueError(f"no family for the tiny checkpoint {name!r}")

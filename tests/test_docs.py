@@ -70,8 +70,27 @@ def test_use_it_runs_on_every_family(name: str, tiny_checkpoint, tmp_path: Path)
         runpy.run_path(str(script), init_globals=namespace)
 
 
+def family_tables() -> tuple[str, str]:
+    """The README's table of the families by tower, and its table of those that take videos and audio."""
+    section = README.read_text().split("## Supported families", 1)[1].split("\n## ", 1)[0]
+    towers, media = section.split("| takes |", 1)
+    return towers, media.split("\n\n", 1)[0]
+
+
+def listed(table: str, row: str = "| ") -> set[str]:
+    """The model_types (in backticks) of the table's rows that start with ``row``."""
+    return set(re.findall(r"`([\w-]+)`", "".join(line for line in table.splitlines() if line.startswith(row))))
+
+
 def test_the_family_table_names_every_supported_family() -> None:
-    table = README.read_text().split("## Supported families", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"`([\w-]+)`", "".join(line for line in table.splitlines() if line.startswith("| "))))
-    assert listed == {family.model_type for family in families()}
-    assert f"{len(listed)} model_types" in table
+    towers, _ = family_tables()
+    assert listed(towers) == {family.model_type for family in families()}
+    assert f"{len(listed(towers))} model_types" in towers
+
+
+def test_the_video_and_audio_table_names_the_families_that_serve_them() -> None:
+    _, media = family_tables()
+    video = {family.model_type for family in families() if "video" in family.media}
+    own = {family.model_type for family in families() if family.video_tower is not None}
+    assert listed(media, "| videos, the tower") == video - own and listed(media, "| videos, on a tower") == own
+    assert listed(media, "| audio") == {family.model_type for family in families() if "audio" in family.media}

@@ -13,25 +13,14 @@ import re
 
 import pytest
 import torch
+from family_inputs import family_of
 from nnsight.intervention.interleaver import OutOfOrderError
 from video_table import FRAMES, SIDE, VIDEOS
 
 from envoys import StandardizedTransformer
 from envoys.core.values import Unavailable
-from envoys.families import family_for
 from envoys.image.grids import GridError
 from envoys.tiny import NAMES, chat_prompt, noise_image, noise_video
-
-
-def family_of(name: str):
-    """The family of the tiny checkpoint ``name`` (``llava-siglip``'s is llava's, ``blip-2``'s blip-2's)."""
-    for model_type in dict.fromkeys((name, name.rpartition("-")[0], name.partition("-")[0])):
-        try:
-            return family_for(model_type)
-        except ValueError:
-            continue
-    raise ValueError(f"no family for the tiny checkpoint {name!r}")
-
 
 BUILDERS = [name for name in NAMES if "video" in family_of(name).media]
 IMAGE = noise_image(32, 32, seed=11)
