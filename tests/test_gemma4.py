@@ -82,7 +82,7 @@ def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(m
     native = model._module.model
     assert type(model.processor).__name__ == "Gemma4Processor"
     assert type(model.processor.image_processor).__name__ == "Gemma4ImageProcessor"
-    assert model._module.config.audio_config is None and native.audio_tower is None
+    assert type(native.audio_tower).__name__ == "Gemma4AudioModel"  # the builder's audio tower, beside the vision tower
     assert model.vision._module is native.vision_tower and model.projector._module is native.embed_vision
     assert [layer._module for layer in model.vision.layers] == list(native.vision_tower.encoder.layers)
     assert model.vision.patch_embed._module is native.vision_tower.patch_embedder
@@ -318,7 +318,9 @@ def test_sizes_of_the_padded_tower(model):
 
 
 def test_sdpa_says_why_the_pattern_is_unavailable(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint("gemma4"), task="image-text-to-text", attn_implementation="sdpa")
+    # per sub-model: Gemma 4's audio tower has no SDPA path, so a plain "sdpa" (every sub-model) refuses to load
+    attention = {"": "sdpa", "text_config": "sdpa", "vision_config": "sdpa", "audio_config": "eager"}
+    model = StandardizedTransformer(tiny_checkpoint("gemma4"), task="image-text-to-text", attn_implementation=attention)
     rows = model.vision.support(layer=0)
     assert "attn_implementation='eager'" in rows["self_attn.attention_probabilities"]
     assert rows["self_attn.attention_keys"] is None
