@@ -663,7 +663,8 @@ ROWS: dict[str, Row] = {
     ),
     # envoys/tiny/nemotron_h_omni.py: RADIO, packed, 8 px patches, 2 cls + 3 register rows before each image's
     # patches; 32x32 is a 4x4 grid (16 patches, 4 tokens), 64 wide x 48 high 6x8 (48, 12); no final norm; the
-    # projector reads the patch rows pixel-shuffled. Text blocks: Mamba2, MoE, attention, MoE.
+    # projector reads the patch rows pixel-shuffled. Text blocks: Mamba2, MoE, attention, MoE. Its Parakeet sound
+    # encoder's attention is on the shared interface, so the attention rules are found there too.
     "nemotron_h_omni": Row(
         image_tokens=(4, 12),
         sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_hw", **SIGLIP),
@@ -674,7 +675,7 @@ ROWS: dict[str, Row] = {
         pattern_unavailable=RADIO_PER_IMAGE,
         text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
         rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention"),
-               router("nemotron_h", "NemotronHTopkRouter")),
+               router("nemotron_h", "NemotronHTopkRouter"), *attention("parakeet", "ParakeetEncoderAttention")),
     ),
     # envoys/tiny/qwen.py: the Qwen ViT, packed, 2x2 merge; patch 8: 32x32 is 16 patches and 4 tokens, 48x64 is 48
     # and 12; no final norm, the merger (the projector) reads the last block's stream; MLP 32 * mlp_ratio 4 wide.

@@ -23,7 +23,7 @@ from nnsight.intervention.interleaver import OutOfOrderError
 from transformers import Gemma4ForConditionalGeneration
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import build, noise_image
+from envoys.tiny import build, chat_prompt, noise_audio, noise_image, noise_video
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high
@@ -82,7 +82,7 @@ def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(m
     native = model._module.model
     assert type(model.processor).__name__ == "Gemma4Processor"
     assert type(model.processor.image_processor).__name__ == "Gemma4ImageProcessor"
-    assert model._module.config.audio_config is None and native.audio_tower is None
+    assert type(native.audio_tower).__name__ == "Gemma4AudioModel"  # the builder's audio tower, beside the vision tower
     assert model.vision._module is native.vision_tower and model.projector._module is native.embed_vision
     assert [layer._module for layer in model.vision.layers] == list(native.vision_tower.encoder.layers)
     assert model.vision.patch_embed._module is native.vision_tower.patch_embedder
@@ -318,7 +318,9 @@ def test_sizes_of_the_padded_tower(model):
 
 
 def test_sdpa_says_why_the_pattern_is_unavailable(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint("gemma4"), task="image-text-to-text", attn_implementation="sdpa")
+    # per sub-model: Gemma 4's audio tower has no SDPA path, so a plain "sdpa" (every sub-model) refuses to load
+    attention = {"": "sdpa", "text_config": "sdpa", "vision_config": "sdpa", "audio_config": "eager"}
+    model = StandardizedTransformer(tiny_checkpoint("gemma4"), task="image-text-to-text", attn_implementation=attention)
     rows = model.vision.support(layer=0)
     assert "attn_implementation='eager'" in rows["self_attn.attention_probabilities"]
     assert rows["self_attn.attention_keys"] is None
@@ -363,3 +365,40 @@ def test_generation_s_kv_shared_blocks_see_the_end_of_the_last_unshared_blocks_o
     seen = shared[0].shape[1]
     assert unshared.shape[1] == prompt_length and seen in (1, prompt_length)
     assert torch.equal(shared[0], unshared[:, -seen:])
+
+
+# -- video and audio, at nnsight's own sites ---------------------------------------------------------
+
+
+VIDEO = [noise_video(4, 32, 32)]
+AUDIO = [noise_audio(1.0)]
+#: The host's scatters after the images' (``_0``): the videos' (``_1``), then the audio's (``_2``).
+SITES = {"videos": "inputs_embeds_masked_scatter_1", "audio": "inputs_embeds_masked_scatter_2"}
+
+
+@pytest.mark.parametrize("media", [{"videos": VIDEO}, {"audio": AUDIO}, {"images": ONE, "videos": VIDEO, "audio": AUDIO}],
+                         ids=["video", "audio", "image-video-audio"])
+def test_videos_and_audio_are_scattered_at_their_own_tokens(model, media):
+    """The host's second scatter writes the video frames' features at ``video_token_id``, its third the audio's at
+    ``audio_token_id``: what the first text block receives there, read at nnsight's own ``.source`` sites."""
+    text = chat_prompt(model.processor, len(media.get("images", [])), "Describe.",
+                       videos=len(media.get("videos", [])), audio=len(media.get("audio", [])))
+    kinds = [kind for kind in SITES if kind in media]  # in forward order
+    with model.trace(text, **media):
+        scattered = nnsight.save([])
+        for kind in kinds:
+            scattered.append(getattr(model.model.source, SITES[kind]).inputs.save())
+        layer_input = model.layers[0].input.save()
+    ids = model.processor(text=[text], return_tensors="pt", **media)["input_ids"]
+    expected = {
+        # each of the video processor's num_frames sampled frames is what a 32x32 image is (64 tokens)
+        "videos": (model.config.video_token_id, model.processor.video_processor.num_frames * soft_tokens(model, ONE)[0]),
+        # a second of audio at the processor's audio_ms_per_token (40 ms a token)
+        "audio": (model.config.audio_token_id, math.ceil(1000 / model.processor.audio_ms_per_token)),
+    }
+    assert len(scattered) == len(kinds)
+    for kind, (args, _) in zip(kinds, scattered):
+        token, count = expected[kind]
+        mask = ids == token
+        assert int(mask.sum()) == count
+        assert torch.equal(layer_input[mask], args[1].reshape(-1, model.config.text_config.hidden_size))

@@ -23,7 +23,7 @@ from tower_body import assert_siglip_wrapper_names
 from transformers.image_processing_utils import select_best_resolution
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import chat_prompt, noise_image, noise_video
 
 ONE = [noise_image(32, 32, seed=0)]
 #: 32x32 (a 1x1 grid), 64 wide x 48 high (2x2, its padding's rows cropped), 200 wide x 100 high (3x6, shrunk).
@@ -183,3 +183,25 @@ def test_the_grids_place_the_unpadded_tiles_and_the_tokens_of_the_feature_grid(m
     large = model.vision.token_grid(features, image=2)
     assert large.shape == (8, 16, model.hidden_size)
     assert torch.equal(large, features[36 + 70 + 16:].reshape(8, 17, -1)[:, :16])
+
+
+# -- a video, at nnsight's own site ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("images", [[], ONE], ids=["video", "image-video"])
+def test_a_video_is_scattered_at_its_video_tokens(model, images):
+    """The host's second scatter (``_1``) writes the video's features at ``video_token_index``: each frame one tile,
+    its 4x4 features pooled to 2x2, then one ``image_newline``; what the first text block receives there."""
+    video = [noise_video(4, 32, 32)]
+    text = chat_prompt(model.processor, len(images), "What happens?", videos=1)
+    media = {"videos": video, **({"images": images} if images else {})}
+    with model.trace(text, **media):
+        scattered = model.model.source.inputs_embeds_masked_scatter_1.inputs.save()
+        layer_input = model.layers[0].input.save()
+    ids = model.processor(text=[text], return_tensors="pt", **media)["input_ids"]
+    mask = ids == model.config.video_token_index
+    pooled = math.ceil(SIDE / 2) ** 2  # the host's 2x2 bilinear pooling of a tile's feature grid
+    assert int(mask.sum()) == len(video[0]) * pooled + 1
+    assert torch.equal(layer_input[mask], scattered[0][1].reshape(-1, model.hidden_size))
+    newline = model._module.model.image_newline
+    assert torch.equal(layer_input[mask][-1], newline.to(layer_input.dtype))

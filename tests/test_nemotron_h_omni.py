@@ -22,7 +22,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import noise_image
+from envoys.tiny import chat_prompt, noise_audio, noise_image, noise_video
 from envoys.vision.tower import scatter_host
 
 NAME = "nemotron_h_omni"
@@ -385,3 +385,47 @@ def test_repr_shows_each_kind_of_block(model):
                  "      self_attn: NemotronHAttention()", "  vision: RadioModel()", "    layers: 2 x RadioLayer",
                  "    patch_embed: Linear(in_features=192, out_features=32, bias=False)"):
         assert line in text.splitlines(), line
+
+
+# -- video and audio, at nnsight's own sites ---------------------------------------------------------
+
+
+VIDEO = [noise_video(4, 32, 32)]
+AUDIO = [noise_audio(1.0)]
+#: The root's scatters after the images' (``_0``): the videos' (``_1``), then the audio's (``_2``).
+SITES = {"videos": "inputs_embeds_masked_scatter_1", "audio": "inputs_embeds_masked_scatter_2"}
+
+
+@pytest.mark.parametrize("media", [{"videos": VIDEO}, {"audio": AUDIO}, {"videos": VIDEO, "audio": AUDIO},
+                                   {"images": ONE, "audio": AUDIO}], ids=["video", "audio", "video-audio", "image-audio"])
+def test_videos_and_audio_are_scattered_at_their_own_tokens(model, media):
+    """The root's second scatter writes a video's tubelet features at the IMAGE token's positions (the processor
+    writes each tubelet as ``<img><image>...</img>``; no position holds ``video_token_id``), its third the audio's at
+    ``audio_token_id``: what the first text block receives there, read at nnsight's own ``.source`` sites."""
+    text = chat_prompt(model.processor, len(media.get("images", [])), "Describe.",
+                       videos=len(media.get("videos", [])), audio=len(media.get("audio", [])))
+    kinds = [kind for kind in SITES if kind in media]  # in forward order
+    with model.trace(text, **media):
+        scattered = nnsight.save([])
+        for kind in kinds:
+            scattered.append(getattr(model.source, SITES[kind]).inputs.save())
+        layer_input = model.layers[0].input.save()
+    encoded = model.processor(text=[text], return_tensors="pt", **media)
+    ids = encoded["input_ids"]
+    assert not (ids == model.config.video_token_id).any()
+    expected = {}
+    if "videos" in media:
+        # 4 frames: 2 tubelets of 2 frames, each a 4x4 patch grid folded 2x2 into 4 tokens
+        tubelets, height, width = (encoded["pixel_values_videos"].shape[i] for i in (1, 3, 4))
+        patch = model.processor.video_processor.patch_size
+        tokens = tubelets * (height // patch) * (width // patch) // merge(model) ** 2
+        assert tokens == 8
+        expected["videos"] = (model.config.image_token_id, tokens)
+    if "audio" in media:
+        expected["audio"] = (model.config.audio_token_id, 13)  # a second: 101 mel frames, subsampled by 8
+    assert len(scattered) == len(kinds)
+    for kind, (args, _) in zip(kinds, scattered):
+        token, count = expected[kind]
+        mask = ids == token
+        assert int(mask.sum()) == count
+        assert torch.equal(layer_input[mask], args[1].reshape(-1, model.config.text_config.hidden_size))

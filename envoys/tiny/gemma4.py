@@ -2,9 +2,11 @@
 
 The builder returns an unsaved (`Gemma4ForConditionalGeneration`,
 `Gemma4Processor`) pair with random float32 weights (seed the torch generator
-first; :func:`envoys.tiny.build` does). No audio tower (``audio_config=None``);
-the processor still carries its stock audio feature extractor and video
-processor, and its tokenizer the begin/end-of-audio tokens it insists on.
+first; :func:`envoys.tiny.build` does), with the stock image processor, video
+processor and audio feature extractor, and a tiny audio tower (a Gemma 4
+conformer) beside the vision tower. The chat template writes an image, video
+or audio entry as the processor's placeholder (``<|image|>``, ``<|video|>``,
+``<|audio|>``), which the processor expands.
 
 Images: the stock image processor resizes each image, keeping its aspect
 ratio, to fill a budget of ``max_soft_tokens * pooling_kernel_size**2`` patches
@@ -15,12 +17,35 @@ exactly 280 rows. The tower's pooler averages each 2x2 block of real patches
 into one soft token: a 32x32 image becomes 64x64 pixels, 256 real patches, 64
 image tokens; a 48 (high) x 64 (wide) one becomes 56x72 pixels, 252 real
 patches, 63 image tokens.
+
+Videos: the video processor samples ``num_frames`` (2) frames, evenly spaced,
+from each video (which must have at least 2), whatever the frame count given,
+and makes each frame what it makes an image (a 32x32 frame: 64 tokens); the
+processor writes each sampled frame as ``mm:ss <|image>`` + its ``<|video|>``
+tokens + ``<image|>`` (the image begin/end tokens), frames separated by a
+space. So a video of 32x32 frames is 2 x 64 = 128 ``<|video|>`` tokens
+(``video_token_id``); the host runs the vision tower on the frames (frames as
+its batch) and ``embed_vision``, as for images, and scatters them at
+``inputs_embeds_masked_scatter_1``.
+
+Audio: the feature extractor turns 16 kHz audio into 128-bin mel frames of
+20 ms, hop 10 ms (a second: 99 frames); the audio tower's two stride-2
+convolutions make 4 frames one token, so a second of audio is 25 ``<|audio|>``
+tokens (``audio_token_id``; 40 ms a token, the processor's
+``audio_ms_per_token``), written between ``<|audio>`` and ``<audio|>``; the host
+runs ``audio_tower`` and ``embed_audio`` and scatters at
+``inputs_embeds_masked_scatter_2``. A checkpoint saved by
+:func:`envoys.tiny.build_checkpoint` reloads a processor that takes ``audio=``
+as is; a processor called before ``save_pretrained`` saves its tokenizer's
+padding state into ``tokenizer.json``, and the reloaded one then passes
+``max_length=None`` to the feature extractor, which refuses to truncate.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import (
+    Gemma4AudioConfig,
     Gemma4AudioFeatureExtractor,
     Gemma4Config,
     Gemma4ForConditionalGeneration,
@@ -31,6 +56,7 @@ from transformers import (
     Gemma4VisionConfig,
 )
 
+from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 PATCH_SIZE = 4
@@ -38,7 +64,9 @@ POOLING_KERNEL_SIZE = 2
 MAX_SOFT_TOKENS = 70  # the smallest budget the image processor accepts (70, 140, 280, 560, 1120)
 PADDED_PATCHES = MAX_SOFT_TOKENS * POOLING_KERNEL_SIZE**2  # 280 rows on the tower's patch axis
 
-#: Gemma's turns, with the image placeholder where each image goes; the processor expands it.
+#: Gemma's turns, with the processor's placeholder where each image, video or audio clip goes (``<|image|>``,
+#: ``<|video|>``, ``<|audio|>``: `Gemma4Processor`'s ``image_token``, ``video_token`` and ``audio_token``); the processor
+#: expands each one.
 CHAT_TEMPLATE = (
     "{{ '<bos>' }}"
     "{% for message in messages %}"
@@ -46,6 +74,8 @@ CHAT_TEMPLATE = (
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for item in message['content'] %}"
     "{% if item['type'] == 'image' %}{{ '<|image|>' }}"
+    "{% elif item['type'] == 'video' %}{{ '<|video|>' }}"
+    "{% elif item['type'] == 'audio' %}{{ '<|audio|>' }}"
     "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
     "{% endfor %}{% endif %}"
     "{{ '<end_of_turn>\n' }}"
@@ -81,8 +111,19 @@ def _randomise_layer_scalars(model: Gemma4ForConditionalGeneration) -> None:
         layer.layer_scalar.copy_(torch.rand(1) + 0.5)
 
 
+def _randomise_audio_constants(model: Gemma4ForConditionalGeneration) -> None:
+    """The audio tower's norms (init: ones), its attention's ``per_dim_scale`` (init: zeros) and its output
+    projection's bias (init: zeros), drawn at random, so a value read at the wrong one of them would not pass."""
+    tower = model.model.audio_tower
+    randomise_norms(tower)
+    for name, parameter in tower.named_parameters():
+        if name.endswith("per_dim_scale"):
+            parameter.normal_(0.0, 0.5)
+    tower.output_proj.bias.normal_(0.0, 0.1)
+
+
 def build_gemma4() -> tuple[Gemma4ForConditionalGeneration, Gemma4Processor]:
-    """Imitates google/gemma-4-e2b-it, the image path only.
+    """Imitates google/gemma-4-e2b-it: its vision and audio towers, on a smaller text model.
 
     Tower: 2 blocks, width 32, 2 heads of 16, patch 4, 2x2 pooling, no
     standardisation, 280 padded patch rows (``max_soft_tokens`` 70). Text
@@ -91,7 +132,10 @@ def build_gemma4() -> tuple[Gemma4ForConditionalGeneration, Gemma4Processor]:
     16 on the full ones), per-layer inputs 8 wide, the last 2 blocks reusing
     the keys and values of the first 2 (``num_kv_shared_layers=2``), tied
     embeddings, causal everywhere (``use_bidirectional_attention`` unset).
-    Each text block's ``layer_scalar`` is drawn in [0.5, 1.5).
+    Each text block's ``layer_scalar`` is drawn in [0.5, 1.5). Audio tower:
+    2 conformer blocks of width 32, 2 heads, subsampling convolutions of 128
+    and 8 channels, output projection 32 wide; its norms, attention
+    ``per_dim_scale`` and output bias are drawn at random.
     """
     image_processor = Gemma4ImageProcessor(
         patch_size=PATCH_SIZE, max_soft_tokens=MAX_SOFT_TOKENS, pooling_kernel_size=POOLING_KERNEL_SIZE
@@ -121,6 +165,15 @@ def build_gemma4() -> tuple[Gemma4ForConditionalGeneration, Gemma4Processor]:
         position_embedding_size=64,
         standardize=False,
     )
+    # subsampling_conv_channels[0] stays the mel bins' 128: the projection after the two convolutions is built
+    # (channels[0] // 4) * channels[1] wide, what the convolutions give only when channels[0] is the feature size
+    audio = Gemma4AudioConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        subsampling_conv_channels=[128, 8],
+        output_proj_dims=32,
+    )
     text = Gemma4TextConfig(
         vocab_size=vocab,
         vocab_size_per_layer_input=vocab,
@@ -144,7 +197,7 @@ def build_gemma4() -> tuple[Gemma4ForConditionalGeneration, Gemma4Processor]:
     config = Gemma4Config(
         text_config=text,
         vision_config=vision,
-        audio_config=None,
+        audio_config=audio,
         image_token_id=tokenizer.image_token_id,
         boi_token_id=tokenizer.convert_tokens_to_ids("<|image>"),
         eoi_token_id=tokenizer.convert_tokens_to_ids("<image|>"),
@@ -157,6 +210,7 @@ def build_gemma4() -> tuple[Gemma4ForConditionalGeneration, Gemma4Processor]:
     model = Gemma4ForConditionalGeneration(config)
     with torch.no_grad():
         _randomise_layer_scalars(model)
+        _randomise_audio_constants(model)
     return model, processor
 
 

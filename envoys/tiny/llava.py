@@ -28,13 +28,15 @@ IMAGE_SIZE = 32
 PATCH_SIZE = 8
 IMAGE_TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2  # 16
 
-#: ChatML like llava-interleave-qwen: each image is ``<image>`` on its own line, before the text.
+#: ChatML like llava-interleave-qwen: each image is ``<image>`` on its own line, before the text (a video item is
+#: ``<video>`` on its own line, as LLaVA-OneVision's template writes it).
 INTERLEAVE_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' }}"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for item in message['content'] %}"
     "{% if item['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif item['type'] == 'video' %}{{ '<video>\n' }}"
     "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
     "{% endfor %}{% endif %}"
     "{{ '<|im_end|>\n' }}"

@@ -48,6 +48,14 @@ def build_llava_onevision() -> tuple[LlavaOnevisionForConditionalGeneration, Lla
     19 tiles (a 3x6 grid) and 152 tokens (16 + 8x16 + 8: its 12x24 feature grid
     shrunk by the interpolation). An image among several in one prompt
     (``images=[[a, b]]``) is one tile and 17 tokens (16 + 1 newline).
+
+    Videos: the template writes ``<video>`` on its own line for a video entry
+    (``video_token_index``). The video processor keeps every frame (no
+    sampling), resizes each to one 32x32 tile (any size, no grid) and
+    normalises it as the image processor does; the host runs the same tower
+    on the frames, projects them, pools each frame's 4x4 features 2x2
+    (bilinear) to 2x2 and appends one ``image_newline`` after the whole video,
+    so a video of F frames is 4F + 1 tokens (4 frames: 17).
     """
     tokenizer = interleave_tokenizer(video=True)
     config = LlavaOnevisionConfig(
@@ -69,7 +77,9 @@ def build_llava_onevision() -> tuple[LlavaOnevisionForConditionalGeneration, Lla
             image_std=[0.5, 0.5, 0.5],
         ),
         tokenizer=tokenizer,
-        video_processor=LlavaOnevisionVideoProcessor(size={"height": TILE, "width": TILE}),
+        video_processor=LlavaOnevisionVideoProcessor(
+            size={"height": TILE, "width": TILE}, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5]
+        ),
         num_image_tokens=TOKENS_PER_TILE,
         vision_feature_select_strategy="full",
         vision_aspect_ratio="anyres_max_9",

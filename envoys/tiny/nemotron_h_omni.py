@@ -4,8 +4,8 @@ The builder returns an unsaved (`NemotronH_Omni_Reasoning_V3`,
 `NemotronH_Omni_Reasoning_V3Processor`) pair with random float32 weights
 (seed the torch generator first; :func:`envoys.tiny.build` does), with the
 family's stock image processor (torchvision), video processor and audio
-feature extractor (the processor requires all three; the model has no audio
-tower, ``audio_config`` None, so audio is off).
+feature extractor, and a tiny Parakeet sound encoder (``audio_tower``) with
+its projector (``embed_audio``).
 
 The image processor keeps an image's own patch grid when both sides are
 multiples of 16 pixels (``patch_size`` 8 times the pixel-shuffle merge of 2)
@@ -13,31 +13,64 @@ and the grid holds 4 to 256 patches, so a 32x32 image is a 4x4 grid (16
 patches, 4 image tokens) and a 64-wide, 48-high one a 6x8 grid (48 patches,
 12 image tokens). The tower puts 2 cls and 3 register tokens before each
 image's patches.
+
+Videos: the video processor keeps every frame (no sampling), resizes each,
+keeping its aspect ratio, to a patch grid near ``video_target_num_patches``
+(16), sides even (a square frame of any size: 4x4 patches, 32x32 pixels),
+normalises it with ``norm_mean``/``norm_std`` (CLIP's, as the image
+processor's; the class leaves them None and cannot run) and packs every 2
+consecutive frames into one tubelet of 6 channels (an odd last frame
+repeated): ``pixel_values_videos`` ``[videos, tubelets, 6, h, w]``. The
+processor writes each tubelet as ``Frame i and frame i+1: `` +
+``<img>`` + 4 ``<image>`` tokens + ``</img>`` (a square frame: 16 patches, 4
+tokens after the 2x2 pixel shuffle), so a video of F square frames is
+ceil(F / 2) x 4 tokens (4 frames: 8). Those are the IMAGE token
+(``image_token_id``): ``<video>`` is only the template's placeholder, no
+position of ``input_ids`` holds ``video_token_id``, and the host's video
+scatter (``inputs_embeds_masked_scatter_1``) masks the image-token positions
+too. An image and a video in one prompt fail in transformers (the video
+scatter's mask counts the image's tokens as well).
+
+Audio: the Parakeet feature extractor turns 16 kHz audio into 80-bin mel
+frames every 10 ms (1 + samples // 160: a second is 101), and the sound
+encoder subsamples them by 8 (three stride-2 convolutions), so a second of
+audio is 13 ``<so_embedding>`` tokens (``audio_token_id``; 2 s: 26, about
+12.5 a second), written between ``<so_start>`` and ``<so_end>``; the host
+scatters them at ``inputs_embeds_masked_scatter_2``.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import (
+    AutoConfig,
     NemotronH_Omni_Reasoning_V3,
     NemotronH_Omni_Reasoning_V3_Config,
     NemotronH_Omni_Reasoning_V3ImageProcessor,
     NemotronH_Omni_Reasoning_V3Processor,
     NemotronH_Omni_Reasoning_V3VideoProcessor,
     ParakeetFeatureExtractor,
+    PretrainedConfig,
 )
+from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
+from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 PATCH_SIZE = 8
 
-#: ChatML; each image is ``<image>`` on its own line, which the processor expands to ``<img><image>...</img>``.
+#: ChatML; each image is ``<image>``, each video ``<video>`` and each audio clip ``<so_embedding>`` on its own line (the
+#: processor's ``image_token``, ``video_token`` and ``audio_token``), which the processor expands: an image to
+#: ``<img><image>...</img>``, a video to one such ``<img><image>...</img>`` run per tubelet after its frame labels (the
+#: image token, not ``<video>``), an audio clip to ``<so_start><so_embedding>...<so_end>``.
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' }}"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for item in message['content'] %}"
     "{% if item['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif item['type'] == 'video' %}{{ '<video>\n' }}"
+    "{% elif item['type'] == 'audio' %}{{ '<so_embedding>\n' }}"
     "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
     "{% endfor %}{% endif %}"
     "{{ '<|im_end|>\n' }}"
@@ -67,7 +100,8 @@ def _tokenizer() -> TokenizersBackend:
 
 
 def _randomise_what_init_leaves_constant(model: NemotronH_Omni_Reasoning_V3) -> None:
-    """The tower's layer scales (init: all ``layerscale_value``) and linear biases (init: zero), drawn at random.
+    """The tower's layer scales (init: all ``layerscale_value``) and linear biases (init: zero), the sound encoder's
+    biases (init: zero) and norms (init: ones and zeros), and the audio projector's norm, drawn at random.
 
     With them constant a block's attention and MLP outputs would equal the
     layer scales' outputs, and a value read at the wrong one would pass.
@@ -78,15 +112,39 @@ def _randomise_what_init_leaves_constant(model: NemotronH_Omni_Reasoning_V3) -> 
                 parameter.uniform_(0.5, 1.5)
             elif name.endswith("bias"):
                 parameter.normal_(0.0, 0.02)
+        for name, parameter in model.audio_tower.named_parameters():
+            if name.endswith("bias"):
+                parameter.normal_(0.0, 0.02)
+    randomise_norms(model.audio_tower)
+    randomise_norms(model.embed_audio)
+
+
+def _parakeet() -> PretrainedConfig:
+    """A tiny Parakeet (FastConformer) sound encoder: 2 blocks, width 32, 2 heads, feed-forward 64, subsampling by 8
+    through convolutions 16 channels wide, over the feature extractor's 80 mel bins; the host's audio projector
+    (``embed_audio``) reads ``projection_hidden_size`` and ``projection_bias`` off this config too."""
+    return AutoConfig.for_model(
+        "parakeet_encoder",
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        subsampling_conv_channels=16,
+        num_mel_bins=80,
+        attention_bias=False,
+        scale_input=False,
+        projection_hidden_size=64,
+        projection_bias=False,
+    )
 
 
 def build_nemotron_h_omni() -> tuple[NemotronH_Omni_Reasoning_V3, NemotronH_Omni_Reasoning_V3Processor]:
-    """Imitates nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16 (without its audio tower).
+    """Imitates nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16.
 
     RADIO tower: 2 blocks, width 32, 2 heads, MLP 64 wide (``mlp_ratio`` 2),
     patch 8, a position table for images up to 64 pixels a side, 2 cls and 3
-    register tokens per image, video patches of 2 frames (the video path is
-    built, unused). Projector: pixel shuffle 2x2 (``downsample_ratio`` 0.5),
+    register tokens per image, video tubelets of 2 frames (its own patch
+    projection). Projector: pixel shuffle 2x2 (``downsample_ratio`` 0.5),
     RMSNorm over 128, 64 wide, to the text width 32. NemotronH text model:
     width 32, four blocks of one mixer each, ``layers_block_type`` Mamba2
     (``linear_attention``), MoE, attention (``full_attention``), MoE (the real
@@ -94,7 +152,10 @@ def build_nemotron_h_omni() -> tuple[NemotronH_Omni_Reasoning_V3, NemotronH_Omni
     block every few); attention with 2 query heads / 1 key-value head of
     dim 16; Mamba2 with 4 heads of dim 8, 2 groups, state 8, conv kernel 4,
     chunks of 16; MoE with 4 routed experts (2 per token) 16 wide and a
-    shared expert 16 wide.
+    shared expert 16 wide. Sound encoder (`_parakeet`): 2 FastConformer
+    blocks of width 32, 2 heads, feed-forward 64, subsampling by 8; audio
+    projector RMSNorm over 32, 64 wide, to the text width 32. Its biases and
+    norms are drawn at random.
     """
     tokenizer = _tokenizer()
     ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in NAMED_TOKENS.items()}
@@ -141,13 +202,18 @@ def build_nemotron_h_omni() -> tuple[NemotronH_Omni_Reasoning_V3, NemotronH_Omni
         image_token_id=ids["image_token"],
         video_token_id=ids["video_token"],
         audio_token_id=ids["audio_token"],
+        audio_config=_parakeet(),
     )
     processor = NemotronH_Omni_Reasoning_V3Processor(
         image_processor=NemotronH_Omni_Reasoning_V3ImageProcessor(
             patch_size=PATCH_SIZE, downsample_ratio=0.5, min_num_patches=4, max_num_patches=256
         ),
         video_processor=NemotronH_Omni_Reasoning_V3VideoProcessor(
-            patch_size=PATCH_SIZE, downsample_ratio=0.5, video_target_num_patches=16
+            patch_size=PATCH_SIZE,
+            downsample_ratio=0.5,
+            video_target_num_patches=16,
+            norm_mean=OPENAI_CLIP_MEAN,  # the checkpoint's (its image processor's image_mean); the class default is None
+            norm_std=OPENAI_CLIP_STD,
         ),
         tokenizer=tokenizer,
         feature_extractor=ParakeetFeatureExtractor(),
