@@ -103,8 +103,11 @@ def walkthrough(model: StandardizedTransformer, say: Callable[..., None] = print
     facts["generation masks"] = [tuple(m.shape) for m in masks]
     say("generate: image_token_mask per step", facts["generation masks"],
         "; image_features at step 0", tuple(step0.shape))
-    unavailable = {name: reason for name, reason in model.support().items() if reason is not None}
-    say("support(): every value available" if not unavailable else f"support(): unavailable {unavailable}")
+    support = model.support()
+    takes_no = [medium for medium in ("video", "audio") if support.pop(medium, None) is not None]
+    unavailable = {name: reason for name, reason in support.items() if reason is not None}
+    say("support(): every value available" if not unavailable else f"support(): unavailable {unavailable}",
+        f"(this model takes no {' or '.join(takes_no)})" if takes_no else "")
     return facts
 
 

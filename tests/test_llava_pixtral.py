@@ -185,5 +185,4 @@ def test_the_towers_support_has_exactly_the_standard_rows(model):
         "mlp_output", "layer_output", "self_attn.attention_output", "self_attn.attention_queries",
         "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_scores",
         "self_attn.attention_probabilities", "self_attn.attention_head_outputs", "mlp.mlp_output",
-        "video_token_mask", "video_features",
     }

@@ -61,7 +61,7 @@ def counted(monkeypatch):
         current = staticmethod(lambda location: Worker)
 
     @contextmanager
-    def pinned(location, call, per_forward=1):
+    def pinned(location, call, per_forward=1, passes_before=0):
         counts["pinned"].append((location, call, per_forward))
         yield
 

@@ -37,6 +37,7 @@ from transformers import AutoModelForImageTextToText
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.layouts import PackedPatches
 from envoys.tiny import NAMES, chat_prompt, image_prompts, noise_image
+from envoys.vision.tower import VIDEO_VALUES
 from instrument import installed
 from instrument.show import main as show
 
@@ -47,8 +48,7 @@ TOWER_VALUES = (
     "self_attn.attention_scores", "self_attn.attention_probabilities", "self_attn.attention_head_outputs",
 )
 PATTERN = ("self_attn.attention_scores", "self_attn.attention_probabilities")
-#: A video's values on the tower's root: served where the family takes videos (tests/test_video_values.py).
-VIDEO_VALUES = ("video_token_mask", "video_features")
+
 #: The prefixes of a block's values in support()'s rows.
 BLOCK_VALUES = ("layer_", "attention_", "mlp_", "self_attn.", "mlp.")
 #: The rows of model.support() a transformers bug of the root's forward adds while it is present.
@@ -418,10 +418,10 @@ def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
     tower = model.vision.support()
     assert set(TOWER_VALUES) <= set(tower), set(TOWER_VALUES) - set(tower)
     layers = set(range(row.sizes.num_layers)) - set(row.tower_mixers)
+    assert all(value in tower for value in VIDEO_VALUES) == ("video" in model.family.media)  # else: support()["video"]
     for value, reason in tower.items():
-        if value in VIDEO_VALUES:  # served where the family takes videos, else why not (test_video_values)
-            takes = "video" in model.family.media
-            assert (reason is None) if takes else re.search("takes no video|video is not served yet", reason), value
+        if value in VIDEO_VALUES:  # test_video_values
+            assert reason is None, (value, reason)
             continue
         if row.tower_mixers and (value == "attention_output" or value.startswith("self_attn.")):
             reason = dict(reason)  # a block whose mixer is not attention says so, naming it

@@ -40,16 +40,15 @@ from ..image.grids import Grid, ImageInputs, check_image, raster, stitch
 from ..text.blocks import interior_values, stream_values, value
 from ..towers.feature_layers import with_feature_layer_gradients
 from ..towers.fixed_tower import TileRows
+from ..vision.media import scattered_features
 from ..vision.tower import (
     Vision,
     VisionAttention,
     VisionLayer,
     VisionMlp,
-    image_scatter,
-    no_image_features,
+    never_an_image,
     no_images,
     no_patch_embed,
-    scattered_argument,
 )
 from . import Family
 from .llava import RENAME as LLAVA_RENAME
@@ -97,9 +96,8 @@ class LlavaNextVision(Vision):
         "reads block -2 (``projector.input``).",
     )
 
-    image_features = value(
-        "image_features", ImageFeatures, "what the wrapper scatters into the embeddings",
-        image_scatter, scattered_argument, no_image_features,
+    image_features = scattered_features(
+        "image", ImageFeatures, never_an_image,
         doc="What LLaVA-NeXT scatters into the token embeddings at the image tokens, ``[image_tokens, "
         "hidden_size]``, image after image. An image's rows are: its base tile's projected patches (raster "
         "order, no CLS); then its grid tiles' projected patches laid out as one feature grid (``rows * "

@@ -51,7 +51,8 @@ from ..text.blocks import value
 from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
 from ..towers.feature_layers import with_feature_layer_gradients
 from ..towers.fixed_tower import TileRows
-from ..vision.tower import VisionMlp, image_scatter, no_image_features, no_images, scattered_argument
+from ..vision.media import scattered_features
+from ..vision.tower import VisionMlp, never_an_image, no_images
 from . import IMAGE_AND_VIDEO, Family
 from .llava_next import LlavaNextGrids, LlavaNextVision, TileAttention, TilePatches, TilePatchLayer
 
@@ -76,9 +77,8 @@ class OnevisionVision(LlavaNextVision):
         "norm (``projector.input``, ``vision.layers[-1].layer_output``).",
     )
 
-    image_features = value(
-        "image_features", ImageFeatures, "what the wrapper scatters into the embeddings",
-        image_scatter, scattered_argument, no_image_features,
+    image_features = scattered_features(
+        "image", ImageFeatures, never_an_image,
         doc="What LLaVA-OneVision scatters into the token embeddings at the image tokens, ``[image_tokens, "
         "hidden_size]``, image after image. An image alone in its prompt is, as on LLaVA-NeXT, its base tile's "
         "projected patches (raster order), then its grid tiles' projected patches laid out as one feature grid, "

@@ -29,8 +29,8 @@ from ..core.layouts import PackedPatches
 from ..core.values import Unavailable, standard_values
 from ..image.grids import GridError, ImageInputs, given_sizes, image_inputs_of
 from ..towers.per_image import per_call_site
-from ..vision.media import CARRIERS, carries
-from ..vision.tower import IMAGE_INPUTS, Vision, image_scatter, image_token_id, scatter_host
+from ..vision.media import CARRIERS, carries, scatter_location
+from ..vision.tower import IMAGE_INPUTS, Vision, image_token_id, scatter_host
 from .batcher import InvokeBatcher, LocatingInterleaver
 from .inputs import InvokeInputError, JoinedInputs, Span, encode_invoke, join, positions_supplied
 from .layout import InvokeLayout, InvokeParts
@@ -104,7 +104,7 @@ def locations(model: Any) -> tuple[frozenset[str], tuple[str, ...], frozenset[st
     inputs = {f"{model.path}.input"} | ({f"{host[0].path}.input"} if host is not None else set())
     vision = tuple(envoy.path for envoy in (model.__dict__.get("vision"), model.__dict__.get("projector"))
                    if isinstance(getattr(envoy, "path", None), str))
-    scatters = {image_scatter(model.vision)} if host is not None else set()
+    scatters = {scatter_location(model.vision, "image")} if host is not None else set()
     layers = list(model.layers)
     if layers and isinstance(layers[0], DeepstackLayer):
         scatters.add(deepstack_location(layers[0]))

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from nnsight.intervention.interleaver import Mediator
 
-from rewrites.image_scatter import MEDIA, Scatter
+from rewrites.image_scatter import MEDIA
 
 from ..core.standard import missing_site
 from ..core.values import Argument, EProperty
@@ -108,11 +108,9 @@ def absent_from_trace(envoy: Any, media: tuple[str, ...]) -> str | None:
     return None if any(carries(found, media) for found in inputs) else not_in_trace(media)
 
 
-def placeholder_id(root: Any, medium: str) -> int:
-    """The id of the token the processor puts where ``medium``'s features go: the config's ``<medium>_token_id``
-    (or ``_index``), or the attribute the family names for it (`Family.placeholders`)."""
-    config = root.config
-    named = getattr(getattr(root, "family", None), "placeholders", {}).get(medium)
+def token_id(config: Any, medium: str, named: str | None = None) -> int:
+    """The id of the token the processor puts where ``medium``'s features go: the config's ``named`` attribute, or its
+    ``<medium>_token_id`` (or ``_index``)."""
     for name in (named,) if named else (f"{medium}_token_id", f"{medium}_token_index"):
         value = getattr(config, name, None)
         if value is not None:
@@ -120,12 +118,9 @@ def placeholder_id(root: Any, medium: str) -> int:
     raise AttributeError(f"{type(config).__name__} names no {medium} token id ({medium}_token_id / {medium}_token_index)")
 
 
-def host_of(root: Any) -> tuple[Any, Scatter] | None:
-    """The envoy whose forward scatters the features, and its family's `Scatter`; None where the family names none."""
-    from .tower import scatter_host  # the image's host, which every medium shares
-
-    found = scatter_host(root)
-    return None if found is None else (found[0], root.family.scatter)
+def placeholder_id(root: Any, medium: str) -> int:
+    """`token_id` of ``root``'s config, where the family names another attribute for it (`Family.placeholders`)."""
+    return token_id(root.config, medium, getattr(getattr(root, "family", None), "placeholders", {}).get(medium))
 
 
 def not_served(root: Any, medium: str) -> str | None:
@@ -133,11 +128,13 @@ def not_served(root: Any, medium: str) -> str | None:
     family = getattr(root, "family", None)
     if getattr(root, "processor", None) is None:
         return TEXT_ONLY
-    if family is None or host_of(root) is None:
+    from .tower import scatter_host
+
+    if family is None or scatter_host(root) is None:
         return "this model's family names no module that scatters features into the text stream"
     if medium in family.media:
         return None
-    host, scatter = host_of(root)
+    host, scatter = scatter_host(root)[0], family.scatter
     if medium in scatter.media and missing_site(host, scatter.site_of(medium)) is None:
         return (
             f"{family.model_type}'s {medium} is not served yet: its host scatters it at "
@@ -161,7 +158,7 @@ def forward_mask(root: Any, medium: str, inputs: Any) -> torch.Tensor:
     args, kwargs = inputs
     input_ids = kwargs.get("input_ids", args[0] if args else None)
     if input_ids is None:
-        raise ValueError(f"the {medium} token mask reads input_ids, and this forward was given none")
+        raise ValueError(f"{medium}_token_mask reads input_ids, and this forward was given none")
     if not carries(kwargs, (medium,)):
         return torch.zeros_like(input_ids, dtype=torch.bool)
     return input_ids == placeholder_id(root, medium)
@@ -187,24 +184,30 @@ def token_mask(medium: str, layout: type, reason: Callable[[Any], str | None] | 
     )
     return EProperty(key=lambda envoy: f"{envoy.root.path}.input",
                      description=f"which positions hold a {medium} token [batch, seq] bool", unavailable=unavailable,
-                     read_only="it is where the prompt has its placeholder tokens; change the prompt instead",
+                     read_only=f"it is where the prompt has {medium} tokens; change the prompt instead",
                      every_step=True)(mask)
+
+
+def scatter_site(root: Any, medium: str) -> tuple[Any, str, Argument]:
+    """``(host envoy, site, argument)`` of ``medium``'s scatter call: the image's as its host says (a release whose
+    forward scatters through a helper, SmolVLM's before 5.21), another medium's as the family's `Scatter` says."""
+    from .tower import scatter_host  # the image's host, which every medium shares
+
+    host, operation, argument = scatter_host(root)
+    return (host, operation, argument) if medium == "image" else (host, root.family.scatter.site_of(medium), argument)
 
 
 def scatter_location(envoy: Any, medium: str) -> str:
     """The location of the arguments of ``medium``'s scatter call (``model.model.source.inputs_embeds_masked_scatter_1.input``)."""
-    host, scatter = host_of(envoy.root)
-    return f"{host.path}.source.{scatter.site_of(medium)}.input"
+    host, site, _ = scatter_site(envoy.root, medium)
+    return f"{host.path}.source.{site}.input"
 
 
-def features_argument(envoy: Any) -> Argument:
-    """The argument of a scatter call that is the features, as the family's `Scatter` says."""
-    return Argument(*envoy.root.family.scatter.argument)
-
-
-def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | None] | None = None) -> EProperty:
+def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | None] | None = None,
+                       doc: str | None = None) -> EProperty:
     """``<medium>_features``: what the host scatters into the token embeddings at ``medium``'s tokens,
-    ``[<medium>_tokens, hidden_size]``, row-major over the tokens; writable.
+    ``[<medium>_tokens, hidden_size]``, row-major over the tokens; writable. ``doc`` says what they are on a family
+    where the default line says too little.
 
     Unavailable where the medium is not served (`not_served`), in a trace whose inputs carry none of it, under a
     family's own generate, and where the host's call is not rewritten. ``reason`` is checked first.
@@ -215,8 +218,8 @@ def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | 
         found = found or absent_from_trace(envoy, (medium,)) or generated_apart(envoy)
         if found is not None:
             return found
-        host, scatter = host_of(envoy.root)
-        return missing_site(host, scatter.site_of(medium))
+        host, site, _ = scatter_site(envoy.root, medium)
+        return missing_site(host, site)
 
     def features(self: Any, scattered: torch.Tensor) -> Any:
         # LLaVA-NeXT-Video hands its scatter the frames' features flat, [video_tokens * hidden_size]
@@ -227,13 +230,14 @@ def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | 
 
     features.__name__ = f"{medium}_features"
     features.__annotations__ = {"return": layout}
-    features.__doc__ = (
+    features.__doc__ = doc or (
         f"What the wrapper scatters into the token embeddings at the {medium} tokens, ``[{medium}_tokens, "
         f"hidden_size]``, row-major over the tokens."
     )
     return EProperty(key=lambda envoy: scatter_location(envoy, medium),
                      description=f"what the wrapper scatters into the embeddings [{medium}_tokens, hidden_size]",
-                     unavailable=unavailable, select=features_argument)(features).inverse(back)
+                     unavailable=unavailable, select=lambda envoy: scatter_site(envoy.root, medium)[2])(
+        features).inverse(back)
 
 
 __all__ = ["CARRIERS", "MEDIA", "absent_from_trace", "carries", "placeholder_id", "scattered_features", "token_mask"]

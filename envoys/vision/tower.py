@@ -30,7 +30,7 @@ import torch
 from rewrites.image_scatter import Scatter
 
 from ..core.layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches, VideoFeatures, VideoTokenMask
-from ..core.standard import Standard, child, missing_site, rows_over
+from ..core.standard import Standard, child, rows_over
 from ..core.values import Argument, EProperty, Field, Unavailable
 from ..image.frames import video_grid
 from ..image.grids import gather, image_grid, place, token_rows, tower_rows
@@ -41,14 +41,18 @@ from .media import (
     TOWER_MEDIA,
     absent_from_trace,
     carries,
-    generated_apart,
+    not_served,
     scattered_features,
+    token_id,
     token_mask,
 )
 
 #: The forward arguments that carry an image (pixels, or what the tower made of them; Video-LLaVA's processor names
 #: the pixels ``pixel_values_images``).
 IMAGE_INPUTS = CARRIERS["image"][1:]
+
+#: The video's values on the tower's root, served where the family serves videos.
+VIDEO_VALUES = ("video_token_mask", "video_features")
 
 #: What an out-of-order read of a vision value adds to nnsight's error.
 VISION_ORDER = (
@@ -133,11 +137,6 @@ def never_an_image(envoy: Any) -> str | None:
     return family.unserved(envoy) if family is not None else None
 
 
-def no_image_tokens(envoy: Any) -> str | None:
-    """Why ``vision.image_token_mask`` is unavailable, or None: served (all false) on a forward no image reaches."""
-    return never_an_image(envoy) or generated_apart(envoy)
-
-
 def features_argument(scatter: Scatter) -> Argument:
     """The argument of the scatter's call that is the image features, as its `Scatter` says."""
     return Argument(*scatter.argument)
@@ -179,39 +178,14 @@ def scatter_host(root: Any) -> tuple[Any, str, Argument] | None:
     return None
 
 
-def no_image_features(vision: Any) -> str | None:
-    """Why ``vision.image_features`` is unavailable, or None: a trace with videos and no image has none."""
-    reason = never_an_image(vision) or no_image_in_trace(vision, ("image",)) or generated_apart(vision)
-    if reason is not None:
-        return reason
-    host, operation, _ = scatter_host(vision.root)
-    return missing_site(host, operation)
-
-
 def no_patch_embed(vision: Any) -> str | None:
     """Why ``vision.patch_embeddings`` is unavailable, or None."""
     return no_images(vision) or (None if child(vision, "patch_embed") is not None else "this tower names no patch_embed")
 
 
-def image_scatter(vision: Any) -> str:
-    """The location of the scatter's arguments (``model.model.source.inputs_embeds_masked_scatter_0.input``)."""
-    host, operation, _ = scatter_host(vision.root)
-    return f"{host.path}.source.{operation}.input"
-
-
-def scattered_argument(vision: Any) -> Argument:
-    """Which argument of the scatter call is the image features: the host's ``scatter_argument``."""
-    _, _, argument = scatter_host(vision.root)
-    return argument
-
-
 def image_token_id(config: Any) -> int:
     """The id of the token the processor puts where an image's features go."""
-    for name in ("image_token_id", "image_token_index"):
-        value = getattr(config, name, None)
-        if value is not None:
-            return value
-    raise AttributeError(f"{type(config).__name__} names no image token id (image_token_id / image_token_index)")
+    return token_id(config, "image")
 
 
 def patch_rows(grid: torch.Tensor) -> torch.Tensor:
@@ -252,35 +226,10 @@ class Vision(Standard):
     #: On a tower with no fixed resolution, where each image's size is (`variable_resolution` says it).
     image_sizes_are: str | None = None
 
-    @EProperty(key=lambda v: f"{v.root.path}.input", description="which positions hold an image token [batch, seq] bool",
-               unavailable=no_image_tokens, read_only="it is where the prompt has image tokens; change the prompt instead",
-               every_step=True)
-    def image_token_mask(self, inputs: Any) -> ImageTokenMask:
-        """Which positions of the text batch hold an image token, ``[batch, seq]`` bool, off the root's ``input_ids``.
-
-        All false on a forward that carries no image (a decode step under
-        generate), even where a generated token happens to be the image token.
-        """
-        args, kwargs = inputs
-        input_ids = kwargs.get("input_ids", args[0] if args else None)
-        if input_ids is None:
-            raise ValueError("vision.image_token_mask reads input_ids, and this forward was given none")
-        if not any(kwargs.get(name) is not None for name in IMAGE_INPUTS):
-            return torch.zeros_like(input_ids, dtype=torch.bool)
-        return input_ids == image_token_id(self.root.config)
-
-    @EProperty(key=image_scatter, description="what the wrapper scatters into the embeddings [image_tokens, hidden_size]",
-               unavailable=no_image_features, select=scattered_argument)
-    def image_features(self, features: torch.Tensor) -> ImageFeatures:
-        """What the wrapper scatters into the token embeddings at the image tokens, ``[image_tokens, hidden_size]``, row-major over the tokens."""
-        return features.reshape(-1, features.shape[-1])
-
-    @image_features.inverse
-    def image_features(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return written.reshape(current.shape)
-
-    # A video's placeholder tokens and the features the host scatters there (`envoys.vision.media`), where the family
-    # serves videos: ``layers[0].input[video_token_mask] == video_features``.
+    # Where the image meets the text model (`envoys.vision.media`): ``layers[0].input[image_token_mask] ==
+    # image_features``; the video's pair likewise, where the family serves videos.
+    image_token_mask = token_mask("image", ImageTokenMask, never_an_image)
+    image_features = scattered_features("image", ImageFeatures, never_an_image)
     video_token_mask = token_mask("video", VideoTokenMask)
     video_features = scattered_features("video", VideoFeatures)
 
@@ -402,13 +351,19 @@ class Vision(Standard):
         (``"layer_output"``, ``"self_attn.attention_probabilities"``, ...), a
         block value being ``{layer: reason}`` where some blocks lack it. With
         ``layer``, that block's values alone. Empty on a load no image reaches.
+        The video's values (``video_token_mask``, ``video_features``) are
+        listed where the family serves videos; elsewhere ``model.support()``'s
+        ``video`` row says why it has none.
         """
         if no_images(self) is not None:
             return {}
         rows = rows_over(list(self.layers), layer)
         if layer is not None:
             return rows
-        return {**super().support(), **rows}
+        own = super().support()
+        if not_served(self.root, "video") is not None:
+            own = {name: reason for name, reason in own.items() if name not in VIDEO_VALUES}
+        return {**own, **rows}
 
 
 def variable_resolution(vision: Vision) -> int:
