@@ -34,7 +34,7 @@ Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
 
 
 
-def _in_release(model_type: str) -> bool:
+def in_release(model_type: str) -> bool:
     """Whether the installed transformers has ``model_type``: a model of its own (``transformers.models.<model_type>``)
     or one that a model's module defines beside others (``qwen2_5_omni_thinker``, in ``qwen2_5_omni``)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -55,7 +55,7 @@ def _gather() -> dict[str, Builder]:
             continue
         for name, builder in getattr(module, "BUILDERS", {}).items():
             model_type = name.partition("-")[0]
-            if not _in_release(model_type):  # one module, several models
+            if not in_release(model_type):  # one module, several models
                 ABSENT[model_type] = f"target absent: transformers {transformers.__version__} has no {model_type} model"
             else:
                 found[name] = builder
