@@ -437,7 +437,7 @@ def test_qwen3_vl_deepstack_taps_leave_blocks_after_them(loaded: Callable[[str],
     assert len(deepstack) == len(taps)
 
 
-@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"])
 def test_qwen_mrope_sections_cover_the_rotary_dims(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
     model, _ = loaded(name)
     text = model.config.text_config
