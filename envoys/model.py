@@ -46,6 +46,7 @@ from transformers import (
 
 from instrument import adopt, install_all
 
+from .audio import Audio
 from .core.aliases import bind_rename
 from .core.bugs import BrokenLoad
 from .core.not_saved import bind_not_saved
@@ -57,7 +58,9 @@ from .invokes import InvokeBatcher, LocatingInterleaver, batch_image_invokes
 from .rules import rules_for_model
 from .text.root import TextRoot
 from .tree import standard_tree
-from .vision.tower import NO_IMAGE_IN_TRACE, NoTower, Vision, carries_images, image_token_id, no_images
+from .vision.media import NO_IMAGE_IN_TRACE, not_served
+from .vision.tower import NoTower, Vision, carries_images, image_token_id, no_images
+from .vision.video import VideoRun
 
 IMAGE_TEXT_TO_TEXT = "image-text-to-text"
 TEXT_GENERATION = "text-generation"
@@ -285,6 +288,22 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             absent = text_model_alone(type(model).__name__, model_type, family.model_type)
             self.vision = NoTower("vision", absent)
             self.projector = NoTower("projector", absent)
+            self.video = NoTower("video", absent)
+            self.audio = NoTower("audio", absent)
+        self._bind_video_and_audio()
+
+    def _bind_video_and_audio(self) -> None:
+        """``model.video`` and ``model.audio``, where no rename bound them (Video-LLaVA's video tower, an audio tower):
+        the tower's run on the videos (`VideoRun`), or what says why the model has none."""
+        if "video" not in self.__dict__:
+            reason = not_served(self, "video")
+            vision = self.__dict__.get("vision")
+            self.video = VideoRun(vision, vision) if reason is None and isinstance(vision, Vision) else NoTower(
+                "video", reason or "this model has no vision tower")
+        if "audio" not in self.__dict__:
+            reason = not_served(self, "audio") or (
+                f"this {self.family.model_type} checkpoint has no audio tower (its config's audio_config is None)")
+            self.audio = NoTower("audio", reason)
 
     def batch_with_layout(self, invokes: list, fn: Any) -> tuple[tuple, dict, Any]:
         """The batch's ``(args, kwargs)`` and, where several invokes carry images, where each invoke's part of every
@@ -423,8 +442,12 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """Every standard value of this checkpoint: None when available (on every block), else why not.
 
         The root's values, every text block value over ``layers``
-        (``{layer: reason}`` where some blocks lack it), and the tower's values
-        under ``vision.`` (none on a load no image reaches). While the family's
+        (``{layer: reason}`` where some blocks lack it), the tower's values
+        under ``vision.`` (none on a load no image reaches; ``vision.video_*``
+        the video's), ``video`` (None where the tower's run on the videos is
+        served, as ``model.video``, else why not; a video tower of its own
+        under ``video.``) and the audio tower's values under ``audio.`` (or
+        ``audio``: why the model has none). While the family's
         known transformers bug breaks the root's forward (`envoys.core.bugs`),
         ``output`` and ``generate`` are listed too, with its explanation.
         """
@@ -436,6 +459,16 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         vision = self.__dict__.get("vision")
         if isinstance(vision, Vision) and no_images(vision) is None:
             rows.update({f"vision.{name}": reason for name, reason in vision.support().items()})
+        video = self.__dict__.get("video")
+        if isinstance(video, Vision):  # a tower of its own for videos (Video-LLaVA's)
+            rows.update({f"video.{name}": reason for name, reason in video.support().items()})
+        else:
+            rows["video"] = video.reason if isinstance(video, NoTower) else None
+        audio = self.__dict__.get("audio")
+        if isinstance(audio, Audio):
+            rows.update({f"audio.{name}": reason for name, reason in audio.support().items()})
+        elif isinstance(audio, NoTower):
+            rows["audio"] = audio.reason
         return rows
 
     def __repr__(self) -> str:

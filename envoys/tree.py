@@ -14,11 +14,14 @@ from typing import Any
 import torch
 from nnsight import Envoy
 
+from .audio import Audio
 from .core.standard import child
 from .core.values import standard_values
 from .vision.tower import Vision
 
 ROOT_NAMES = ("embed_tokens", "layers", "norm", "lm_head", "vision", "projector")
+#: The root's names of what its family may take besides images: shown as their tower, or as why there is none.
+MEDIA_NAMES = ("video", "audio")
 BLOCK_PARTS = ("self_attn", "linear_attn", "mlp")
 #: A tower's standard children, shown whether the module names them so itself or a rename does.
 TOWER_NAMES = ("patch_embed", "layers", "norm")
@@ -83,7 +86,7 @@ def child_names(envoy: Any) -> dict[str, Envoy]:
     """The standard children a node shows, by name: those a rename gives a standard name and, on a tower, those of
     `TOWER_NAMES` its module already names so (Kimi's ``layers``, the Qwen ViT's ``patch_embed``), these first."""
     aliases = [alias for alias in getattr(envoy, "_aliases", {}) if "." not in alias]
-    names = dict.fromkeys([*(TOWER_NAMES if isinstance(envoy, Vision) else ()), *aliases])
+    names = dict.fromkeys([*(TOWER_NAMES if isinstance(envoy, Vision | Audio) else ()), *aliases])
     found = {name: child(envoy, name) for name in names}
     return {name: part for name, part in found.items() if isinstance(part, Envoy)}
 
@@ -96,4 +99,10 @@ def standard_tree(root: Any, title: str) -> str:
         child = root.__dict__.get(name)
         if isinstance(child, Envoy):
             lines += node_lines(name, child, "  ")
+    for name in MEDIA_NAMES:
+        child = root.__dict__.get(name)
+        if isinstance(child, Envoy):
+            lines += node_lines(name, child, "  ")
+        elif child is not None:
+            lines.append(f"  {child!r}")
     return "\n".join(lines)

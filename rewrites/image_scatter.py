@@ -54,15 +54,27 @@ class Scatter:
     in_root: bool = False  #: the root's own forward scatters (no inner host)
     host: type | None = None  #: the class whose forward scatters, where it is neither the inner model nor the root
     callee: str = SCATTER  #: the dotted callee of the call that writes the features in
-    image: int = 0  #: which of the callee's calls is the image's (nnsight's counter)
+    #: what each of the callee's calls carries, in the forward's order (nnsight's counter): the hosts we serve
+    #: scatter images, then videos, then audio; the Qwen omni thinkers scatter audio first
+    media: tuple[str, ...] = MEDIA
     argument: tuple[int, str] = (1, "source")  #: the features: that call's positional index and keyword name
     purpose: str = ""  #: what the features are at the scatter, where the default line says too little
     variants: tuple[Variant, ...] = ()  #: releases whose forward writes the features in differently
 
     @property
+    def image(self) -> int:
+        """Which of the callee's calls is the image's."""
+        return self.media.index("image")
+
+    @property
     def site(self) -> str:
         """The image's call's label: ``inputs_embeds_masked_scatter_0``."""
-        return f"{label_stem(self.callee)}_{self.image}"
+        return self.site_of("image")
+
+    def site_of(self, medium: str) -> str:
+        """The label of the call that carries ``medium`` (one of `MEDIA`): ``inputs_embeds_masked_scatter_1`` for a
+        Qwen-VL host's videos."""
+        return f"{label_stem(self.callee)}_{self.media.index(medium)}"
 
 
 #: The helper Idefics 3's host calls to scatter the image features.
@@ -78,12 +90,12 @@ SMOLVLM_BEFORE_5_21 = Variant(
 )
 
 
-def default_purpose(count: int, in_root: bool) -> str:
-    """One line on what ``count`` scatter calls carry (images first, then videos, then audio)."""
+def default_purpose(count: int, in_root: bool, media: tuple[str, ...] = MEDIA) -> str:
+    """One line on what ``count`` scatter calls carry (``media`` in order: images, then videos, then audio)."""
     if count <= 1:
         carried = "the image features" if in_root else "image features"
     else:
-        named = [f"{medium} (_{index})" for index, medium in enumerate(MEDIA[:count])]
+        named = [f"{medium} (_{index})" for index, medium in enumerate(media[:count])]
         carried = f"{', '.join(named[:-1])} and {named[-1]} features"
     return f"the root scatters {carried} in its own forward" if in_root else f"{carried} scattered into the embeddings"
 
@@ -108,6 +120,6 @@ def scatter_rule(host: type, scatter: Scatter = Scatter()) -> Rule:
         f"{model_type_of(host.__module__)}{SCATTER_SUFFIX}",
         f"{host.__module__}:{host.__qualname__}.forward",
         {scatter.callee: labels},
-        purpose=scatter.purpose or default_purpose(len(labels), scatter.in_root),
+        purpose=scatter.purpose or default_purpose(len(labels), scatter.in_root, scatter.media),
         variants=scatter.variants,
     )

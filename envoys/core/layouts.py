@@ -64,6 +64,26 @@ class ImageFeatures(Layout):
     """[image_tokens, hidden_size]: what the wrapper scatters into the token embeddings, flat over the image tokens."""
 
 
+class VideoTokenMask(Layout):
+    """[batch, seq] bool: which positions of the text batch hold a video token."""
+
+
+class VideoFeatures(Layout):
+    """[video_tokens, hidden_size]: what the wrapper scatters into the token embeddings at the video tokens, flat."""
+
+
+class AudioTokenMask(Layout):
+    """[batch, seq] bool: which positions of the text batch hold an audio token."""
+
+
+class AudioFeatures(Layout):
+    """[audio_tokens, hidden_size]: what the wrapper scatters into the token embeddings at the audio tokens, flat."""
+
+
+class AudioFrames(Layout):
+    """[clips, frames, audio_hidden_size]: an audio tower's stream, one row per clip (a packed tower's: one row)."""
+
+
 class Logits(Layout):
     """[batch, seq, vocab]: the language-model head's output."""
 

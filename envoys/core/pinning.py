@@ -29,35 +29,14 @@ read of a step the run did not make.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-from nnsight.intervention.interleaver import Mediator
-
+from .passes import passes_before, pinned
 from .values import EProperty
 
 #: Which occurrence of its location a value means on an envoy, or None for "the next one" (no pin).
 Occurrence = Callable[[Any], "int | None"]
-
-
-@contextmanager
-def pinned(location: str, call: int | None, per_forward: int = 1) -> Iterator[None]:
-    """Inside a trace's worker: tag the requests made in the block with call ``call`` of the forward the worker
-    is at (``per_forward`` calls each), then restore the pin. ``call`` None leaves the pin as it is."""
-    if call is None:
-        yield
-        return
-    mediator = Mediator.current(location)
-    previous = mediator.iteration
-    # The step the worker is at: pinned by tracer.iter (0 with no loop), or, relaxed after the first hit
-    # of a step past 0, the forwards whose calls it has already seen.
-    step = previous if previous is not None else mediator.occurrence(location) // per_forward
-    mediator.iteration = step * per_forward + call
-    try:
-        yield
-    finally:
-        mediator.iteration = previous
 
 
 class PinnedEProperty(EProperty):
@@ -83,7 +62,7 @@ class PinnedEProperty(EProperty):
     def _pinned(self, obj: Any, location: str):
         call = self.occurrence(obj) if self.occurrence is not None else None
         count = self.per_forward(obj) if self.per_forward is not None else 1
-        return pinned(location, call, max(count, 1))
+        return pinned(location, call, max(count, 1), passes_before(location))
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:

@@ -44,6 +44,7 @@ import torch
 from nnsight.intervention.eproperty import WriteBack, eproperty
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
+from .passes import passes_before, pinned
 from .paths import standard_path
 
 
@@ -222,13 +223,15 @@ class EProperty(eproperty):
         self.check(obj)
         location = self._location(obj)
         self.check_step(obj, location)
-        return self.handed_out(obj, self._read(obj, location))
+        with pinned(location, None, 1, passes_before(location)):  # a later run of its tower (`envoys.core.passes`)
+            return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.check(obj, writing=True)
         location = self._location(obj)
         self.check_step(obj, location)
-        self._write(obj, value, location)
+        with pinned(location, None, 1, passes_before(location)):
+            self._write(obj, value, location)
 
     # The read and the write after the check, at a location computed once (a subclass that pins
     # the request checks and locates first, then calls these inside its pin).

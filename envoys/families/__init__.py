@@ -57,6 +57,9 @@ def inner_model_class(model: torch.nn.Module) -> type | None:
     return base if any(type(child) is base for child in model.children()) else None
 
 
+#: The media of a family whose host scatters a prompt's videos after its images (`Family.media`).
+IMAGE_AND_VIDEO = ("image", "video")
+
 #: Where a causal LM (a checkpoint of a text model alone) holds its text model.
 CAUSAL_LM_BASE = "model"
 
@@ -105,6 +108,16 @@ class Family:
     #: the axis along which the processor joins several prompts' image inputs, where it is not the first (MiniCPM-V
     #: packs every image's patches along the last axis of one row): input key -> axis
     input_axes: Mapping[str, int] = field(default_factory=dict)
+    #: what this family serves (`envoys.vision.media`): "image" always; "video" for ``vision.video_token_mask``,
+    #: ``vision.video_features`` and the tower's values on the videos (``model.video``); "audio" for ``model.audio``.
+    #: Each is scattered at the host's call its `Scatter` names for it (``Scatter.media``).
+    media: tuple[str, ...] = ("image",)
+    #: the config attribute holding a medium's placeholder token id, where it is not ``<medium>_token_id`` or
+    #: ``<medium>_token_index`` (Nemotron-H Omni's video frames take the image token): medium -> attribute
+    placeholders: Mapping[str, str] = field(default_factory=dict)
+    #: the path from the root of a tower that runs on the videos alone (Video-LLaVA's ``model.video_tower``), or None:
+    #: the image tower runs on the videos too, once for the images and once for the videos
+    video_tower: str | None = None
 
     @property
     def root_scatter(self) -> str | None:

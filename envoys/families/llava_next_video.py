@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from rewrites.image_scatter import Scatter
 
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .llava_next import ENVOYS, RENAME, LlavaNextGrids
 
 SCATTER = Scatter(purpose="image features (_0), the tiles unpadded with image_newline rows added, and video "
                           "features (_1), the frames pooled 2x2, scattered into the embeddings")
 
 FAMILY = Family("llava_next_video", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER,
-                grid_layout=LlavaNextGrids())
+                grid_layout=LlavaNextGrids(), media=IMAGE_AND_VIDEO)

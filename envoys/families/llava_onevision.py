@@ -50,7 +50,7 @@ from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
 from ..towers.feature_layers import with_feature_layer_gradients
 from ..towers.fixed_tower import TileRows
 from ..vision.tower import VisionMlp, image_scatter, no_image_features, no_images, scattered_argument
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .llava_next import LlavaNextGrids, LlavaNextVision, TileAttention, TilePatches, TilePatchLayer
 
 
@@ -152,4 +152,4 @@ SCATTER = Scatter(purpose="image features (_0), the tiles unpadded with image_ne
                           "features (_1), scattered into the embeddings")
 
 FAMILY = Family("llava_onevision", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER,
-                grid_layout=OnevisionGrids())
+                grid_layout=OnevisionGrids(), media=IMAGE_AND_VIDEO)

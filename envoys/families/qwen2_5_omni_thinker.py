@@ -49,7 +49,7 @@ from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 #: The thinker scatters audio (_0), then images (_1), then videos (_2).
-OMNI_SCATTER = Scatter(image=1, purpose="audio (_0), image (_1) and video (_2) features scattered into the embeddings")
+OMNI_SCATTER = Scatter(media=("audio", "image", "video"))
 
 RENAME = dict(QWEN_VIT_RENAME)
 

@@ -24,7 +24,7 @@ from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
 
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
 RENAME = dict(QWEN_VIT_RENAME)
@@ -36,4 +36,4 @@ ENVOYS = {
     Qwen2_5_VLMLP: PackedVisionMlp,
 }
 
-FAMILY = Family("qwen2_5_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)
+FAMILY = Family("qwen2_5_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS, media=IMAGE_AND_VIDEO)

@@ -20,7 +20,7 @@ from transformers.models.qwen2_vl.modeling_qwen2_vl import VisionMlp as Qwen2VLV
 
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 
 RENAME = {**QWEN_VIT_RENAME, "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}
 
@@ -31,4 +31,4 @@ ENVOYS = {
     Qwen2VLVisionMlp: PackedVisionMlp,
 }
 
-FAMILY = Family("qwen2_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)
+FAMILY = Family("qwen2_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS, media=IMAGE_AND_VIDEO)

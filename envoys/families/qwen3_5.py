@@ -27,7 +27,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
 from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
 RENAME = dict(QWEN3_VL_RENAME)
@@ -42,4 +42,4 @@ ENVOYS = {
 }
 
 FAMILY = Family("qwen3_5", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_text",),
-                grid_layout=QWEN_GRIDS)
+                grid_layout=QWEN_GRIDS, media=IMAGE_AND_VIDEO)

@@ -59,7 +59,7 @@ from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import (
 from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .qwen3_5 import RENAME as QWEN3_5_RENAME
 
 RENAME = dict(QWEN3_5_RENAME)
@@ -74,4 +74,4 @@ ENVOYS = {
 }
 
 FAMILY = Family("qwen3_5_moe", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("qwen3_5_moe_text",),
-                grid_layout=QWEN_GRIDS)
+                grid_layout=QWEN_GRIDS, media=IMAGE_AND_VIDEO)

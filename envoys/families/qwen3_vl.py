@@ -22,7 +22,7 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
 from ..blocks.deepstack import DeepstackLayer
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .qwen2_vl import QWEN_VIT_RENAME
 
 RENAME = {**QWEN_VIT_RENAME, "linear_fc2": "down_proj"}
@@ -35,4 +35,4 @@ ENVOYS = {
     Qwen3VLVisionMLP: PackedVisionMlp,
 }
 
-FAMILY = Family("qwen3_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)
+FAMILY = Family("qwen3_vl", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS, media=IMAGE_AND_VIDEO)

@@ -52,7 +52,7 @@ from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import (
 from ..blocks.deepstack import DeepstackLayer
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
 RENAME = dict(QWEN3_VL_RENAME)
@@ -65,4 +65,4 @@ ENVOYS = {
     Qwen3VLMoeVisionMLP: PackedVisionMlp,
 }
 
-FAMILY = Family("qwen3_vl_moe", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS)
+FAMILY = Family("qwen3_vl_moe", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS, media=IMAGE_AND_VIDEO)

@@ -17,40 +17,33 @@ so ``projector.input`` is ``vision.layers[-2].layer_output[:, 1:]``, and
 ``projector.output`` flattened), one image token a patch, as LLaVA's grids
 place them.
 
-Videos are not served yet: the video tower keeps its native name
-(``model.model.video_tower``, run on every frame of ``pixel_values_videos``;
-the projector reads its block -2 with the CLS kept) and the forward's second
-scatter (``inputs_embeds_masked_scatter_1``, the video features) is rewritten
-but bound to no standard name. The tower envoys, keyed by class, reach the
-video tower too: every value there is `Unavailable`, saying so (``unserved``).
+Videos: the video tower is ``model.video`` (``model.model.video_tower``, the
+same classes and envoys as the image tower, so the same values), run on every
+frame of ``pixel_values_videos``, ``[videos * frames, 1 + patches,
+vision_hidden_size]``; ``get_video_features`` projects its block -2 with the
+CLS kept (one video token per patch and CLS, 17 a frame here) through the same
+projector, and the forward scatters them second (``inputs_embeds_masked_scatter_1``:
+``vision.video_features``). The image tower runs on images only and the video
+tower on videos only (`Family.video_tower`): a tower's values on a prompt
+without its medium say so.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..image.grids import ImageInputs
 from ..towers.feature_layers import with_feature_layer_gradients
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 from .llava import CLIP_ENVOYS, LlavaGrids
 from .llava import RENAME as LLAVA_RENAME
 
-#: The video tower's name under the wrapper's inner model (the image tower's is ``image_tower``).
-VIDEO_TOWER = "video_tower"
+#: The video tower's path from the root (the image tower's is ``model.image_tower``).
+VIDEO_TOWER_PATH = "model.video_tower"
 
-RENAME = {**{key: name for key, name in LLAVA_RENAME.items() if name != "vision"}, "model.image_tower": "vision"}
+RENAME = {**{key: name for key, name in LLAVA_RENAME.items() if name != "vision"}, "model.image_tower": "vision",
+          VIDEO_TOWER_PATH: "video"}
 
 #: The projector reads hidden_states[vision_feature_layer]: the tower values past it have no gradient.
 ENVOYS = with_feature_layer_gradients(CLIP_ENVOYS)
-
-
-def video_tower(envoy: Any) -> str | None:
-    """Why ``envoy`` is not served: it is the video tower or in it (the envoys, keyed by class, reach both CLIP
-    towers); None elsewhere."""
-    if VIDEO_TOWER not in envoy.path.split("."):
-        return None
-    return ("this is Video-LLaVA's video tower, which no image runs through, and videos are not served yet: the "
-            "image's values are on model.vision (the image tower)")
 
 
 class VideoLlavaGrids(LlavaGrids):
@@ -63,4 +56,4 @@ class VideoLlavaGrids(LlavaGrids):
 
 
 FAMILY = Family("video_llava", RENAME, ENVOYS, "model.language_model.layers", grid_layout=VideoLlavaGrids(),
-                unserved=video_tower)
+                media=IMAGE_AND_VIDEO, video_tower=VIDEO_TOWER_PATH)

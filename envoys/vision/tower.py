@@ -26,19 +26,28 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from nnsight.intervention.interleaver import Mediator
 
 from rewrites.image_scatter import Scatter
 
-from ..core.layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches
+from ..core.layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches, VideoFeatures, VideoTokenMask
 from ..core.standard import Standard, child, missing_site, rows_over
 from ..core.values import Argument, EProperty, Field, Unavailable
 from ..image.grids import gather, image_grid, place, token_rows, tower_rows
 from ..text.blocks import interior_values, own_output, stream_values, value
+from .media import (
+    CARRIERS,
+    TEXT_ONLY,
+    TOWER_MEDIA,
+    absent_from_trace,
+    carries,
+    generated_apart,
+    scattered_features,
+    token_mask,
+)
 
 #: The forward arguments that carry an image (pixels, or what the tower made of them; Video-LLaVA's processor names
 #: the pixels ``pixel_values_images``).
-IMAGE_INPUTS = ("pixel_values", "pixel_values_images", "mm_encoder_outputs")
+IMAGE_INPUTS = CARRIERS["image"][1:]
 
 #: What an out-of-order read of a vision value adds to nnsight's error.
 VISION_ORDER = (
@@ -52,12 +61,6 @@ FIRST_STEP_ONLY = (
     "the image is encoded once, in the forward of generate's step 0 (the tower, the projector and "
     "image_features run there only); read it in step 0 (tracer.iter[0]), or in a trace"
 )
-
-TEXT_ONLY = (
-    "this model was loaded without task='image-text-to-text', so it has no processor and no image can "
-    "reach it; load it with StandardizedTransformer(name, task='image-text-to-text')"
-)
-
 
 class NoTower:
     """``model.vision`` (or ``model.projector``) on a checkpoint of the text model alone: there is no tower.
@@ -77,50 +80,35 @@ class NoTower:
             raise AttributeError(attribute)
         raise Unavailable(f"{self._name}.{attribute} is unavailable: {self._reason}")
 
+    @property
+    def reason(self) -> str:
+        """Why there is none."""
+        return self._reason
+
     def __repr__(self) -> str:
         return f"{self._name}: none ({self._reason})"
 
 
-#: Why a tower value is unavailable in a trace whose inputs carry no image.
-NO_IMAGE_IN_TRACE = (
-    "no image reached this forward: the trace's inputs carry no images (no images=, videos= or pixel_values in "
-    "any invoke), so the tower does not run; pass the image with a prompt that holds its placeholder: "
-    "model.trace(prompt, images=[image]), the prompt from the processor's chat template "
-    "(envoys.tiny.chat_prompt(model.processor, 1, text))"
-)
-
-
-#: Why a tower value is unavailable in an invoke that carries no image, beside invokes that do.
-NO_IMAGE_IN_INVOKE = (
-    "no image reached this invoke: its inputs carry no images, so no row of the tower's values is its own (the tower "
-    "runs on the other invokes' images); read the vision side in an invoke that passes images=, or save it there and "
-    "use it here"
-)
-
-
 def carries_images(inputs: Mapping[str, Any]) -> bool:
-    """Whether keyword inputs hold images (``images=`` or ``videos=`` for the processor, or what the forward takes:
-    `IMAGE_INPUTS`, video pixels)."""
-    return any(inputs.get(name) is not None for name in ("images", "videos", "pixel_values_videos", *IMAGE_INPUTS))
+    """Whether keyword inputs hold what a tower runs on: images or videos (``images=`` or ``videos=`` for the
+    processor, or what the forward takes: `IMAGE_INPUTS`, video pixels)."""
+    return carries(inputs, TOWER_MEDIA)
 
 
-def no_image_in_trace(envoy: Any) -> str | None:
-    """Inside a trace, why no image reaches its forward (none of its inputs carries one), or None: outside a
-    trace, or where an input may carry one."""
-    try:
-        worker = Mediator.current("a tower value")
-    except ValueError:
-        return None
-    batcher = getattr(worker.interleaver, "batcher", None)
-    invokes = getattr(batcher, "invokes", None)
-    if invokes is None:
-        return None
-    layout = getattr(batcher, "layout", None)  # several invokes carrying images (`envoys.invokes`)
-    if layout is not None and worker.batch_group is not None:
-        return None if layout.invoke(worker.batch_group).carries_images else NO_IMAGE_IN_INVOKE
-    inputs = [batcher.kwargs, *(kwargs for _, kwargs in invokes)]
-    inputs += [arg for args, _ in invokes for arg in args if isinstance(arg, Mapping)]  # a processor's output
-    return None if any(carries_images(found) for found in inputs) else NO_IMAGE_IN_TRACE
+def tower_media(envoy: Any) -> tuple[str, ...]:
+    """What the tower ``envoy`` is in runs on: videos alone in a family's separate video tower (Video-LLaVA's), images
+    alone in the image tower beside it, else images and videos (one tower, run once for each)."""
+    video_tower = getattr(getattr(envoy.root, "family", None), "video_tower", None)
+    if video_tower is None:
+        return TOWER_MEDIA
+    inside = envoy.path == f"{envoy.root.path}.{video_tower}" or envoy.path.startswith(f"{envoy.root.path}.{video_tower}.")
+    return ("video",) if inside else ("image",)
+
+
+def no_image_in_trace(envoy: Any, media: tuple[str, ...] | None = None) -> str | None:
+    """Inside a trace, why nothing the tower ``envoy`` is in runs on reaches its forward (none of its inputs carries
+    ``media``, by default the tower's: `tower_media`), or None: outside a trace, or where an input may carry one."""
+    return absent_from_trace(envoy, media or tower_media(envoy))
 
 
 def no_images(envoy: Any) -> str | None:
@@ -142,14 +130,6 @@ def never_an_image(envoy: Any) -> str | None:
         return "this model's family names no module that scatters the image features into the text stream"
     family = getattr(root, "family", None)
     return family.unserved(envoy) if family is not None else None
-
-
-def generated_apart(envoy: Any) -> str | None:
-    """Why a value read at the root's forward (the mask, the scatter) is not served in the running ``generate``, or
-    None: the family's class generates in its own way, without running the root's forward (its ``generate_note``)."""
-    root = envoy.root
-    note = getattr(getattr(root, "family", None), "generate_note", None)
-    return note if note is not None and root.__dict__.get("_generating", False) else None
 
 
 def no_image_tokens(envoy: Any) -> str | None:
@@ -199,8 +179,8 @@ def scatter_host(root: Any) -> tuple[Any, str, Argument] | None:
 
 
 def no_image_features(vision: Any) -> str | None:
-    """Why ``vision.image_features`` is unavailable, or None."""
-    reason = no_images(vision) or generated_apart(vision)
+    """Why ``vision.image_features`` is unavailable, or None: a trace with videos and no image has none."""
+    reason = never_an_image(vision) or no_image_in_trace(vision, ("image",)) or generated_apart(vision)
     if reason is not None:
         return reason
     host, operation, _ = scatter_host(vision.root)
@@ -297,6 +277,11 @@ class Vision(Standard):
     @image_features.inverse
     def image_features(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
         return written.reshape(current.shape)
+
+    # A video's placeholder tokens and the features the host scatters there (`envoys.vision.media`), where the family
+    # serves videos: ``layers[0].input[video_token_mask] == video_features``.
+    video_token_mask = token_mask("video", VideoTokenMask)
+    video_features = scattered_features("video", VideoFeatures)
 
     patch_embeddings, tower_output = tower_values(Patches)
 

@@ -1,0 +1,239 @@
+"""The media a host scatters into the text stream (images, videos, audio): what carries each in a trace, where each
+one's placeholder tokens are, and the two values each served medium has.
+
+A family says which media it serves (`Family.media`) and its host's `Scatter`
+which of its calls carries which (``media``: images, then videos, then audio
+on the hosts we serve). For each served medium the wrapper's forward puts
+placeholder tokens in the prompt (``input_ids == config.<medium>_token_id``)
+and scatters that medium's features there; so, per medium,
+``layers[0].input[<medium>_token_mask] == <medium>_features``.
+
+`token_mask` and `scattered_features` make those two values for one medium;
+``vision.image_token_mask`` and ``vision.image_features`` are the image's,
+``vision.video_token_mask`` and ``vision.video_features`` the video's, and
+``audio.audio_token_mask`` and ``audio.audio_features`` the audio's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from nnsight.intervention.interleaver import Mediator
+
+from rewrites.image_scatter import MEDIA, Scatter
+
+from ..core.standard import missing_site
+from ..core.values import Argument, EProperty
+
+#: What carries each medium in a trace: the processor's keyword, then the forward's arguments (Video-LLaVA's
+#: processor names the images ``pixel_values_images``; a family that encodes the image before the forward passes
+#: ``mm_encoder_outputs``).
+CARRIERS: Mapping[str, tuple[str, ...]] = {
+    "image": ("images", "pixel_values", "pixel_values_images", "mm_encoder_outputs"),
+    "video": ("videos", "pixel_values_videos"),
+    "audio": ("audio", "input_features"),
+}
+
+#: What to pass for each medium, in the messages of values a trace without it cannot have.
+HOW_TO_PASS = {
+    "image": "model.trace(prompt, images=[image]), the prompt from the processor's chat template "
+             "(envoys.tiny.chat_prompt(model.processor, 1, text))",
+    "video": "model.trace(prompt, videos=[frames]), frames a list of images, the prompt holding the video placeholder "
+             "(envoys.tiny.chat_prompt(model.processor, 0, text, videos=1))",
+    "audio": "model.trace(prompt, audio=[clip]), clip a float32 array of samples at the feature extractor's rate, the "
+             "prompt holding the audio placeholder (envoys.tiny.chat_prompt(model.processor, 0, text, audio=1))",
+}
+
+TEXT_ONLY = (
+    "this model was loaded without task='image-text-to-text', so it has no processor and no image, video or audio can "
+    "reach it; load it with StandardizedTransformer(name, task='image-text-to-text')"
+)
+
+
+def carries(inputs: Mapping[str, Any], media: tuple[str, ...]) -> bool:
+    """Whether keyword inputs (the processor's or the forward's) carry any of ``media``."""
+    return any(inputs.get(name) is not None for medium in media for name in CARRIERS[medium])
+
+
+#: What a tower runs on: its images and, where the family has no tower of its own for them, its videos.
+TOWER_MEDIA = ("image", "video")
+
+#: Why a tower value is unavailable in a trace whose inputs carry neither an image nor a video.
+NO_IMAGE_IN_TRACE = (
+    "no image reached this forward: the trace's inputs carry no images (no images=, videos= or pixel_values in "
+    "any invoke), so the tower does not run; pass the image with a prompt that holds its placeholder: "
+    + HOW_TO_PASS["image"]
+)
+
+#: Why a value of the image's pathway is unavailable in an invoke that carries no image, beside invokes that do.
+NO_IMAGE_IN_INVOKE = (
+    "no image reached this invoke: its inputs carry no images, so no row of the tower's values is its own (the tower "
+    "runs on the other invokes' images); read the vision side in an invoke that passes images=, or save it there and "
+    "use it here"
+)
+
+
+def not_in_trace(media: tuple[str, ...]) -> str:
+    """Why a value of ``media`` is unavailable in a trace whose inputs carry none of them."""
+    if media == TOWER_MEDIA:
+        return NO_IMAGE_IN_TRACE
+    names = " or ".join(f"{medium}s" if medium != "audio" else "audio" for medium in media)
+    keys = ", ".join(f"{CARRIERS[medium][0]}=" for medium in media)
+    return (
+        f"no {' or '.join(media)} reached this forward: the trace's inputs carry no {names} ({keys} in no invoke), so "
+        f"nothing of it is computed; pass it with a prompt that holds its placeholder: "
+        + "; or ".join(HOW_TO_PASS[medium] for medium in media)
+    )
+
+
+def absent_from_trace(envoy: Any, media: tuple[str, ...]) -> str | None:
+    """Inside a trace, why none of ``media`` reaches its forward (none of its inputs carries one), or None: outside a
+    trace, or where an input may carry one. Inside one invoke of several that carry images (`envoys.invokes`), its
+    own inputs decide."""
+    try:
+        worker = Mediator.current("a value")
+    except ValueError:
+        return None
+    batcher = getattr(worker.interleaver, "batcher", None)
+    invokes = getattr(batcher, "invokes", None)
+    if invokes is None:
+        return None
+    layout = getattr(batcher, "layout", None)
+    if layout is not None and worker.batch_group is not None:
+        return None if "image" in media and layout.invoke(worker.batch_group).carries_images else NO_IMAGE_IN_INVOKE
+    inputs = [batcher.kwargs, *(kwargs for _, kwargs in invokes)]
+    inputs += [arg for args, _ in invokes for arg in args if isinstance(arg, Mapping)]  # a processor's output
+    return None if any(carries(found, media) for found in inputs) else not_in_trace(media)
+
+
+def placeholder_id(root: Any, medium: str) -> int:
+    """The id of the token the processor puts where ``medium``'s features go: the config's ``<medium>_token_id``
+    (or ``_index``), or the attribute the family names for it (`Family.placeholders`)."""
+    config = root.config
+    named = getattr(getattr(root, "family", None), "placeholders", {}).get(medium)
+    for name in (named,) if named else (f"{medium}_token_id", f"{medium}_token_index"):
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    raise AttributeError(f"{type(config).__name__} names no {medium} token id ({medium}_token_id / {medium}_token_index)")
+
+
+def host_of(root: Any) -> tuple[Any, Scatter] | None:
+    """The envoy whose forward scatters the features, and its family's `Scatter`; None where the family names none."""
+    from .tower import scatter_host  # the image's host, which every medium shares
+
+    found = scatter_host(root)
+    return None if found is None else (found[0], root.family.scatter)
+
+
+def not_served(root: Any, medium: str) -> str | None:
+    """Why ``medium``'s values are not served on ``root``'s model, whatever the forward; None where they are."""
+    family = getattr(root, "family", None)
+    if getattr(root, "processor", None) is None:
+        return TEXT_ONLY
+    if family is None or host_of(root) is None:
+        return "this model's family names no module that scatters features into the text stream"
+    if medium in family.media:
+        return None
+    host, scatter = host_of(root)
+    if medium in scatter.media and missing_site(host, scatter.site_of(medium)) is None:
+        return (
+            f"{family.model_type}'s {medium} is not served yet: its host scatters it at "
+            f"{scatter.site_of(medium)}, which no standard name binds (nnsight's own "
+            f"{host.path}.source.{scatter.site_of(medium)} reads it)"
+        )
+    return f"a {family.model_type} model takes no {medium}: its forward scatters only {', '.join(family.media)}"
+
+
+def generated_apart(envoy: Any) -> str | None:
+    """Why a value read at the root's forward (a mask, a scatter) is not served in the running ``generate``, or None:
+    the family's class generates in its own way, without running the root's forward (its ``generate_note``)."""
+    root = envoy.root
+    note = getattr(getattr(root, "family", None), "generate_note", None)
+    return note if note is not None and root.__dict__.get("_generating", False) else None
+
+
+def forward_mask(root: Any, medium: str, inputs: Any) -> torch.Tensor:
+    """Which positions hold ``medium``'s placeholder in the forward given ``inputs`` (the root's ``(args,
+    kwargs)``), ``[batch, seq]`` bool; all false where the forward carries none of it."""
+    args, kwargs = inputs
+    input_ids = kwargs.get("input_ids", args[0] if args else None)
+    if input_ids is None:
+        raise ValueError(f"the {medium} token mask reads input_ids, and this forward was given none")
+    if not carries(kwargs, (medium,)):
+        return torch.zeros_like(input_ids, dtype=torch.bool)
+    return input_ids == placeholder_id(root, medium)
+
+
+def token_mask(medium: str, layout: type, reason: Callable[[Any], str | None] | None = None) -> EProperty:
+    """``<medium>_token_mask``: which positions of the text batch hold ``medium``'s placeholder, ``[batch, seq]``
+    bool, off the root's ``input_ids``; all false on a forward that carries none of it (a decode step under
+    generate). ``reason`` adds a family's own (the image's, on every family)."""
+
+    def unavailable(envoy: Any) -> str | None:
+        return (reason(envoy) if reason is not None else None) or not_served(envoy.root, medium) or generated_apart(envoy)
+
+    def mask(self: Any, inputs: Any) -> Any:
+        return forward_mask(self.root, medium, inputs)
+
+    mask.__name__ = f"{medium}_token_mask"
+    mask.__annotations__ = {"return": layout}
+    mask.__doc__ = (
+        f"Which positions of the text batch hold a {medium} token, ``[batch, seq]`` bool, off the root's "
+        f"``input_ids``. All false on a forward that carries no {medium} (a decode step under generate), even "
+        f"where a generated token happens to be the {medium} token."
+    )
+    return EProperty(key=lambda envoy: f"{envoy.root.path}.input",
+                     description=f"which positions hold a {medium} token [batch, seq] bool", unavailable=unavailable,
+                     read_only="it is where the prompt has its placeholder tokens; change the prompt instead",
+                     every_step=True)(mask)
+
+
+def scatter_location(envoy: Any, medium: str) -> str:
+    """The location of the arguments of ``medium``'s scatter call (``model.model.source.inputs_embeds_masked_scatter_1.input``)."""
+    host, scatter = host_of(envoy.root)
+    return f"{host.path}.source.{scatter.site_of(medium)}.input"
+
+
+def features_argument(envoy: Any) -> Argument:
+    """The argument of a scatter call that is the features, as the family's `Scatter` says."""
+    return Argument(*envoy.root.family.scatter.argument)
+
+
+def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | None] | None = None) -> EProperty:
+    """``<medium>_features``: what the host scatters into the token embeddings at ``medium``'s tokens,
+    ``[<medium>_tokens, hidden_size]``, row-major over the tokens; writable.
+
+    Unavailable where the medium is not served (`not_served`), in a trace whose inputs carry none of it, under a
+    family's own generate, and where the host's call is not rewritten. ``reason`` is checked first.
+    """
+
+    def unavailable(envoy: Any) -> str | None:
+        found = (reason(envoy) if reason is not None else None) or not_served(envoy.root, medium)
+        found = found or absent_from_trace(envoy, (medium,)) or generated_apart(envoy)
+        if found is not None:
+            return found
+        host, scatter = host_of(envoy.root)
+        return missing_site(host, scatter.site_of(medium))
+
+    def features(self: Any, scattered: torch.Tensor) -> Any:
+        # LLaVA-NeXT-Video hands its scatter the frames' features flat, [video_tokens * hidden_size]
+        return scattered.reshape(-1, self.root.hidden_size)
+
+    def back(self: Any, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+        return written.reshape(current.shape)
+
+    features.__name__ = f"{medium}_features"
+    features.__annotations__ = {"return": layout}
+    features.__doc__ = (
+        f"What the wrapper scatters into the token embeddings at the {medium} tokens, ``[{medium}_tokens, "
+        f"hidden_size]``, row-major over the tokens."
+    )
+    return EProperty(key=lambda envoy: scatter_location(envoy, medium),
+                     description=f"what the wrapper scatters into the embeddings [{medium}_tokens, hidden_size]",
+                     unavailable=unavailable, select=features_argument)(features).inverse(back)
+
+
+__all__ = ["CARRIERS", "MEDIA", "absent_from_trace", "carries", "placeholder_id", "scattered_features", "token_mask"]
