@@ -36,6 +36,8 @@ this family yet (its audio attention's per-chunk kernel calls are exposed,
 from __future__ import annotations
 
 from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import (
+    Qwen2_5OmniAudioEncoder,
+    Qwen2_5OmniAudioEncoderLayer,
     Qwen2_5OmniMLP,
     Qwen2_5OmniVisionAttention,
     Qwen2_5OmniVisionBlock,
@@ -44,21 +46,35 @@ from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import (
 
 from rewrites.image_scatter import Scatter
 
+from ..audio import Audio, AudioLayer
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
 #: The thinker scatters audio (_0), then images (_1), then videos (_2).
 OMNI_SCATTER = Scatter(media=("audio", "image", "video"))
+#: What the thinkers serve: images, videos (on the same tower) and audio.
+OMNI_MEDIA = ("image", "video", "audio")
 
-RENAME = dict(QWEN_VIT_RENAME)
+#: The Whisper-like audio tower under ``audio``, its pre-norm blocks' norms and MLP under the standard names. The
+#: block's MLP is inline (``fc1``, the activation, ``fc2``): ``mlp`` names ``fc2``, whose output is what the MLP adds.
+AUDIO_RENAME = {
+    "model.audio_tower": "audio",
+    "self_attn_layer_norm": "input_layernorm",
+    "final_layer_norm": "post_attention_layernorm",
+    "fc2": "mlp",
+}
+
+RENAME = {**QWEN_VIT_RENAME, **AUDIO_RENAME}
 
 ENVOYS = {
     Qwen2_5OmniVisionEncoder: QwenVision,
     Qwen2_5OmniVisionBlock: PackedVisionLayer,
     Qwen2_5OmniVisionAttention: QwenVisionAttention,
     Qwen2_5OmniMLP: PackedVisionMlp,
+    Qwen2_5OmniAudioEncoder: Audio,
+    Qwen2_5OmniAudioEncoderLayer: AudioLayer,
 }
 
 FAMILY = Family("qwen2_5_omni_thinker", RENAME, ENVOYS, "model.language_model.layers", scatter=OMNI_SCATTER,
-                grid_layout=QWEN_GRIDS)
+                grid_layout=QWEN_GRIDS, media=OMNI_MEDIA)

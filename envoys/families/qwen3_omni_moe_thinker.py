@@ -40,6 +40,8 @@ per-chunk kernel calls are exposed, ``qwen3_omni_moe.audio-attention``).
 from __future__ import annotations
 
 from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
+    Qwen3OmniMoeAudioEncoder,
+    Qwen3OmniMoeAudioEncoderLayer,
     Qwen3OmniMoeThinkerTextDecoderLayer,
     Qwen3OmniMoeVisionAttention,
     Qwen3OmniMoeVisionBlock,
@@ -47,14 +49,15 @@ from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
     Qwen3OmniMoeVisionMLP,
 )
 
+from ..audio import Audio, AudioLayer
 from ..blocks.deepstack import DeepstackLayer
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
-from .qwen2_5_omni_thinker import OMNI_SCATTER
+from .qwen2_5_omni_thinker import AUDIO_RENAME, OMNI_MEDIA, OMNI_SCATTER
 from .qwen3_vl import RENAME as QWEN3_VL_RENAME
 
-RENAME = dict(QWEN3_VL_RENAME)
+RENAME = {**QWEN3_VL_RENAME, **AUDIO_RENAME}
 
 ENVOYS = {
     Qwen3OmniMoeThinkerTextDecoderLayer: DeepstackLayer,
@@ -62,7 +65,9 @@ ENVOYS = {
     Qwen3OmniMoeVisionBlock: PackedVisionLayer,
     Qwen3OmniMoeVisionAttention: QwenVisionAttention,
     Qwen3OmniMoeVisionMLP: PackedVisionMlp,
+    Qwen3OmniMoeAudioEncoder: Audio,
+    Qwen3OmniMoeAudioEncoderLayer: AudioLayer,
 }
 
 FAMILY = Family("qwen3_omni_moe_thinker", RENAME, ENVOYS, "model.language_model.layers", scatter=OMNI_SCATTER,
-                grid_layout=QWEN_GRIDS)
+                grid_layout=QWEN_GRIDS, media=OMNI_MEDIA)
