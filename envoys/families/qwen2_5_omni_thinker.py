@@ -9,7 +9,8 @@ speak, are other classes, not served). Its inner model,
 merged image features (``_1``, argument 1: ``vision.image_features``) and the
 merged video features (``_2``), each only when the prompt carries that
 medium; the family's `Scatter` says the image's is call 1 (nnsight numbers
-the calls in the source, so an image-only prompt still reads ``_1``).
+the calls in the source, so an image-only prompt still reads ``_1``); the
+`Scatter` lists the three calls' media in that order.
 
 The tower (``model.visual``, ``vision``) is Qwen2.5-VL's, copied: a
 `QwenVision` (packed, its ``merger`` the projector inside), blocks
@@ -24,13 +25,36 @@ once per window, the others once per image (``qwen2_5_omni.vision-attention``).
 The text model (``model.language_model``) is Qwen2's blocks under M-RoPE;
 ``lm_head`` is at the root.
 
+Videos (``Family.media``): the same tower runs on them, after the images
+(``model.video``, the tower's run on the videos), and the host scatters the
+merged video features at ``_2`` (``vision.video_token_mask``,
+``vision.video_features``). The host encodes the images and the videos
+before it scatters either, so the video run's values come before
+``image_features``: read ``model.video``'s values, then ``image_features``,
+then ``video_features``.
+
+Audio: the Whisper-like tower (``model.audio_tower``, ``audio``, an `Audio`)
+packs every clip's frames in one row, ``[1, frames, audio_hidden_size]``,
+after two convolutions and sinusoidal positions; its blocks (``layers``,
+`AudioLayer`) are pre-norm, ``x + self_attn(self_attn_layer_norm(x))`` then
+``x + fc2(act(fc1(final_layer_norm(x))))``: the norms answer to
+``input_layernorm`` and ``post_attention_layernorm`` and ``fc2`` to ``mlp``
+(the MLP is inline, so its last linear's output is what it adds), so
+``layer_input + attention_output + mlp_output == layer_output``. The
+attention calls its kernel once per chunk of ``n_window * 2`` mel frames
+(``qwen2_5_omni.audio-attention``, the Qwen ViT's shape). After the blocks the
+tower pools pairs of frames, norms (``ln_post``) and projects (``proj``) to
+the text width: ``audio.tower_output``, ``[1, audio_tokens, hidden_size]``,
+which the host scatters first (``_0``, ``audio.audio_features``,
+``audio.audio_token_mask``). The processor pads every clip to 30 s
+(``input_features [clips, 128, 3000]``) and gives its length in
+``feature_attention_mask``; the tower reads only that length.
+
 Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
 (one kernel call per image or window, `PER_IMAGE`) and ``image_size`` (any
-resolution: ``image_grid_thw`` says each image's size). The audio tower
-(``model.audio_tower``, ``Qwen2_5OmniAudioEncoder``) and the video scatter
-are left under their native names here: no audio or video value is served by
-this family yet (its audio attention's per-chunk kernel calls are exposed,
-``qwen2_5_omni.audio-attention``, as the Qwen ViT's are).
+resolution: ``image_grid_thw`` says each image's size); the audio tower's
+attention interior (its kernel calls are rewritten, but no standard value is
+bound to them).
 """
 
 from __future__ import annotations

@@ -28,13 +28,26 @@ attention_output + mlp_output == layer_output`` holds on every block; the
 MLP is a `RoutedMlp`, whose ``router_logits`` are the router's ``F.linear``
 output, ``[tokens, experts]`` (Unavailable on a dense block).
 
+Videos and audio are served as on Qwen2.5-Omni's thinker
+(`envoys.families.qwen2_5_omni_thinker`): ``model.video`` (the tower's run
+on the videos, which comes before ``image_features``),
+``vision.video_token_mask`` and ``vision.video_features`` (``_2``), and
+``model.audio``, the Whisper-like tower with pre-norm `AudioLayer` blocks
+(``fc2`` as ``mlp``), whose ``tower_output`` (after ``ln_post``, ``proj1``,
+the activation and ``proj2``: ``[1, audio_tokens, hidden_size]``) is what the
+host scatters first (``audio.audio_features``, ``_0``). Its convolutions are
+three 2D stride-2 ones over the mel bins and frames, and its attention calls
+the kernel once per window of ``n_window_infer`` mel frames
+(``qwen3_omni_moe.audio-attention``). The processor pads a batch of clips to
+the longest only. On a prompt with images and videos, DeepStack adds both
+media's tapped features at their positions, in prompt order, so
+``deepstack_output`` then has a row per image and video token.
+
 Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
 (one kernel call per image, `PER_IMAGE`), ``image_size`` (any resolution),
 ``window_index`` (no windows), ``deepstack_output`` past the taps,
-``mlp.router_logits`` on dense blocks. The audio tower
-(``model.audio_tower``) and the video scatter keep their native names: no
-audio or video value is served by this family yet (its audio attention's
-per-chunk kernel calls are exposed, ``qwen3_omni_moe.audio-attention``).
+``mlp.router_logits`` on dense blocks, and the audio tower's attention
+interior (rewritten, bound to no standard value).
 """
 
 from __future__ import annotations
