@@ -8,9 +8,9 @@ speak, are other classes, not served). Its inner model,
 ``inputs_embeds.masked_scatter`` calls are the audio features (``_0``), the
 merged image features (``_1``, argument 1: ``vision.image_features``) and the
 merged video features (``_2``), each only when the prompt carries that
-medium; the family's `Scatter` says the image's is call 1 (nnsight numbers
-the calls in the source, so an image-only prompt still reads ``_1``); the
-`Scatter` lists the three calls' media in that order.
+medium. The family's `Scatter` lists the three calls' media in that order
+(nnsight numbers the calls in the source, so an image-only prompt still
+reads the image's at ``_1``).
 
 The tower (``model.visual``, ``vision``) is Qwen2.5-VL's, copied: a
 `QwenVision` (packed, its ``merger`` the projector inside), blocks
