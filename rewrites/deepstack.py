@@ -20,8 +20,8 @@ def _deepstack(model_type: str, target: str) -> Rule:
     )
 
 
-#: Qwen3-VL's text model, Qwen3-VL-MoE's copy of it (the same loop over mixture-of-experts blocks), and
-#: Granite-Docling's text model.
+#: Qwen3-VL's text model, Qwen3-VL-MoE's and Qwen3-Omni-MoE's thinker's copies of it (the same loop over
+#: mixture-of-experts blocks), Granite-Docling's and Cohere Compass's text models.
 RULES = (
     _deepstack("qwen3_vl", "transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLTextModel.forward"),
     _deepstack("qwen3_vl_moe", "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeTextModel.forward"),
@@ -30,4 +30,8 @@ RULES = (
         "transformers.models.granite_docling.modeling_granite_docling:GraniteDoclingTextModel.forward",
     ),
     _deepstack("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassTextModel.forward"),
+    _deepstack(
+        "qwen3_omni_moe",
+        "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe:Qwen3OmniMoeThinkerTextModel.forward",
+    ),
 )

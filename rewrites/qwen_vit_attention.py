@@ -16,7 +16,10 @@ and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, GLM-4.5V'
 GLM-OCR's, whose forward adds q/k norms before the rotary embedding), the packed SigLIP-shaped towers of PaddleOCR-VL
 and VideoLLaMA 3, EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension), Cohere Compass's
 and Muse Glimmer's towers, Kimi K2.5's MoonViT and HunYuanVL's tower, and MiniCPM-V's SigLIP-NaViT
-attention (4.6's, 4.7's and MiniCPM-OCR's copies), whose queries and keys have no rotary embedding.
+attention (4.6's, 4.7's and MiniCPM-OCR's copies), whose queries and keys have no rotary embedding; so do
+the Qwen omni thinkers' ViTs (Qwen2.5-Omni's, Qwen2.5-VL's copy, and Qwen3-Omni-MoE's, Qwen3-VL's) and their
+Whisper-like audio attention (``audio-attention``: one kernel call per chunk of the packed clips, at ``cu_seqlens``,
+no rotary embedding), whose calls the shared attention rule would not find once.
 Before transformers 5.1 the kernel is assigned twice, so nnsight numbers the
 two calls ``attention_interface_2`` and ``_3``; they are served as ``_1`` and
 ``_2`` (`BEFORE_5_1`).
@@ -51,6 +54,14 @@ def _attention(model_type: str, target: str) -> Rule:
     )
 
 
+def _audio_attention(model_type: str, target: str) -> Rule:
+    """The Qwen omni thinkers' Whisper-like audio attention: the same forward over a clip's packed chunks."""
+    return Rule(
+        f"{model_type}.audio-attention", target, SITES,
+        "the per-chunk attention kernel calls of the audio tower and what surrounds them", variants=(BEFORE_5_1,),
+    )
+
+
 RULES = (
     _attention("qwen2_vl", "transformers.models.qwen2_vl.modeling_qwen2_vl:VisionAttention.forward"),
     _attention("qwen2_5_vl", "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl:Qwen2_5_VLVisionAttention.forward"),
@@ -80,4 +91,14 @@ RULES = (
     _attention("dots3_note", "transformers.models.dots3_note.modeling_dots3_note:Dots3NoteVisionAttention.forward"),
     _attention("lfm3_vl", "transformers.models.lfm3_vl.modeling_lfm3_vl:Lfm3VlVisionAttention.forward"),
     _attention("ernie4_5_vl_moe", "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeVisionAttention.forward"),
+    _attention("qwen2_5_omni", "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni:Qwen2_5OmniVisionAttention.forward"),
+    _attention(
+        "qwen3_omni_moe", "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe:Qwen3OmniMoeVisionAttention.forward"
+    ),
+    _audio_attention(
+        "qwen2_5_omni", "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni:Qwen2_5OmniAudioAttention.forward"
+    ),
+    _audio_attention(
+        "qwen3_omni_moe", "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe:Qwen3OmniMoeAudioAttention.forward"
+    ),
 )

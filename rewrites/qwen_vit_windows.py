@@ -57,6 +57,12 @@ RULES = (
         "the tower's permutation into attention windows (Qwen2.5-VL's forward): argument 1 is the window index",
     ),
     Rule(
+        "qwen2_5_omni.vision-windows",
+        "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni:Qwen2_5OmniVisionEncoder.forward",
+        {"self.permute_input_for_window_attn": (WINDOW_SITE, "self_permute_input_for_window_attn_1")},
+        "the tower's permutation into attention windows (Qwen2.5-VL's forward): argument 1 is the window index",
+    ),
+    Rule(
         "muse_glimmer.vision-windows",
         "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionModel.forward",
         {"get_vision_window_index": (INDEX_SITE,)},

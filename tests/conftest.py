@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -22,7 +21,7 @@ if ENVIRONMENT not in os.environ:
 
 from envoys import testing
 from envoys.core.bugs import BrokenLoad
-from envoys.tiny import ABSENT
+from envoys.tiny import ABSENT, in_release
 from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
 from instrument.versions import for_installed
 
@@ -46,8 +45,8 @@ def tiny_checkpoint() -> Callable[..., Path]:
 
 def absent(model_type: str) -> str | None:
     """Why the installed transformers cannot build ``model_type``'s tiny checkpoint ("target absent"), or None."""
-    if importlib.util.find_spec(f"transformers.models.{model_type}") is None:
-        return f"target absent: transformers {transformers.__version__} has no transformers.models.{model_type}"
+    if not in_release(model_type):
+        return f"target absent: transformers {transformers.__version__} has no {model_type} model"
     if model_type in ABSENT:
         return f"no tiny {model_type} checkpoint: {ABSENT[model_type]}"
     return None

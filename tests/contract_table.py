@@ -732,6 +732,37 @@ ROWS: dict[str, Row] = {
         rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
                *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
     ),
+    # envoys/tiny/qwen2_5_omni_thinker.py: the tiny Qwen2.5-VL's tower (patch 4: 32x32 is 64 patches and 16 tokens,
+    # 48x64 is 192 and 48; blocks and merger in window order, restored after the merger) under the thinker, which
+    # scatters audio (_0) before images (_1); a Whisper-like audio tower beside it.
+    "qwen2_5_omni_thinker": Row(
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        features_are_projected=False,
+        rules=(scatter("qwen2_5_omni"), "qwen2_5_omni.vision-attention", "qwen2_5_omni.audio-attention",
+               "qwen2_5_omni.vision-windows", *attention("qwen2_5_omni", "Qwen2_5OmniAttention")),
+    ),
+    # envoys/tiny/qwen3_omni_moe_thinker.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added
+    # after text block 0 of 2; text block 0 a mixture of 4 experts, block 1 dense (mlp_only_layers [1]); audio
+    # scattered before images, a Whisper-like audio tower beside the ViT.
+    "qwen3_omni_moe_thinker": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,), "mlp.router_logits": (1,)},
+        rules=(scatter("qwen3_omni_moe"), "qwen3_omni_moe.vision-attention", "qwen3_omni_moe.audio-attention",
+               "qwen3_omni_moe.deepstack", *attention("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextAttention"),
+               router("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextTopKRouter")),
+    ),
     # envoys/tiny/cosmos3_omni.py: the tiny Qwen3-VL under Cosmos3-Omni's host: 3 blocks, patch 8; DeepStack taps
     # after text blocks 0 and 1 of 4.
     "cosmos3_omni": Row(

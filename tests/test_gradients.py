@@ -72,17 +72,20 @@ def first_or_last_block(model, envoy) -> bool:
     return True
 
 
-def every_value(model):
-    """(envoy, name, value) for every available standard value of every standard envoy of the model, in the
-    first and the last block of each stack."""
-    video_tower = model.family.video_tower  # runs on videos only; traced here with an image (videos: test_video_values)
-    for envoy in model.modules():
-        if video_tower is not None and envoy.path.startswith(f"model.{video_tower}"):
-            continue
-        if (isinstance(envoy, Standard) or envoy is model) and first_or_last_block(model, envoy):
-            for name, prop in standard_values(type(envoy)).items():
-                if prop.reason(envoy) is None:
-                    yield envoy, name, prop
+def every_value(model, prompt):
+    """(envoy, name, value) for every standard value of every standard envoy of the model, in the first and the
+    last block of each stack, that is available in a trace of ``prompt`` with the image: a value of a medium the
+    trace does not carry (a video's, an audio tower's) says so inside a trace only."""
+    candidates = [(envoy, name, prop) for envoy in model.modules()
+                  if (isinstance(envoy, Standard) or envoy is model) and first_or_last_block(model, envoy)
+                  for name, prop in standard_values(type(envoy)).items() if prop.reason(envoy) is None]
+    available = []
+    with model.trace(prompt, images=IMAGES) as tracer:
+        for candidate in candidates:
+            if candidate[2].reason(candidate[0]) is None:
+                available.append(candidate)
+        tracer.stop()
+    return available
 
 
 def native_gradient(model, prompt, envoy, prop):
@@ -128,7 +131,7 @@ def standard_gradient(model, prompt, envoy, name):
 def test_every_value_has_the_gradient_of_its_native_tensor(model):
     prompt = chat_prompt(model.processor, 1, "What is in the picture?")
     compared, failures = 0, []
-    for envoy, name, prop in every_value(model):
+    for envoy, name, prop in every_value(model, prompt):
         label = f"{envoy.path}.{name}"
         reason = getattr(envoy, "gradient_reason", lambda _: None)(name)
         if reason is not None:

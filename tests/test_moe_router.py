@@ -40,7 +40,8 @@ class Moe:
 
 #: From envoys/tiny/: aria.py (2 blocks, 4 experts, 2 a token), llama4.py (block 0 a MoE of 2 experts, top 1; its
 #: router returns (scores, logits)), kimi_k25.py and mistral_large4.py (block 1 of 4 experts, 2 a token),
-#: nemotron_h_omni.py (blocks 1 and 3 of 4, 4 experts, 2 a token), qwen3_vl_moe.py (block 0 of 4 experts, 2 a token),
+#: nemotron_h_omni.py (blocks 1 and 3 of 4, 4 experts, 2 a token), qwen3_vl_moe.py and qwen3_omni_moe_thinker.py (block 0
+#: of 4 experts, 2 a token),
 #: qwen3_5_moe.py (blocks 0 and 1, 4 experts, 2 a token), glm4v_moe.py (block 1, 4 experts, 2 a token; one group, no
 #: score bias), dots3_note.py (block 1, 4 experts, 2 a token; one group, no score bias).
 MOE = {
@@ -50,6 +51,7 @@ MOE = {
     "mistral_large4": Moe(sparse=(1,), experts=4, top_k=2),
     "nemotron_h_omni": Moe(sparse=(1, 3), experts=4, top_k=2),
     "qwen3_vl_moe": Moe(sparse=(0,), experts=4, top_k=2),
+    "qwen3_omni_moe_thinker": Moe(sparse=(0,), experts=4, top_k=2),
     "qwen3_5_moe": Moe(sparse=(0, 1), experts=4, top_k=2),
     "glm4v_moe": Moe(sparse=(1,), experts=4, top_k=2),
     "dots3_note": Moe(sparse=(1,), experts=4, top_k=2),

@@ -270,8 +270,10 @@ def test_a_host_without_the_scatter_fails_to_build_saying_what_it_found(hosts):
 def test_a_family_states_only_what_differs_a_helper_or_the_images_call(hosts):
     merger = scatter_rule(hosts.Merger, Scatter(callee="self.inputs_merger", argument=(2, "image_hidden_states")))
     assert merger.sites == {"self.inputs_merger": ("self_inputs_merger_0",)}
-    assert Scatter(image=1).site == "inputs_embeds_masked_scatter_1"
-    assert scatter_rule(hosts.Host, Scatter(image=1)).sites["inputs_embeds.masked_scatter"][-1] == (
+    audio_first = Scatter(media=("audio", "image", "video"))  # the Qwen omni thinkers' order
+    assert audio_first.site == "inputs_embeds_masked_scatter_1" and audio_first.image == 1
+    assert audio_first.site_of("audio") == "inputs_embeds_masked_scatter_0"
+    assert scatter_rule(hosts.Host, audio_first).sites["inputs_embeds.masked_scatter"][-1] == (
         "inputs_embeds_masked_scatter_1")
 
 

@@ -38,6 +38,9 @@ CLASSES = {
     "muse_glimmer": ("MuseGlimmerForConditionalGeneration", "MuseGlimmerProcessor", "TokenizersBackend"),
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
     "cosmos3_omni": ("Cosmos3OmniForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend"),
+    "qwen2_5_omni_thinker": ("Qwen2_5OmniThinkerForConditionalGeneration", "Qwen2_5OmniProcessor", "TokenizersBackend"),
+    "qwen3_omni_moe_thinker": (
+        "Qwen3OmniMoeThinkerForConditionalGeneration", "Qwen3OmniMoeProcessor", "TokenizersBackend"),
     "hyperclovax_vision_v2": (
         "HyperCLOVAXVisionV2ForConditionalGeneration", "HyperCLOVAXVisionV2Processor", "GPT2Tokenizer"),
     "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer"),
@@ -104,6 +107,8 @@ IMAGE_TOKENS = {
     "muse_glimmer": (4, 12),  # 16 px cells: 2x2 and 3 high x 4 wide
     "qwen3_5": (4, 12),
     "cosmos3_omni": (4, 12),  # qwen3_vl's tower and processor
+    "qwen2_5_omni_thinker": (16, 48),  # qwen2_5_vl's tower and image processor
+    "qwen3_omni_moe_thinker": (4, 12),  # qwen3_vl's tower, Qwen2-VL's image processor
     "hyperclovax_vision_v2": (16, 48),  # qwen2_5_vl's tower and image processor
     "qwen3_5_moe": (4, 12),  # qwen3_5's tower and processor
     "mistral3": (16, 48),
@@ -432,7 +437,7 @@ def test_qwen3_vl_deepstack_taps_leave_blocks_after_them(loaded: Callable[[str],
     assert len(deepstack) == len(taps)
 
 
-@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"])
 def test_qwen_mrope_sections_cover_the_rotary_dims(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
     model, _ = loaded(name)
     text = model.config.text_config

@@ -34,6 +34,14 @@ Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
 
 
 
+def in_release(model_type: str) -> bool:
+    """Whether the installed transformers has ``model_type``: a model of its own (``transformers.models.<model_type>``)
+    or one that a model's module defines beside others (``qwen2_5_omni_thinker``, in ``qwen2_5_omni``)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return importlib.util.find_spec(f"transformers.models.{model_type}") is not None or model_type in CONFIG_MAPPING_NAMES
+
+
 def _gather() -> dict[str, Builder]:
     """Every module's ``BUILDERS``, modules in name order."""
     found: dict[str, Builder] = {}
@@ -47,7 +55,7 @@ def _gather() -> dict[str, Builder]:
             continue
         for name, builder in getattr(module, "BUILDERS", {}).items():
             model_type = name.partition("-")[0]
-            if importlib.util.find_spec(f"transformers.models.{model_type}") is None:  # one module, several models
+            if not in_release(model_type):  # one module, several models
                 ABSENT[model_type] = f"target absent: transformers {transformers.__version__} has no {model_type} model"
             else:
                 found[name] = builder

@@ -1,0 +1,103 @@
+"""A tiny Qwen3-Omni-MoE thinker: Qwen3-VL's ViT with DeepStack and a Whisper-like audio tower on a Qwen3
+mixture-of-experts text model with interleaved M-RoPE.
+
+The processor is the stock ``Qwen3OmniMoeProcessor`` of the real checkpoint,
+with its stock parts (``Qwen2VLImageProcessor``, ``Qwen2VLVideoProcessor``, a
+128-bin ``WhisperFeatureExtractor``) and a word-level tokenizer holding the
+thinker's named tokens (``<|image_pad|>``, ``<|video_pad|>``,
+``<|audio_pad|>`` between ``<|vision_start|>`` / ``<|vision_end|>`` and
+``<|audio_start|>`` / ``<|audio_end|>``); the chat template renders image,
+video and audio entries as the real one does (`omni_template`).
+
+Images, as on the tiny Qwen3-VL-MoE: patch 8, merged 2x2, so a 32x32 image
+is 16 patches and 4 image tokens, 48 high x 64 wide 48 patches and 12
+tokens. Videos: the tokenizer's ``size`` default (`pixel_bounds`) outranks
+the processor class's huge video default, as on the tiny Qwen2.5-Omni
+thinker, so 4 frames of 32x32 are 2 temporal patches of 4x4 patches, 8 video
+tokens. Audio: the processor pads a batch of clips to the longest, and gives
+each clip's length in ``feature_attention_mask``: a clip of 1 s is
+``input_features [1, 128, 100]`` and 13 audio tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import Qwen3OmniMoeProcessor, Qwen3OmniMoeThinkerConfig, Qwen3OmniMoeThinkerForConditionalGeneration
+
+from .norms import randomise_norms
+from .qwen import HALF, _qwen3_vision, _text
+from .qwen2_5_omni_thinker import audio_config, omni_processor, omni_template, omni_tokenizer
+from .rope import rope
+
+PATCH = 8
+EXPERTS = 4
+TOP_K = 2
+#: The text blocks whose MLP is dense (``mlp_only_layers``): block 1; block 0 is a mixture of experts.
+DENSE = [1]
+
+#: The thinker's named tokens, as the processor reads them off its tokenizer.
+NAMED = {
+    "image_token": "<|image_pad|>",
+    "video_token": "<|video_pad|>",
+    "audio_token": "<|audio_pad|>",
+    "vision_bos_token": "<|vision_start|>",
+    "vision_eos_token": "<|vision_end|>",
+    "audio_bos_token": "<|audio_start|>",
+    "audio_eos_token": "<|audio_end|>",
+}
+
+CHAT_TEMPLATE = omni_template(NAMED)
+
+
+def build_qwen3_omni_moe_thinker() -> tuple[Qwen3OmniMoeThinkerForConditionalGeneration, Qwen3OmniMoeProcessor]:
+    """Imitates the thinker of Qwen/Qwen3-Omni-30B-A3B-Instruct.
+
+    Tower: Qwen3-VL's, 2 blocks, width 32, 2 heads, patch 8, 16 learned
+    position embeddings (4x4), DeepStack tapping block 0
+    (``deepstack_visual_indexes`` [0]: its merged feature is added after text
+    block 0). Audio tower: 2 blocks, ``d_model`` 32, 2 heads, MLP 64 wide, 128
+    mel bins, three stride-2 convolutions 16 channels wide
+    (``downsample_hidden_size``), output 32 wide. Text: 2 layers, width 32, 2
+    query heads / 1 key-value head, head_dim 16, interleaved M-RoPE sections
+    [4, 2, 2], untied embeddings (as the real thinker's); block 0's MLP a
+    mixture of 4 experts (``moe_intermediate_size`` 32), 2 a token, no shared
+    expert; block 1's a dense MLP 64 wide (``mlp_only_layers`` [1]: the real
+    checkpoint has none dense, the config allows it). ``vision_start_token_id``
+    (not a declared field of the thinker config, but its rope index reads it)
+    and ``vision_end_token_id`` are set. The routers' weights are drawn from
+    N(0, 1) (they start at zero) and every norm's weight at random.
+    """
+    tokenizer = omni_tokenizer(NAMED, CHAT_TEMPLATE, Qwen3OmniMoeProcessor, PATCH)
+    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in NAMED.items()}
+    config = Qwen3OmniMoeThinkerConfig(
+        audio_config=audio_config(downsample_hidden_size=16),
+        vision_config=_qwen3_vision(PATCH, depth=2, deepstack_visual_indexes=[0]),
+        text_config=_text(
+            tokenizer,
+            head_dim=16,
+            **rope(1_000_000.0, mrope_section=[4, 2, 2], mrope_interleaved=True),
+            num_experts=EXPERTS,
+            num_experts_per_tok=TOP_K,
+            moe_intermediate_size=32,
+            decoder_sparse_step=1,
+            mlp_only_layers=DENSE,
+        ),
+        audio_token_id=ids["audio_token"],
+        image_token_id=ids["image_token"],
+        video_token_id=ids["video_token"],
+        audio_start_token_id=ids["audio_bos_token"],
+        vision_start_token_id=ids["vision_bos_token"],
+        vision_end_token_id=ids["vision_eos_token"],
+    )
+    model = Qwen3OmniMoeThinkerForConditionalGeneration(config)
+    with torch.no_grad():
+        for layer in model.model.language_model.layers:
+            gate = getattr(layer.mlp, "gate", None)
+            if gate is not None:
+                gate.weight.normal_(0.0, 1.0)
+    randomise_norms(model)
+    return model, omni_processor(Qwen3OmniMoeProcessor, PATCH, HALF, HALF, tokenizer, CHAT_TEMPLATE)
+
+
+#: The checkpoints this module builds, by name.
+BUILDERS = {"qwen3_omni_moe_thinker": build_qwen3_omni_moe_thinker}
