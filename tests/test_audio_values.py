@@ -29,22 +29,24 @@ IMAGE = noise_image(32, 32, seed=22)
 
 @dataclass(frozen=True)
 class AudioRow:
-    """A checkpoint's second of audio: its placeholder tokens and the shape of an audio block's output on it."""
+    """A checkpoint's second of audio: its placeholder tokens, the shape of an audio block's output on it, and of the
+    audio tower's output (where the tower pools after its blocks, fewer frames)."""
 
     tokens: int
     stream: tuple[int, ...]
+    output: tuple[int, ...]
 
 
 AUDIO: dict[str, AudioRow] = {
     # envoys/tiny/gemma4.py: 99 mel frames, two stride-2 convolutions before the blocks: 25 frames, 25 tokens.
-    "gemma4": AudioRow(tokens=25, stream=(1, 25, 32)),
+    "gemma4": AudioRow(tokens=25, stream=(1, 25, 32), output=(1, 25, 32)),
     # envoys/tiny/nemotron_h_omni.py: Parakeet, 101 mel frames subsampled 8x before the blocks: 13 frames and tokens.
-    "nemotron_h_omni": AudioRow(tokens=13, stream=(1, 13, 32)),
+    "nemotron_h_omni": AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
     # envoys/tiny/qwen2_5_omni_thinker.py: 100 frames of the clip, a stride-2 convolution before the blocks (50 rows,
-    # the clip's chunks packed in one row), pooled 2x after them: 25 tokens.
-    "qwen2_5_omni_thinker": AudioRow(tokens=25, stream=(1, 50, 32)),
+    # the clip's chunks packed in one row), average-pooled 2x after them, then projected: 25 tokens.
+    "qwen2_5_omni_thinker": AudioRow(tokens=25, stream=(1, 50, 32), output=(1, 25, 32)),
     # envoys/tiny/qwen3_omni_moe_thinker.py: three stride-2 convolutions before the blocks: 13 rows and tokens.
-    "qwen3_omni_moe_thinker": AudioRow(tokens=13, stream=(1, 13, 32)),
+    "qwen3_omni_moe_thinker": AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
 }
 
 BUILDERS = [name for name in NAMES if "audio" in family_of(name).media]
@@ -90,7 +92,7 @@ def test_a_clip_meets_the_text_model_at_its_tokens(model, row):
     assert mask.dtype == torch.bool and mask.shape == entering.shape[:2] and int(mask.sum()) == row.tokens
     assert features.shape == (row.tokens, model.hidden_size)
     assert torch.equal(entering[mask], features)
-    assert stream.shape == row.stream and tower.shape[:-1] == row.stream[:-1]
+    assert stream.shape == row.stream and tower.shape == row.output
 
 
 def test_an_image_and_a_clip_in_one_prompt_each_meet_their_own_tokens(model, row):
