@@ -243,3 +243,47 @@ def test_a_patch_edited_in_the_layer_the_projector_reads_moves_the_token_on_its_
         edited = model.vision.video_features.save()
     changed = (model.vision.video_token_grid(edited) != model.vision.video_token_grid(clean)).any(-1)
     assert changed.nonzero().tolist() == [[frame, patch_row // pooled, patch_column // pooled]]
+
+
+def test_deepstack_adds_the_image_and_the_video_taps_at_every_visual_token(model):
+    """Where the text model adds DeepStack features (Qwen3-VL and its kin), a prompt's videos are tapped too: after a
+    tapped block the stream changes at the image and the video tokens, by ``deepstack_output``'s rows in prompt
+    order, and nowhere else."""
+    if model.layers[0].support().get("deepstack_output", "none") is not None:
+        pytest.skip("no DeepStack on this family")
+    with model.trace(video_prompt(model, images=1), images=[IMAGE], videos=[VIDEO]):
+        image_mask = model.vision.image_token_mask.save()
+        video_mask = model.vision.video_token_mask.save()
+        leaving = model.layers[0].layer_output.save()
+        added = model.layers[0].deepstack_output.save()
+        entering = model.layers[1].input.save()
+    visual = image_mask | video_mask
+    assert added.shape == (int(visual.sum()), model.hidden_size)
+    assert torch.equal(entering[visual], leaving[visual] + added) and torch.equal(entering[~visual], leaving[~visual])
+
+
+def test_two_videos_each_have_their_tokens_and_their_grids(tiny_checkpoint):
+    """Two videos of two sizes in one prompt (Qwen2.5-VL): the packed tower's run holds both, video after video, as
+    many patches each as its video_grid_thw says; each video's grid reads its own tokens, as it is alone."""
+    model = StandardizedTransformer(tiny_checkpoint("qwen2_5_vl"), task="image-text-to-text", attn_implementation="eager")
+    wide = noise_video(2, 64, 32, seed=13)  # one temporal unit of 8x16 patches of 4 px: 128 patches, 32 tokens
+    prompt = chat_prompt(model.processor, 0, "Compare the videos.", videos=2)
+    with model.trace(prompt, videos=[VIDEO, wide]):
+        mask = model.vision.video_token_mask.save()
+        stream = model.video.layers[0].layer_output.save()
+        features = model.vision.video_features.save()
+    sizes = model.last_image_inputs["video_grid_thw"]
+    assert sizes.tolist() == [[2, 8, 8], [1, 8, 16]] and stream.shape == (1, 128 + 128, 32)
+    assert int(mask.sum()) == 32 + 32 and features.shape == (64, model.hidden_size)
+    first, second = model.vision.video_token_grid(features, video=0), model.vision.video_token_grid(features, video=1)
+    assert first.shape == (2, 4, 4, model.hidden_size) and second.shape == (1, 4, 8, model.hidden_size)
+    _, _, _, alone, _ = video_only(model)
+    assert torch.equal(first.reshape(-1, model.hidden_size), alone)
+
+
+def test_a_family_that_withholds_its_videos_says_why(tiny_checkpoint):
+    model = StandardizedTransformer(tiny_checkpoint("nemotron_h_omni"), task="image-text-to-text")
+    reason = "nemotron_h_omni's video is not served: its processor writes a video's frames with the image token"
+    assert model.support()["video"].startswith(reason)
+    with pytest.raises(Unavailable, match=re.escape(f"vision.video_features is unavailable: {reason}")):
+        model.vision.video_features

@@ -48,6 +48,11 @@ VIDEOS: dict[str, VideoRow] = {
     # envoys/tiny/video_llava.py: the video tower (CLIP, patch 8) on every frame, CLS kept: 17 tokens a frame, the
     # CLS on no grid cell.
     "video_llava": VideoRow(tokens=68, stream=(4, 17, 32), grid=(4, 4, 4)),
+    # envoys/tiny/qwen2_5_omni_thinker.py: Qwen2.5-VL's tower (patch 4) within the image processor's pixel bounds: 2
+    # temporal units of 8x8 patches (128) and 4x4 tokens (32).
+    "qwen2_5_omni_thinker": VideoRow(tokens=32, stream=(1, 128, 32), grid=(2, 4, 4)),
+    # envoys/tiny/qwen3_omni_moe_thinker.py: Qwen3-VL's tower (patch 8): 2 units of 4x4 patches (32) and 2x2 tokens (8).
+    "qwen3_omni_moe_thinker": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     # envoys/tiny/gemma4.py: the video processor samples 2 frames; each is patchified like an image (280 padded
     # patches of 4 px) and pooled 2x2: a 32x32 frame becomes 64x64 pixels, 8x8 tokens.
     "gemma4": VideoRow(tokens=128, stream=(2, 280, 32), grid=(2, 8, 8)),

@@ -114,6 +114,9 @@ class DeepstackLayer(Layer):
         ``layers[k+1].input[mask] == layers[k].layer_output[mask] + layers[k].deepstack_output``,
         the rest of the stream unchanged: block k's tap, merged by its merger
         (Qwen3-VL's ``vision.deepstack_merger_list[k]``). Assign (zeros remove it) or edit
-        in place. Unavailable on the blocks past the taps.
+        in place. Unavailable on the blocks past the taps. On a prompt with videos
+        the mask is every visual token, ``image_token_mask | video_token_mask``, and
+        the rows are the image's and the video's taps in prompt order
+        (``[image_tokens + video_tokens, hidden_size]``).
         """
         return feature

@@ -112,6 +112,8 @@ class Family:
     #: ``vision.video_features`` and the tower's values on the videos (``model.video``); "audio" for ``model.audio``.
     #: Each is scattered at the host's call its `Scatter` names for it (``Scatter.media``).
     media: tuple[str, ...] = ("image",)
+    #: why a medium the host scatters is not served on this family, where that is not just "not yet": medium -> why
+    withheld: Mapping[str, str] = field(default_factory=dict)
     #: the config attribute holding a medium's placeholder token id, where it is not ``<medium>_token_id`` or
     #: ``<medium>_token_index`` (Nemotron-H Omni's video frames take the image token): medium -> attribute
     placeholders: Mapping[str, str] = field(default_factory=dict)

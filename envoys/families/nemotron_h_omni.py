@@ -82,6 +82,15 @@ RENAME = {
 }
 
 
+#: Why Nemotron-H Omni's videos are not served.
+VIDEO_AS_IMAGES = (
+    "its processor writes a video's frames with the image token (no video token reaches input_ids), so a video's "
+    "placeholder is the image's, and transformers 5.24 cannot take an image and a video in one prompt (the host's "
+    "placeholder check counts both at the image token); the video scatter, inputs_embeds_masked_scatter_1, is read "
+    "by nnsight's own model.source.inputs_embeds_masked_scatter_1"
+)
+
+
 class NemotronHLayer(HybridLayer):
     """A NemotronH block: one sublayer (``mixer``), so ``layer_input + (what it adds) == layer_output``.
 
@@ -149,5 +158,5 @@ GRIDS = RadioGrids(merge_of=lambda config: round(1 / config.downsample_ratio))
 FAMILY = Family(
     "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
     scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",), grid_layout=GRIDS,
-    media=("image", "audio"),
+    media=("image", "audio"), withheld={"video": VIDEO_AS_IMAGES},
 )

@@ -86,4 +86,4 @@ class BlocklessVision(Vision):
         blocks = dict.fromkeys(BLOCK_VALUES, no_blocks(self))
         if layer is not None:
             return blocks
-        return {**super(Vision, self).support(), **blocks}
+        return {**self.own_support(), **blocks}

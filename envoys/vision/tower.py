@@ -360,10 +360,14 @@ class Vision(Standard):
         rows = rows_over(list(self.layers), layer)
         if layer is not None:
             return rows
+        return {**self.own_support(), **rows}
+
+    def own_support(self) -> dict[str, str | None]:
+        """The tower root's own values (`Standard.support`), the video's where the family serves videos."""
         own = super().support()
-        if not_served(self.root, "video") is not None:
-            own = {name: reason for name, reason in own.items() if name not in VIDEO_VALUES}
-        return {**own, **rows}
+        if not_served(self.root, "video") is None:
+            return own
+        return {name: reason for name, reason in own.items() if name not in VIDEO_VALUES}
 
 
 def variable_resolution(vision: Vision) -> int:
