@@ -3,7 +3,8 @@ an audio tower, and a mixture-of-experts DeepSeek-V3.2-shaped text model.
 
 ``Dots3NoteModel.forward`` scatters the merged image features into the token
 embeddings (``inputs_embeds_masked_scatter_0``, argument 1, found; ``_1`` is
-video and ``_2`` audio, left as they are). The tower is at
+video and ``_2`` audio, not served yet: their
+values say so, naming the ``.source`` site that reads them). The tower is at
 ``model.vision_tower`` (standard ``model.vision``, a `DotsVision`), laid out
 as the Qwen ViT's (`envoys.towers.qwen`): every image's patches in one packed stream
 ``[patches, vision_hidden_size]``, image after image, each image's in

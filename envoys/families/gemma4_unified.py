@@ -4,7 +4,8 @@
 token before embedding, then scatters the image features into the token
 embeddings (``inputs_embeds_masked_scatter_0``, argument 1, the features flat
 over the image tokens; the mask is expanded to ``[batch, seq, hidden_size]``
-first; ``_1`` is video and ``_2`` audio, left as they are). There is no tower
+first; ``_1`` is video and ``_2`` audio, not served yet: their
+values say so, naming the ``.source`` site that reads them). There is no tower
 of blocks: ``model.vision`` is the vision embedder (``model.embed_vision``, a
 ``Gemma4UnifiedVisionEmbedder``), which embeds each of the processor's merged
 patches with layer norms, a linear map and a 2D position embedding; the

@@ -17,13 +17,14 @@ LLaVA-NeXT's envoys and grids serve it unchanged: they read the config
 ``image_sizes``, which this family's image processor (LlavaNextImageProcessor)
 gives as LLaVA-NeXT's does.
 
-Videos are not served yet: ``get_video_features`` runs the same tower on every
-frame, average-pools block -2's patches 2 x 2 (``model.vision_resampler``, a
+Videos: ``get_video_features`` runs the same tower on every frame (its second
+run, after the image's scatter: ``model.video``, frames as its batch),
+average-pools block -2's patches 2 x 2 (``model.vision_resampler``, a
 ``LlavaNextVideoPooler``, which images never reach), projects them with the
-same projector, and the forward's second scatter
-(``inputs_embeds_masked_scatter_1``, the frames' features) is rewritten but
-bound to no standard name. A prompt with a video runs the tower a second
-time, after the image's scatter.
+same projector, and the forward scatters them second
+(``inputs_embeds_masked_scatter_1``, the frames' features handed over flat:
+``vision.video_features`` is ``[video_tokens, hidden_size]``), frame after
+frame, each frame's pooled tokens in raster order (``vision.video_token_grid``).
 """
 
 from __future__ import annotations

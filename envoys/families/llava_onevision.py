@@ -27,6 +27,13 @@ one ``image_newline``. ``LlavaOnevisionModel.forward`` scatters the images'
 features (``inputs_embeds_masked_scatter_0``, argument 1; videos at ``_1``),
 so ``vision.image_features`` is read at the scatter, neither
 ``projector.output`` nor a reshape of it (`OnevisionVision`).
+
+Videos: after the image's scatter the same tower runs on every frame
+(``model.video``, frames as its batch), the projector projects each frame's
+patches, ``apply_pooling`` pools them 2 x 2 (bilinear), and one
+``image_newline`` follows the video's last frame; the forward scatters them
+at ``_1`` (``vision.video_features``; ``vision.video_token_grid`` places each
+frame's tokens, the newline on no frame).
 """
 
 from __future__ import annotations

@@ -36,9 +36,9 @@ from .media import absent_from_trace, not_served
 
 #: Where the tower's run on the videos is in a forward, for an out-of-order read of it.
 VIDEO_RUN_ORDER = (
-    "the tower runs on a prompt's videos after its images: on most hosts both runs come before the images' scatter "
-    "(image_features), on Video-LLaVA's after it; read model.video's values after model.vision's and before "
-    "video_features"
+    "the tower runs on a prompt's videos after its images: on the Qwen-VL hosts and the Qwen omni thinkers both runs "
+    "come before the images' scatter (image_features), on LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA and Gemma 4 "
+    "after it; read model.video's values after model.vision's and before video_features"
 )
 
 
