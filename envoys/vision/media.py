@@ -125,11 +125,11 @@ def placeholder_id(root: Any, medium: str) -> int:
 
 def not_served(root: Any, medium: str) -> str | None:
     """Why ``medium``'s values are not served on ``root``'s model, whatever the forward; None where they are."""
+    from .tower import scatter_host  # the image's host, which every medium shares
+
     family = getattr(root, "family", None)
     if getattr(root, "processor", None) is None:
         return TEXT_ONLY
-    from .tower import scatter_host
-
     if family is None or scatter_host(root) is None:
         return "this model's family names no module that scatters features into the text stream"
     if medium in family.media:
@@ -193,7 +193,7 @@ def token_mask(medium: str, layout: type, reason: Callable[[Any], str | None] | 
 def scatter_site(root: Any, medium: str) -> tuple[Any, str, Argument]:
     """``(host envoy, site, argument)`` of ``medium``'s scatter call: the image's as its host says (a release whose
     forward scatters through a helper, SmolVLM's before 5.21), another medium's as the family's `Scatter` says."""
-    from .tower import scatter_host  # the image's host, which every medium shares
+    from .tower import scatter_host
 
     host, operation, argument = scatter_host(root)
     return (host, operation, argument) if medium == "image" else (host, root.family.scatter.site_of(medium), argument)
