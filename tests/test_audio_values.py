@@ -179,10 +179,10 @@ def test_support_and_print_list_the_audio_values(model):
 
 def test_a_family_without_audio_and_a_text_only_load_say_why(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("qwen2_5_vl"), task="image-text-to-text")
-    with pytest.raises(Unavailable, match="audio.layers is unavailable: a qwen2_5_vl model takes no audio"):
+    with pytest.raises(Unavailable, match="audio.layers is unavailable: qwen2_5_vl takes no audio"):
         model.audio.layers
-    assert model.support()["audio"].startswith("a qwen2_5_vl model takes no audio")
-    assert "\n  audio: none (a qwen2_5_vl model takes no audio" in repr(model)
+    assert model.support()["audio"].startswith("qwen2_5_vl takes no audio")
+    assert "\n  audio: none (qwen2_5_vl takes no audio" in repr(model)
     text_only = StandardizedTransformer(tiny_checkpoint("gemma4"))
     with pytest.raises(Unavailable, match="audio.audio_features is unavailable: this model was loaded without task="):
         text_only.audio.audio_features

@@ -162,11 +162,11 @@ def test_support_and_print_list_the_video_values(model):
 
 def test_a_family_without_videos_and_a_text_only_load_say_why(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
-    with pytest.raises(Unavailable, match="vision.video_features is unavailable: a llava model takes no video"):
+    with pytest.raises(Unavailable, match="vision.video_features is unavailable: llava takes no video"):
         model.vision.video_features
-    with pytest.raises(Unavailable, match="video.layers is unavailable: a llava model takes no video"):
+    with pytest.raises(Unavailable, match="video.layers is unavailable: llava takes no video"):
         model.video.layers
-    assert model.support()["video"].startswith("a llava model takes no video")
+    assert model.support()["video"].startswith("llava takes no video")
     text_only = StandardizedTransformer(tiny_checkpoint("qwen2_5_vl"))
     with pytest.raises(Unavailable, match="vision.video_features is unavailable: this model was loaded without task="):
         text_only.vision.video_features

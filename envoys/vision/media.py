@@ -143,7 +143,7 @@ def not_served(root: Any, medium: str) -> str | None:
             f"{scatter.site_of(medium)}, which no standard name binds (nnsight's own "
             f"{host.path}.source.{scatter.site_of(medium)} reads it)"
         )
-    return f"a {family.model_type} model takes no {medium}: its forward scatters only {', '.join(family.media)}"
+    return f"{family.model_type} takes no {medium}: its forward scatters only {', '.join(family.media)}"
 
 
 def generated_apart(envoy: Any) -> str | None:
