@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -221,15 +221,21 @@ class EProperty(eproperty):
         self.check(obj)
         location = self._location(obj)
         self.check_step(obj, location)
-        with explained(obj, self.name), pinned(location, None, 1, passes_before(location)):  # `envoys.core.passes`
+        with self._on_run(obj, location):
             return self.handed_out(obj, self._read(obj, location))
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.check(obj, writing=True)
         location = self._location(obj)
         self.check_step(obj, location)
-        with explained(obj, self.name), pinned(location, None, 1, passes_before(location)):
+        with self._on_run(obj, location):
             self._write(obj, value, location)
+
+    def _on_run(self, obj: Any, location: str) -> AbstractContextManager:
+        """Nothing, unless the read is inside `envoys.core.passes.on_pass` for this value's tower: then the pin to
+        that later run of it (an `OutOfOrderError` naming the value where the forward already passed it)."""
+        passes = passes_before(location)
+        return nullcontext() if not passes else later_run(obj, self.name, location, passes)
 
     # The read and the write after the check, at a location computed once (a subclass that pins
     # the request checks and locates first, then calls these inside its pin).
@@ -395,6 +401,13 @@ def outside_trace(label: str, writing: bool = False) -> str:
         f"{how} (then use the saved value after the block); outside a trace no forward runs, so there is no "
         f"value to {'write' if writing else 'read'}"
     )
+
+
+@contextmanager
+def later_run(obj: Any, name: str | None, location: str, passes: int) -> Iterator[None]:
+    """The requests of value ``name`` in the block pinned to the run of its module after ``passes`` runs."""
+    with explained(obj, name), pinned(location, None, 1, passes):
+        yield
 
 
 @contextmanager
