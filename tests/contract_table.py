@@ -192,11 +192,6 @@ class Row:
     positions: str | None = None
     #: the root's forward runs on text alone (a text-only load traces a prompt); BLIP-2's requires pixel_values
     text_alone: bool = True
-    #: several invokes in one trace (`envoys.invokes`): how far an invoke's tower values and image_features may be from
-    #: its prompt alone; 0 (exact) unless the tower mixes the batch's images in one call, so that an invoke's rows are
-    #: summed in another order beside another invoke's (Pixtral's one attention over every image, a convolution run
-    #: over a batch of another size)
-    invoke_tolerance: float = 0.0
     #: the rules that rewrite the checkpoint's forwards (`envoys.rules`, as ``python -m instrument.show`` names them):
     #: its host's scatter, the listed forwards it runs, and the kernel call and eager kernel of each attention class
     rules: tuple[str, ...] = ()
@@ -321,7 +316,6 @@ ROWS: dict[str, Row] = {
     # aligner's first argument is its tower_output (the second, the SAM tower's, tests/test_deepseek_vl_hybrid.py); the
     # SAM tower's blocks run the rules of GOT-OCR 2.0's (rewrites/sam_vision.py).
     "deepseek_vl_hybrid": Row(
-        invoke_tolerance=1e-6,  # the SAM tower's convolutions over a batch of another size
         image_tokens=(16, 16),
         sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
         stream=batched((1, 16), (1, 16)),
@@ -443,7 +437,6 @@ ROWS: dict[str, Row] = {
     # envoys/tiny/mistral3.py: Pixtral, packed, 4 px patches, 2x2 merge: 32x32 is 64 patches and 16 tokens, 48 high x
     # 64 wide 192 patches and 48 tokens; the projector (its merger inside) takes the last block's packed row.
     "mistral3": Row(
-        invoke_tolerance=1e-6,  # Pixtral's one attention call over every packed image
         image_tokens=(16, 48),
         sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
         stream=packed(64, 192),
@@ -454,7 +447,6 @@ ROWS: dict[str, Row] = {
     # envoys/tiny/lighton_ocr.py: mistral3's tower, processor sizes and projector (64 and 192 patches, 16 and 48
     # tokens); the projector reads the tower's last_hidden_state (no final norm: the last block's stream), unbatched.
     "lighton_ocr": Row(
-        invoke_tolerance=1e-6,  # Pixtral's one attention call over every packed image
         image_tokens=(16, 48),
         sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
         stream=packed(64, 192),
@@ -466,7 +458,6 @@ ROWS: dict[str, Row] = {
     # the last block's packed row); the text model's latent attention on DeepSeek-V3.2's eager kernel; text block 0's
     # MLP dense (no router), block 1's a mixture of experts.
     "mistral_large4": Row(
-        invoke_tolerance=1e-6,  # Pixtral's one attention call over every packed image
         image_tokens=(16, 48),
         sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
         stream=packed(64, 192),
@@ -895,7 +886,6 @@ ROWS: dict[str, Row] = {
     # mixture of experts); a final norm (norm) that the merger (the projector, inside the tower) reads. Text: block 0
     # dense (no router), block 1 a mixture of experts.
     "dots3_note": Row(
-        invoke_tolerance=1e-6,  # the tower blocks' mixture of experts runs every image's patches in one expert call
         image_tokens=(4, 12),
         sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
         stream=packed(16, 48),
@@ -1082,7 +1072,6 @@ ROWS: dict[str, Row] = {
     # patches); block 0 in 14x14 windows (the grid padded to 42x42: 9 windows of 196 an image), block 1 global; 8x8 = 64
     # image tokens, written whole by the chat template.
     "pp_chart2table": Row(
-        invoke_tolerance=1e-6,  # the SAM tower's convolutions over a batch of another size
         image_tokens=(64, 64),
         sizes=Sizes(num_layers=2, patch_size=2, image_size=64, **SIGLIP),
         stream=batched((1, 1024), (1, 1024)),

@@ -9,6 +9,7 @@ import dataclasses
 import nnsight
 import pytest
 import torch
+from rounding import assert_batch_close
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
@@ -70,6 +71,7 @@ def test_skipping_a_tower_block_in_every_invoke_joins_their_replacements_by_imag
     assert torch.equal(first, alone[0]) and torch.equal(second, alone[1])
 
 
+@pytest.mark.batch_shapes
 def test_a_packed_towers_per_image_bounds_are_each_invokes_own(tiny_checkpoint):
     """The Qwen ViT's attention takes every image's bounds (``cu_seqlens``); each invoke reads its own images',
     counted from 0, as its prompt alone gives them, beside its own queries."""
@@ -89,10 +91,12 @@ def test_a_packed_towers_per_image_bounds_are_each_invokes_own(tiny_checkpoint):
         with tracer.invoke(prompt(model, [C]), images=[C]):
             second = nnsight.save(read([C]))
     for (bounds, queries), (bounds_alone, queries_alone) in zip((first, second), alone):
-        assert bounds.tolist() == bounds_alone.tolist() and torch.equal(queries, queries_alone)
+        assert bounds.tolist() == bounds_alone.tolist()
+        assert_batch_close(queries, queries_alone)
     assert first[0].tolist() == [0, 16, 64] and second[0].tolist() == [0, 16]
 
 
+@pytest.mark.batch_shapes
 @pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl"])
 def test_a_per_image_attentions_calls_are_numbered_from_each_invokes_first_image(name, tiny_checkpoint):
     """The Qwen ViT calls its attention kernel once per image (once per window on Qwen2.5-VL's windowed blocks):
@@ -124,7 +128,8 @@ def test_a_per_image_attentions_calls_are_numbered_from_each_invokes_first_image
         assert len(together) == len(by_itself) == model.vision.num_layers
         for block_together, block_alone in zip(together, by_itself):
             assert len(block_together) == len(block_alone) > 0
-            assert all(torch.equal(a, b) for a, b in zip(block_together, block_alone))
+            for a, b in zip(block_together, block_alone):
+                assert_batch_close(a, b)
 
 
 def test_generate_with_two_image_invokes_reads_each_invokes_mask_every_step_and_its_tower_at_step_zero(model):
@@ -240,6 +245,7 @@ def test_a_tower_value_in_an_invoke_without_images_says_so_outside_any_order(mod
             model.logits.save()
 
 
+@pytest.mark.batch_shapes
 def test_the_grids_inside_an_invoke_are_its_own_images(model):
     """Inside an invoke, the grids number its own images from 0 and place its own values, as its prompt alone does;
     an invoke without images has none."""
@@ -267,10 +273,11 @@ def test_the_grids_inside_an_invoke_are_its_own_images(model):
                 refused = nnsight.save(str(error))
     for together, by_itself in zip((first, second), alone):
         for a, b in zip(together, by_itself):
-            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+            assert_batch_close(a, b)  # NaN where a grid cell holds no patch, in both
     assert refused is not None and "no image reached this invoke" in refused
 
 
+@pytest.mark.batch_shapes
 def test_the_models_inputs_are_each_invokes_own_and_a_replacement_reaches_only_its_own(model):
     """``model.inputs`` in an invoke holds its own rows of the text and its own part of each image input; replacing
     its pixels changes its tower's values only."""
@@ -289,7 +296,8 @@ def test_the_models_inputs_are_each_invokes_own_and_a_replacement_reaches_only_i
     assert torch.equal(own["pixel_values"], encoded[1]["pixel_values"])
     ids = own["input_ids"]
     assert ids.shape[0] == 1 and torch.equal(ids[:, ids.shape[1] - encoded[1]["input_ids"].shape[1]:], encoded[1]["input_ids"])
-    assert torch.equal(first, alone[0]) and not torch.equal(second, alone[1])
+    assert_batch_close(first, alone[0])
+    assert (second - alone[1]).abs().max() > 1e-2  # black pixels: another tower run, not rounding
 
 
 @pytest.mark.parametrize("name", ["llava-siglip", "paligemma"])

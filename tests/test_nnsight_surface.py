@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from rounding import assert_batch_close
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
@@ -80,6 +81,7 @@ def test_skip_on_a_tower_block_passes_its_input_on(model):
     assert torch.equal(passed, entering)
 
 
+@pytest.mark.batch_shapes
 def test_a_batch_of_prompts_and_images_in_one_invoke(model):
     texts = [prompt(model), prompt(model)]
     given = model.processor(text=texts, images=[IMAGE, OTHER], return_tensors="pt", padding=True)
@@ -93,13 +95,9 @@ def test_a_batch_of_prompts_and_images_in_one_invoke(model):
     with model.trace(prompt(model), images=[OTHER]):
         alone = model.vision.image_features.save()
         alone_logits = model.logits.save()
-    # The second prompt's rows are the last ones, as in a run of its own: exactly on LLaVA's tower (one row
-    # per image); the packed Qwen ViT runs both images in one matmul, so float32 rounding may differ there.
-    if model.config.model_type == "llava":
-        assert torch.equal(features[-alone.shape[0]:], alone) and torch.equal(out[1], alone_logits[0])
-    else:
-        torch.testing.assert_close(features[-alone.shape[0]:], alone)
-        torch.testing.assert_close(out[1], alone_logits[0])
+    # The second prompt's rows are the last ones, as in a run of its own, up to the rounding of a batch's products
+    assert_batch_close(features[-alone.shape[0]:], alone)
+    assert_batch_close(out[1], alone_logits[0])
 
 
 def test_stop_after_a_standard_read(model):
@@ -126,6 +124,7 @@ def hidden(output):
     return output[0] if isinstance(output, tuple) else output
 
 
+@pytest.mark.batch_shapes
 def test_nnsights_own_values_and_cache_give_each_invoke_its_part(model):
     """Beside the standard names, nnsight's own module values and ``tracer.cache()`` serve each of several
     image-carrying invokes its own images' rows (`envoys.invokes`): what each invoke's prompt alone gives."""
@@ -140,6 +139,7 @@ def test_nnsights_own_values_and_cache_give_each_invoke_its_part(model):
         with tracer.invoke(prompt(model), images=[OTHER]):
             cache = tracer.cache()
             second = block.output.save()
-    assert torch.equal(hidden(first), hidden(alone[0])) and torch.equal(hidden(second), hidden(alone[1]))
-    assert not torch.equal(hidden(first), hidden(second))
-    assert torch.equal(hidden(cache[block.path].output), hidden(alone[1]))  # the cache is its invoke's
+    assert_batch_close(hidden(first), hidden(alone[0]))
+    assert_batch_close(hidden(second), hidden(alone[1]))
+    assert (hidden(first) - hidden(second)).abs().max() > 1e-2  # two images, not rounding
+    assert torch.equal(hidden(cache[block.path].output), hidden(second))  # the cache is its invoke's, the same read

@@ -15,6 +15,7 @@ import pytest
 import torch
 from family_inputs import family_of
 from nnsight.intervention.interleaver import OutOfOrderError
+from rounding import assert_batch_close
 from video_table import FRAMES, SIDE, VIDEOS
 
 from envoys import StandardizedTransformer
@@ -262,6 +263,7 @@ def test_deepstack_adds_the_image_and_the_video_taps_at_every_visual_token(model
     assert torch.equal(entering[visual], leaving[visual] + added) and torch.equal(entering[~visual], leaving[~visual])
 
 
+@pytest.mark.batch_shapes
 def test_two_videos_each_have_their_tokens_and_their_grids(tiny_checkpoint):
     """Two videos of two sizes in one prompt (Qwen2.5-VL): the packed tower's run holds both, video after video, as
     many patches each as its video_grid_thw says; each video's grid reads its own tokens, as it is alone."""
@@ -278,7 +280,7 @@ def test_two_videos_each_have_their_tokens_and_their_grids(tiny_checkpoint):
     first, second = model.vision.video_token_grid(features, video=0), model.vision.video_token_grid(features, video=1)
     assert first.shape == (2, 4, 4, model.hidden_size) and second.shape == (1, 4, 8, model.hidden_size)
     _, _, _, alone, _ = video_only(model)
-    assert torch.equal(first.reshape(-1, model.hidden_size), alone)
+    assert_batch_close(first.reshape(-1, model.hidden_size), alone)  # one packed run of two videos, then of one
 
 
 def test_a_family_that_withholds_its_videos_says_why(tiny_checkpoint):

@@ -32,6 +32,7 @@ import pytest
 import torch
 from conftest import absent
 from contract_table import ROWS, Row
+from rounding import assert_batch_close
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
@@ -585,10 +586,6 @@ def test_outputs_outside_a_trace_are_the_plain_models(model, row, plain):
 
 # -- several invokes in one trace ------------------------------------------------------------------------------------
 
-#: How far an invoke's logits may be from its prompt's alone: float reassociation over a longer, left-padded batch.
-TEXT_TOLERANCE = 1e-5
-
-
 def image_reads(model, row) -> dict:
     """Inside a trace or an invoke, in the forward's order and saved: the mask, every tower block's layer_output,
     tower_output, image_features, the position embeddings the text model adds (its row's ``positions``), the text
@@ -613,34 +610,26 @@ def read_alone(model, row, images) -> dict:
     return reads
 
 
-def same(got: torch.Tensor, expected: torch.Tensor, tolerance: float) -> None:
-    """Equal, or within ``tolerance`` where it is not 0; the same shape either way."""
-    assert got.shape == expected.shape
-    if tolerance:
-        torch.testing.assert_close(got, expected, atol=tolerance, rtol=0)
-    else:
-        assert torch.equal(got, expected)
-
-
 def assert_as_alone(model, row, together: dict, alone: dict) -> None:
-    """An invoke's reads are its prompt's alone: the mask (left-padded to the batch), the tower's values and
-    image_features (exact, or within the row's ``invoke_tolerance``), the logits at its own tokens (within float
-    reassociation, unless the family says why they differ); and the scatter's equality holds in the invoke, exactly."""
+    """An invoke's reads are its prompt's alone: the mask exactly (left-padded to the batch); the tower's values,
+    image_features and the logits at its own tokens up to the rounding of products over a batch of another shape
+    (`rounding`; the logits unless the family says why they differ); and the scatter's equality holds in the invoke,
+    exactly."""
     mask = together["mask"]
     pad = mask.shape[1] - alone["mask"].shape[1]
     assert pad >= 0 and not mask[:, :pad].any()
     assert torch.equal(mask[:, pad:], alone["mask"])
     assert len(together["blocks"]) == len(alone["blocks"]) == model.vision.num_layers
     for got, expected in zip(together["blocks"], alone["blocks"]):
-        same(got, expected, row.invoke_tolerance)
-    same(together["tower"], alone["tower"], row.invoke_tolerance)
-    same(together["features"], alone["features"], row.invoke_tolerance)
+        assert_batch_close(got, expected)
+    assert_batch_close(together["tower"], alone["tower"])
+    assert_batch_close(together["features"], alone["features"])
     scattered = together["features"] * row.embedding_multiplier
     if together["added"] is not None:
         scattered = scattered + together["added"][mask]
     assert torch.equal(together["first"][mask], scattered)
     if model.family.invokes_differ is None:
-        torch.testing.assert_close(together["logits"][:, pad:], alone["logits"], atol=TEXT_TOLERANCE, rtol=0)
+        assert_batch_close(together["logits"][:, pad:], alone["logits"])
 
 
 #: An image of the first image's size that no row's images are (seeds 0 and 1 are `Row.images`).
@@ -648,6 +637,7 @@ def another_image(seed: int = 7):
     return noise_image(32, 32, seed=seed)
 
 
+@pytest.mark.batch_shapes
 def test_two_invokes_with_their_own_images_each_see_their_own_part_of_every_value(model, row):
     """Two images of two sizes in one invoke and one in the next: each invoke's values are its prompt's alone, each
     in its own shape (its tiles, its patches, its image tokens)."""
@@ -664,6 +654,7 @@ def test_two_invokes_with_their_own_images_each_see_their_own_part_of_every_valu
     assert one["features"].shape[0] == sum(row.image_tokens) and two["features"].shape[0] == row.image_tokens[0]
 
 
+@pytest.mark.batch_shapes
 def test_a_text_only_invoke_beside_an_image_invoke(model, row):
     """The image invoke's values are its prompt's alone; the text-only invoke's mask is all false, its logits its
     prompt's alone, and a tower value read there is unavailable, saying no image reached that invoke."""
@@ -703,9 +694,10 @@ def test_a_text_only_invoke_beside_an_image_invoke(model, row):
     assert refused is not None and "no image reached this invoke" in refused
     if row.text_alone and model.family.invokes_differ is None:
         pad = logits.shape[1] - text_alone.shape[1]
-        torch.testing.assert_close(logits[:, pad:], text_alone, atol=TEXT_TOLERANCE, rtol=0)
+        assert_batch_close(logits[:, pad:], text_alone)
 
 
+@pytest.mark.batch_shapes
 def test_the_patching_idiom_writes_the_clean_invokes_features_into_the_corrupted_one(model, row):
     """nnsight's patching idiom, clean and corrupted prompts in two invokes of one trace: the clean invoke's
     image_features (and, on DeepStack, what each tapped block adds) written into the corrupted invoke make its logits
@@ -732,13 +724,14 @@ def test_the_patching_idiom_writes_the_clean_invokes_features_into_the_corrupted
             patched = model.logits.save()
             tracer.stop()
     assert not torch.equal(clean, corrupted)
-    if model.family.invokes_differ is None:  # two rows of one batch (a mixture of experts mixes them: not exact)
-        torch.testing.assert_close(patched, clean_logits, atol=TEXT_TOLERANCE, rtol=0)
-        torch.testing.assert_close(patched, read_alone(model, row, clean_images)["logits"], atol=TEXT_TOLERANCE, rtol=0)
+    if model.family.invokes_differ is None:  # two rows of one batch, then a batch of one
+        assert_batch_close(patched, clean_logits)
+        assert_batch_close(patched, read_alone(model, row, clean_images)["logits"])
     else:  # the family's own forward makes the two rows differ beyond the patch (its reason); the patch still lands
         assert not torch.equal(patched, read_alone(model, row, corrupted_images)["logits"])
 
 
+@pytest.mark.batch_shapes
 def test_a_write_in_one_invoke_leaves_the_other_invokes_logits_as_they_are(model, row):
     """Zeroing the first invoke's first tower value and image_features changes its logits, and leaves the second
     invoke's exactly as the same batch gives them unwritten (and as its prompt alone gives them)."""
@@ -758,11 +751,11 @@ def test_a_write_in_one_invoke_leaves_the_other_invokes_logits_as_they_are(model
 
     (one, two), (written_one, written_two) = run(False), run(True)
     assert not torch.equal(written_one, one)
-    # exactly, but where a mixture of experts runs both invokes' tokens through one expert call
-    torch.testing.assert_close(written_two, two, atol=TEXT_TOLERANCE, rtol=0)
+    # the same batch shape, but a mixture of experts runs both invokes' tokens through one expert call
+    assert_batch_close(written_two, two)
     if model.family.invokes_differ is None:
         alone = read_alone(model, row, second)["logits"]
-        torch.testing.assert_close(two[:, two.shape[1] - alone.shape[1]:], alone, atol=TEXT_TOLERANCE, rtol=0)
+        assert_batch_close(two[:, two.shape[1] - alone.shape[1]:], alone)
 
 
 def test_a_saved_value_written_into_an_invoke_of_another_shape_is_refused_with_its_shape(model, row):
