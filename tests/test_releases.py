@@ -285,3 +285,32 @@ def test_a_failing_test_run_fails_the_release(tmp_path):
     assert summary.startswith("1 failed, 1 passed") and passed is False
     assert Outcome("5.0.0", tests=summary, tests_passed=passed).failed
     assert not Outcome("5.0.0", tests="2 passed").failed
+
+
+def test_a_release_that_lost_a_rule_is_not_recorded_and_the_lost_rule_is_named(tmp_path):
+    """A reference entry that no rule writes on the installed release (an attention class the finder stopped
+    recognising) is a regression: the command says which and leaves the store as it was."""
+    import sys
+
+    from instrument import snapshot
+    from instrument.releases import check_release, table
+    from instrument.store import Store, Stored
+
+    installed = f"transformers-{transformers.__version__}"
+    recorded = Store.load(snapshot.DEFAULT_ROOT)
+    if installed not in recorded.releases:
+        pytest.skip(f"the snapshot store does not record transformers {transformers.__version__}")
+    gone = Stored("modeling_gone.GoneAttention.forward.py", "def forward(self):\n    pass\n")
+    root = tmp_path / "snapshots"
+    Store({"transformers-0.0.1": {**recorded.entries(installed), gone.stem: gone}}).write(root)
+    before = {p.name: p.read_text() for p in root.iterdir()}
+    work = tmp_path / "work"
+    work.mkdir()
+    outcome = check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", True, root)
+    assert outcome.failed and outcome.stored == "refused" and outcome.regressed == [gone.name]
+    assert outcome.error == (
+        f"not recorded: against transformers-0.0.1, 1 rule regressed ({gone.name}); fix the rules "
+        "(docs/releases.md), then run this again"
+    )
+    assert outcome.counts["stale"] == 1 and "1 stale: not recorded" in table([outcome])
+    assert {p.name: p.read_text() for p in root.iterdir()} == before
