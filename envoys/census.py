@@ -42,10 +42,15 @@ KINDS = {
     "chameleon": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
     "emu3": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
     "fuyu": "no tower: the image's patches are embedded linearly straight into the text stream",
+    "pi05": "a vision-language-action policy: PaliGemma's model inside merges the image at its tokens with "
+            "`torch.where`, and an action expert denoises a chunk of actions beside it (flow matching); its forward "
+            "returns action velocities, not text logits, so the text model's names (logits, the logit lens) have "
+            "nothing to read",
 }
 
 #: Scatter VLMs looked at and left out for now: model_type -> what in its forward serving it needs that no
-#: family has yet. Facts read off transformers 5.24's modeling source; the census line shows it after what it finds.
+#: family has yet. Facts read off transformers 5.24's modeling source (5.25's for the model_types it added); the
+#: census line shows it after what it finds.
 LEFT_OUT = {
     "shieldgemma2": "transformers loads a shieldgemma2 checkpoint for image-text-to-text as Gemma 3's wrapper, but the "
                     "key renaming it applies to the model_type (a `model.` prefix meant for "
@@ -64,6 +69,11 @@ LEFT_OUT = {
     "ovis2": "a visual tokenizer: the tower's output is folded (`hidden_stride`), mapped to a probability over a visual "
              "vocabulary (`head_linear`, `head_norm`, softmax or straight-through argmax) and embedded by "
              "`visual_embeddings_table`; the projector's standard values need that two-stage path named",
+    "ovis2_5": "a visual tokenizer, as ovis2's: the projector maps each merged patch to a probability over a visual "
+               "vocabulary (`multi_modal_projector.visual_tokenizer`) and embeds it with `visual_embeddings_table`, "
+               "and the helper that scatters (`_merge_visual_features`) also writes indicator embeddings at each "
+               "image's start and end tokens; serving it needs those two stages named on the projector and a tiny "
+               "builder on its processor",
     "step3p7": "the tower runs twice in one forward (the global views, then the local crops, two `self.vision_model` "
                "calls in `get_image_features`), so each tower value has one occurrence per call to pin; its sparse "
                "MoE text blocks (`Step3p7SparseMoeBlock`) are of a kind already served (Aria's, Mistral Large 4's)",

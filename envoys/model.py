@@ -123,14 +123,16 @@ def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, 
 
 
 def install_rules(model: torch.nn.Module, family: Family) -> dict[str, str]:
-    """Install every rule ``model`` runs (`envoys.rules`); the failures, as reasons keyed ``module:Class``."""
+    """Install every rule ``model`` runs (`envoys.rules`) that builds and may serve on the installed release
+    (`instrument.checked`); the others, as reasons keyed ``module:Class``."""
     from instrument import DriftError, compile_rule  # loaded with the first model, not with `import envoys`
+    from instrument.checked import Unchecked, check
 
     usable, failures = [], {}
     for rule in rules_for_model(model, family):
         try:
-            compile_rule(rule)
-        except DriftError as error:
+            check(compile_rule(rule))
+        except (DriftError, Unchecked) as error:
             failures[f"{rule.module_name}:{rule.owner_name}"] = str(error)
             continue
         usable.append(rule)

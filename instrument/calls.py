@@ -35,11 +35,23 @@ def defining_class(cls: type, attribute: str = "forward") -> type | None:
 
 
 def innermost(function: object) -> FunctionType | None:
-    """The undecorated function under ``function`` (`decorators.peel`), or None when it is not one we can read."""
-    try:
-        return peel(function)[0]
-    except UnknownDecorator:
+    """The undecorated function under ``function``, for the rule finders to read; None when ``function`` is not a
+    Python function (a class without a forward of its own).
+
+    A wrapper the compiler does not know is looked through to the function it calls, so that a finder still sees
+    the forward and gives it its rule, whose build then fails naming the wrapper (`decorators.peel`): a class is
+    never left without a rule because of how it is wrapped. A wrapper that does not tell what it calls raises
+    `UnknownDecorator`.
+    """
+    if not isinstance(function, FunctionType):
         return None
+    while True:
+        try:
+            return peel(function)[0]
+        except UnknownDecorator as error:
+            if error.wrapped is None:
+                raise
+            function = error.wrapped
 
 
 @cache

@@ -33,11 +33,22 @@ KNOWN: dict[str, str] = {
     "transformers.integrations.accelerate:force_accelerate_hooks": "forward_func",
     # Every GradientCheckpointingLayer subclass's forward is wrapped when the class is made.
     "transformers.modeling_layers:GradientCheckpointingLayer.__init_subclass__": "forward",
+    # Where the `kernels` package is installed (a dependency of transformers from 5.25 on), transformers' class
+    # decorator use_kernelized_func(...) wraps many attention forwards to route a function to a hub kernel.
+    "kernels:use_kernelized_func": "orig_forward",
 }
 
 
 class UnknownDecorator(ValueError):
-    """The target is wrapped by a decorator this module does not know how to peel."""
+    """The target is wrapped by a decorator this module does not know how to peel.
+
+    ``wrapped`` is the function the wrapper calls where it can be told (its ``__wrapped__``, as `functools.wraps`
+    records it, or the one function its closure holds), else None.
+    """
+
+    def __init__(self, message: str, wrapped: FunctionType | None = None):
+        super().__init__(message)
+        self.wrapped = wrapped
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,34 @@ def _closes_over_a_function(function: FunctionType) -> bool:
     )
 
 
+def wrapped_function(wrapper: FunctionType) -> tuple[str, FunctionType] | None:
+    """The closure cell of ``wrapper`` that holds the function it calls, and that function: the one
+    `functools.wraps` recorded as ``__wrapped__``, else the only function in its closure; None when neither tells."""
+    cells = dict(zip(wrapper.__code__.co_freevars, wrapper.__closure__ or ()))
+    functions = {name: cell.cell_contents for name, cell in cells.items()
+                 if isinstance(getattr(cell, "cell_contents", None), FunctionType)}
+    recorded = getattr(wrapper, "__wrapped__", None)
+    named = [name for name, function in functions.items() if function is recorded]
+    if named:
+        return named[0], recorded
+    return next(iter(functions.items())) if len(functions) == 1 else None
+
+
+def unknown_wrapper(wrapper: FunctionType) -> UnknownDecorator:
+    """The error for ``wrapper``, a wrapper no `KNOWN` factory made: where it is, the factory that made it (the
+    function its code is nested in, in the module that defines it) and the line to add to `KNOWN`."""
+    code = wrapper.__code__
+    factory = f"{wrapper.__globals__.get('__name__', '?')}:{code.co_qualname.partition('.<locals>')[0]}"
+    inner = wrapped_function(wrapper)
+    cell = f"the closure cell {inner[0]!r}" if inner else "the closure cell that holds the function it wraps"
+    return UnknownDecorator(
+        f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), made by {factory}, is a wrapper this "
+        f"compiler does not know, so the forward under it cannot be rewritten; add {factory!r} to "
+        f"instrument.decorators.KNOWN with {cell}, or pin the release this library was checked against",
+        inner[1] if inner else None,
+    )
+
+
 def peel(function: Callable) -> tuple[FunctionType, tuple[Layer, ...]]:
     """The innermost function under ``function``'s known decorators, and the wrappers, outermost first.
 
@@ -97,10 +136,7 @@ def peel(function: Callable) -> tuple[FunctionType, tuple[Layer, ...]]:
         layers.append(Layer(function, index))
         function = function.__closure__[index].cell_contents
     if _closes_over_a_function(function):
-        raise UnknownDecorator(
-            f"{function.__code__.co_qualname} ({function.__code__.co_filename}:{function.__code__.co_firstlineno}) "
-            "is a wrapper this compiler does not know; add its decorator factory to instrument.decorators.KNOWN"
-        )
+        raise unknown_wrapper(function)
     return function, tuple(layers)
 
 

@@ -63,17 +63,18 @@ class Outcome:
     reference: str = ""  #: the recorded release the check compared with, before the release was recorded
     counts: dict[str, int] = field(default_factory=dict)  #: verdict -> rules
     moved: list[str] = field(default_factory=list)  #: rules whose sites moved
-    stored: str = ""  #: "written" (recorded in the store), "kept" (recorded already) or "" (not written)
+    stored: str = ""  #: "written" (recorded in the store), "kept" (recorded already), "refused" (regressed) or ""
     tests: str = ""  #: pytest's last line, when run
     tests_passed: bool = True  #: pytest exited 0 (or the tests were not run)
     hf_tests: str = ""  #: transformers' model tests without and with the rewrites, in a line, when run
     hf_tests_passed: bool = True  #: no regression, and every family checked (or they were not run)
     error: str = ""  #: why the release could not be checked
+    regressed: list[str] = field(default_factory=list)  #: moved rules and stale entries: what the reference served and this does not
 
     @property
     def failed(self) -> bool:
         """The release could not be checked, a site moved, its tests failed, or transformers' tests regressed."""
-        return bool(self.error or self.moved) or not (self.tests_passed and self.hf_tests_passed)
+        return bool(self.error or self.regressed) or not (self.tests_passed and self.hf_tests_passed)
 
 
 def _run(
@@ -124,8 +125,16 @@ def check_release(python: Path, release: str, work: Path, log: Path, update: boo
     outcome.reference = report["reference"]
     outcome.counts = {k: v for k, v in report["counts"].items() if v}
     outcome.moved = [row["rule"] for row in report["rules"] if row["verdict"] == "site moved"]
+    outcome.regressed = report["regressions"]
     name = report["installed"]
-    if update or name not in Store.load(root).releases:
+    if outcome.regressed:
+        outcome.stored = "refused"
+        outcome.error = (
+            f"not recorded: against {outcome.reference}, {len(outcome.regressed)} "
+            f"{'rule' if len(outcome.regressed) == 1 else 'rules'} regressed "
+            f"({', '.join(outcome.regressed)}); fix the rules (docs/releases.md), then run this again"
+        )
+    elif update or name not in Store.load(root).releases:
         if _run([*snapshot, "--update", "--quiet"], log).returncode:  # the release just recorded must check clean
             outcome.error = f"recording {name} in {root} failed (see {log})"
         else:
@@ -157,8 +166,10 @@ def table(outcomes: list[Outcome]) -> str:
     hf = any(o.hf_tests for o in outcomes)
     rows = [("release", "compared with", "verdicts", "stored", "tests", *(("transformers' tests",) if hf else ()))]
     for o in outcomes:
-        verdicts = o.error or ", ".join(f"{n} {v}" for v, n in o.counts.items())
-        if o.moved:
+        verdicts = ", ".join(f"{n} {v}" for v, n in o.counts.items())
+        if o.error:
+            verdicts = f"{verdicts}: {o.error}" if verdicts else o.error
+        elif o.moved:
             verdicts += f" ({', '.join(o.moved)})"
         rows.append((o.release, o.reference, verdicts, o.stored, o.tests or "not run", *((o.hf_tests or "not run",) if hf else ())))
     return aligned(rows)

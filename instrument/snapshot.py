@@ -17,9 +17,10 @@ nearest recorded release's (older or newer). It gives one `Verdict` per rule:
 ``unchanged``, ``changed`` (with the unified diff), ``site moved`` (the drift
 error, and the diff), ``unavailable`` (the variant's reason), ``target
 absent`` or ``new`` (no entry in the reference). ``python -m
-instrument.snapshot`` prints the verdicts and the diffs (exit 1 when anything
-differs, the reference has an entry no rule writes, or the store holds a file
-no release resolves to); ``--update`` records the installed release in the
+instrument.snapshot`` prints the verdicts, the diffs and a summary counting
+every outcome, stale and unreferenced entries included (exit 1 when anything
+differs, a site moved, the reference has an entry no rule writes, or the store
+holds a file no release resolves to); ``--update`` records the installed release in the
 store: its entries into the manifest, a changed forward's head file rewritten,
 texts no release resolves to any more removed.
 """
@@ -46,6 +47,8 @@ from .versions import for_installed, library_version
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
 
 UNCHANGED, CHANGED, MOVED, ABSENT, NEW = "unchanged", "changed", "site moved", "target absent", "new"
+#: A reference entry no rule writes (the rule vanished); a store file no release resolves to.
+STALE, UNREFERENCED = "stale", "unreferenced"
 #: The rule's variant for this release says it cannot be served (`Variant.unavailable`).
 UNAVAILABLE = "unavailable"
 #: The file of a rule that is not built on a release, by why: its text is the reason.
@@ -132,10 +135,20 @@ class Report:
         )
 
     def counts(self) -> dict[str, int]:
+        """How many rules got each verdict, and how many of the reference's entries no rule writes any more (stale:
+        a rule that vanished) and store files no release resolves to (unreferenced)."""
         counts = dict.fromkeys((UNCHANGED, CHANGED, MOVED, UNAVAILABLE, ABSENT, NEW), 0)
         for verdict in self.verdicts:
             counts[verdict.verdict] += 1
+        counts[STALE] = len(self.stale)
+        counts[UNREFERENCED] = len(self.unreferenced)
         return counts
+
+    @property
+    def regressions(self) -> tuple[str, ...]:
+        """What the reference served and the installed release does not: rules whose sites moved, then the stale
+        entries (a rule the finders no longer give, such as an attention class they stopped recognising)."""
+        return tuple(v.rule for v in self.verdicts if v.verdict == MOVED) + self.stale
 
 
 def _diff(stored: str, now: str, stored_path: str, name: str) -> str:
@@ -232,14 +245,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.json is not None:
         rows = [{k: v for k, v in asdict(verdict).items() if k != "diff"} for verdict in report.verdicts]
-        payload = {"installed": report.installed, "reference": report.reference, "counts": report.counts(), "rules": rows}
+        payload = {"installed": report.installed, "reference": report.reference, "counts": report.counts(), "rules": rows,
+                   "stale": list(report.stale), "regressions": list(report.regressions)}
         args.json.write_text(json.dumps(payload, indent=1) + "\n")
     sys.stdout.write(table(report))
     if not args.quiet:
         for text in report.diffs:
             sys.stdout.write(text)
     print(summary(report))
-    return 1 if report.diffs else 0
+    return 1 if report.diffs or report.regressions else 0
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +95,55 @@ def _nearer(installed: Version, a: Version, b: Version) -> Version:
     return min(a, b, key=key)
 
 
+def nearest(recorded: Iterable[str], release: str) -> str | None:
+    """``release`` when it is in ``recorded``, else the nearer of the recorded releases just before and just after
+    it (of the same library), else None."""
+    recorded = tuple(recorded)
+    if release in recorded:
+        return release
+    library, installed = _order(release)
+    versions = {}
+    for name in recorded:
+        recorded_library, version = _order(name)
+        if recorded_library == library:
+            versions[version] = name
+    older = max((v for v in versions if v < installed), default=None)
+    newer = min((v for v in versions if v > installed), default=None)
+    if older is None or newer is None:
+        return versions[older or newer] if (older or newer) is not None else None
+    return versions[_nearer(installed, older, newer)]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the manifest alone says of the releases: every release recorded, oldest first, and per forward (its
+    stem) the releases at which the file it resolves to changes. No text is read."""
+
+    releases: tuple[str, ...]
+    changes: Mapping[str, Mapping[str, str]]
+
+    @classmethod
+    def load(cls, root: Path) -> Recorded:
+        """The manifest under ``root``; empty when there is none. A `StoreError` when it cannot be read."""
+        manifest = root / MANIFEST
+        if not manifest.is_file():
+            return cls((), {})
+        try:
+            data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise StoreError(f"{manifest} cannot be read: {error}") from None
+        return cls(tuple(sorted(data.get("releases", ()), key=_order)), data.get("forwards", {}))
+
+    def path(self, release: str, stem: str) -> str | None:
+        """The stored file (relative to the store) ``stem`` resolves to at the recorded ``release``: its latest
+        change at or before it; None when it has no entry there."""
+        index = {name: i for i, name in enumerate(self.releases)}
+        before = [(index[name], path) for name, path in self.changes.get(stem, {}).items()
+                  if name in index and index[name] <= index[release]]
+        latest = max(before, default=None)
+        return None if latest is None or latest[1] == ABSENT else latest[1]
+
+
 class Store:
     """Every release recorded and its entries (release -> stem -> `Stored`); immutable, written whole."""
 
@@ -123,19 +172,7 @@ class Store:
     def nearest(self, release: str) -> str | None:
         """``release`` when recorded, else the nearer of the recorded releases just before and just after it (of
         the same library), else None."""
-        if release in self._releases:
-            return release
-        library, installed = _order(release)
-        versions = {}
-        for recorded in self._releases:
-            recorded_library, version = _order(recorded)
-            if recorded_library == library:
-                versions[version] = recorded
-        older = max((v for v in versions if v < installed), default=None)
-        newer = min((v for v in versions if v > installed), default=None)
-        if older is None or newer is None:
-            return versions[older or newer] if (older or newer) is not None else None
-        return versions[_nearer(installed, older, newer)]
+        return nearest(self._releases, release)
 
     # -- the files ------------------------------------------------------------------------------------------
 

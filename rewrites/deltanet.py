@@ -17,6 +17,13 @@ returning ``(output [batch, seq, value_heads, value_head_dim], final state
 One of the two runs per forward. The final state is asked for only when the
 forward has a cache (``output_final_state=cache is not None``).
 
+From transformers 5.25 a prompt pass whose cache keeps the recurrent states
+of its last n tokens (``cache.get_recurrent_states_to_keep``, 0 unless a
+caller asks) runs the chunked kernel on the first ``seq - n`` tokens, then the
+per-token kernel once per kept token, in a loop, from the chunk's final state
+(``torch_recurrent_gated_delta_rule_1``, `KEPT_STATES_SITE`; `FROM_5_25`).
+With no state kept, that loop does not run and the chunk call takes every token.
+
 Before transformers 5.15 the block calls the kernels through attributes
 (``self.chunk_gated_delta_rule``, ``self.recurrent_gated_delta_rule``: the
 fla kernels when installed, else the torch ones) with the same arguments;
@@ -47,11 +54,24 @@ BEFORE_5_15 = Variant(
 )
 
 
+#: From 5.25: the per-token kernel once per token whose recurrent state the cache keeps, after the chunk call.
+KEPT_STATES_SITE = "torch_recurrent_gated_delta_rule_1"
+
+FROM_5_25 = Variant(
+    ">=5.25",
+    sites={
+        "torch_chunk_gated_delta_rule": (CHUNK_SITE,),
+        "torch_recurrent_gated_delta_rule": (RECURRENT_SITE, KEPT_STATES_SITE),
+    },
+    note="a prompt pass runs the per-token kernel after the chunk call for each token whose state the cache keeps",
+)
+
+
 def _deltanet(model_type: str, target: str) -> Rule:
     return Rule(
         f"{model_type}.gated-deltanet", target, SITES,
         "the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out",
-        variants=(BEFORE_5_15,),
+        variants=(BEFORE_5_15, FROM_5_25),
     )
 
 

@@ -66,13 +66,14 @@ def test_a_helper_that_scatters_is_found_through_the_forward_that_calls_it(entri
 
 
 def test_the_models_that_are_not_scatter_vlms_say_what_they_are(entries):
-    needs(entries, "pix2struct", "udop", "t5gemma2", "vision-encoder-decoder", "git", *KINDS)
+    needs(entries, "pix2struct", "udop", "t5gemma2", "vision-encoder-decoder", "git", "mllama", "fuyu")
     for model_type in ("pix2struct", "udop", "t5gemma2"):
         assert entries[model_type].status == NOT_SCATTER and "encoder-decoder" in entries[model_type].reason
     # a config that cannot be built without arguments (before 5.24) says nothing; its modeling module has no scatter
     assert entries["vision-encoder-decoder"].status == NOT_SCATTER
     for model_type, kind in KINDS.items():
-        assert entries[model_type] == entry(model_type, "", (), {}) and entries[model_type].reason == kind
+        if model_type in entries:  # pi05 came in 5.25
+            assert entries[model_type] == entry(model_type, "", (), {}) and entries[model_type].reason == kind
     assert entries["git"].status == NOT_SCATTER and "no forward of transformers.models.git.modeling_git" in entries["git"].reason
 
 

@@ -175,7 +175,9 @@ def test_unknown_decorator_is_refused(tmp_path):
                 return torch.relu(x)
         ''',
     )
-    with pytest.raises(DriftError, match="does not know; add its decorator factory to instrument.decorators.KNOWN"):
+    with pytest.raises(DriftError, match=r"made by decorated_model:mine, is a wrapper this compiler does not know.*"
+                                         r"add 'decorated_model:mine' to instrument.decorators.KNOWN with the closure "
+                                         r"cell 'func'"):
         compile_rule(Rule("test.unknown", "decorated_model:Decorated.forward", {"torch.relu": ("torch_relu_0",)}))
     assert "forward" not in module.Decorated().__dict__
 

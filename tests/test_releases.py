@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -285,3 +286,95 @@ def test_a_failing_test_run_fails_the_release(tmp_path):
     assert summary.startswith("1 failed, 1 passed") and passed is False
     assert Outcome("5.0.0", tests=summary, tests_passed=passed).failed
     assert not Outcome("5.0.0", tests="2 passed").failed
+
+
+def test_a_release_that_lost_a_rule_is_not_recorded_and_the_lost_rule_is_named(tmp_path):
+    """A reference entry that no rule writes on the installed release (an attention class the finder stopped
+    recognising) is a regression: the command says which and leaves the store as it was."""
+    import sys
+
+    from instrument import snapshot
+    from instrument.releases import check_release, table
+    from instrument.store import Store, Stored
+
+    installed = f"transformers-{transformers.__version__}"
+    recorded = Store.load(snapshot.DEFAULT_ROOT)
+    if installed not in recorded.releases:
+        pytest.skip(f"the snapshot store does not record transformers {transformers.__version__}")
+    gone = Stored("modeling_gone.GoneAttention.forward.py", "def forward(self):\n    pass\n")
+    root = tmp_path / "snapshots"
+    Store({"transformers-0.0.1": {**recorded.entries(installed), gone.stem: gone}}).write(root)
+    before = {p.name: p.read_text() for p in root.iterdir()}
+    work = tmp_path / "work"
+    work.mkdir()
+    outcome = check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", True, root)
+    assert outcome.failed and outcome.stored == "refused" and outcome.regressed == [gone.name]
+    assert outcome.error == (
+        f"not recorded: against transformers-0.0.1, 1 rule regressed ({gone.name}); fix the rules "
+        "(docs/releases.md), then run this again"
+    )
+    assert outcome.counts["stale"] == 1 and "1 stale: not recorded" in table([outcome])
+    assert {p.name: p.read_text() for p in root.iterdir()} == before
+
+
+# -- a release the snapshot store does not record: served only where it reads as the nearest recorded one ----------
+
+
+@pytest.fixture
+def older_store(tmp_path, monkeypatch):
+    """A store whose only release is one before the installed one, recording the installed release's texts except
+    LlavaModel.forward's (one line differs): to the library, the installed release is a newer one it has not seen."""
+    from instrument import checked, snapshot
+    from instrument.store import Store, Stored
+
+    installed = f"transformers-{transformers.__version__}"
+    recorded = Store.load(snapshot.DEFAULT_ROOT)
+    if installed not in recorded.releases:
+        pytest.skip(f"the snapshot store does not record transformers {transformers.__version__}")
+    entries = recorded.entries(installed)
+    host = entries["modeling_llava.LlavaModel.forward"]
+    entries[host.stem] = Stored(host.name, host.text.replace("inputs_embeds = ", "inputs_embeds  = ", 1))
+    assert entries[host.stem] != host
+    older = Version(transformers.__version__)
+    previous = f"transformers-{older.major}.{older.minor - 1}.99" if older.minor else "transformers-0.0.1"
+    Store({previous: entries}).write(tmp_path)
+    monkeypatch.setattr(checked, "STORE", tmp_path)
+    checked._recorded.cache_clear()
+    checked._warn_once.cache_clear()
+    yield previous
+    checked._recorded.cache_clear()
+    checked._warn_once.cache_clear()
+
+
+def test_a_release_the_store_does_not_record_serves_only_the_forwards_that_read_as_the_nearest_recorded_one(
+    older_store, tiny_checkpoint
+):
+    from instrument.checked import UncheckedRelease
+
+    path = tiny_checkpoint("llava-siglip")
+    with pytest.warns(UncheckedRelease) as said:
+        model = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+    installed, previous = f"transformers {transformers.__version__}", older_store.replace("-", " ")
+    assert len(said) == 1 and str(said[0].message).startswith(
+        f"{installed} is not a release this library was checked against (the newest checked is {previous}): values "
+        f"at rewritten forwards are served where they read as on {previous}, and the others say why they are "
+        f"unavailable; python -m instrument.releases {transformers.__version__} checks it"
+    )
+    reason = model.support()["vision.image_features"]
+    assert reason == (
+        f"{installed} is not a release this library was checked against, and LlavaModel.forward "
+        f"(transformers.models.llava.modeling_llava) is not served there: it reads differently from {previous}'s "
+        f"(modeling_llava.LlavaModel.forward.py in the snapshot store). Check the release (python -m "
+        f"instrument.releases {transformers.__version__}, docs/releases.md), or install a checked one"
+    )
+    with pytest.raises(Unavailable, match="vision.image_features is unavailable: transformers"):
+        model.vision.image_features
+    # the attention forwards read as the recorded release's: their values are served
+    assert model.vision.support()["self_attn.attention_probabilities"] is None
+    prompt = chat_prompt(model.processor, 1, "hi")
+    with model.trace(prompt, images=IMAGE):
+        probabilities = model.vision.layers[0].self_attn.attention_probabilities.save()
+    assert torch.allclose(probabilities.sum(-1), torch.ones(()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedRelease)  # said once per process
+        StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")

@@ -22,6 +22,7 @@ from envoys.tiny import NAMES, build
 from envoys.vision.tower import ImageScatter
 from instrument import DriftError, compile_rule, install_all
 from instrument.calls import assigned_call, bound_default, calls, filled_in_place
+from instrument.decorators import UnknownDecorator, peel
 from instrument.install import INSTALLED
 from instrument.versions import for_installed
 from rewrites import LISTED, rules_for_classes
@@ -30,6 +31,8 @@ from rewrites.image_scatter import IMAGE_SITE, Scatter, scatter_rule
 from rewrites.router import logits_site, router_rules
 
 ATTENTION = '''
+import functools
+
 import torch
 from torch import nn
 
@@ -91,6 +94,44 @@ def pick(first, second):
 class NotAttention(nn.Module):
     def forward(self, hidden_states):
         return hidden_states * 2
+
+
+def route_through_a_hub(cls):
+    """A class decorator no one told the compiler about, wrapping the forward as kernels' use_kernelized_func does."""
+    original = cls.forward
+
+    @functools.wraps(original)
+    def routed(self, *args, **kwargs):
+        return original(self, *args, **kwargs)
+
+    cls.forward = routed
+    return cls
+
+
+@route_through_a_hub
+class Wrapped(nn.Module):
+    def forward(self, hidden_states):
+        attention_interface: object = eager_attention_forward
+        output, weights = attention_interface(self, hidden_states, hidden_states, hidden_states, None)
+        return output
+
+
+def opaque(cls):
+    """A wrapper that does not say which function it calls."""
+    original, spare = cls.forward, cls.forward
+
+    def routed(self, *args, **kwargs):
+        return (original if args else spare)(self, *args, **kwargs)
+
+    cls.forward = routed
+    return cls
+
+
+@opaque
+class Unreadable(nn.Module):
+    def forward(self, hidden_states):
+        attention_interface: object = eager_attention_forward
+        return attention_interface(self, hidden_states, hidden_states, hidden_states, None)[0]
 '''
 
 HOSTS = '''
@@ -215,6 +256,44 @@ def test_a_forward_that_calls_the_kernel_twice_is_reported_by_name_not_guessed(a
                                          r"\['attention_interface_1'\] of `attention_interface`, found "
                                          r"\['attention_interface_1', 'attention_interface_2'\]"):
         compile_rule(rule)
+
+
+def test_an_attention_class_under_a_wrapper_the_compiler_does_not_know_keeps_its_rule_whose_build_names_it(attention):
+    """The finder looks through the unknown wrapper and gives the class its rule; building it fails naming the class,
+    the wrapper's factory and what to do, so the class's values say why instead of vanishing."""
+    _, rule = attention_rules([attention.Wrapped])
+    assert rule.name == "found.Wrapped"
+    with pytest.raises(DriftError) as raised:
+        compile_rule(rule)
+    message = str(raised.value)
+    for part in ("rule 'found.Wrapped'", "Wrapped.forward", "made by modeling_found:route_through_a_hub",
+                 "add 'modeling_found:route_through_a_hub' to instrument.decorators.KNOWN with the closure cell "
+                 "'original'"):
+        assert part in message
+
+
+def test_a_wrapper_that_hides_what_it_calls_is_an_error_not_a_class_left_out(attention):
+    with pytest.raises(UnknownDecorator, match=r"opaque\.<locals>\.routed .*made by modeling_found:opaque.*closure "
+                                               r"cell that holds the function it wraps"):
+        attention_rules([attention.Unreadable])
+
+
+def test_kernels_use_kernelized_func_is_peeled_and_rebuilt_around_the_rewritten_forward():
+    """transformers' attention classes under kernels' wrapper (installed with transformers from 5.25 on) get their
+    rules, and the rebuilt forward still routes through the wrapper."""
+    kernels = pytest.importorskip("kernels")
+    from transformers.models.qwen2 import modeling_qwen2
+
+    outer = modeling_qwen2.Qwen2Attention.forward
+    wrappers = [layer.wrapper.__code__.co_qualname for layer in peel(outer)[1]]
+    if not any("use_kernelized_func" in name for name in wrappers):
+        pytest.skip(f"this transformers does not wrap Qwen2Attention with kernels {kernels.__version__}")
+    eager, rule = attention_rules([modeling_qwen2.Qwen2Attention])
+    assert (eager.name, rule.name) == ("qwen2.eager-attention", "qwen2.Qwen2Attention")
+    compiled = compile_rule(rule)
+    assert compiled.site_names == (KERNEL_SITE,)
+    rebuilt = compiled.build(lambda label, function, *args, **kwargs: function(*args, **kwargs))
+    assert rebuilt.__code__ is outer.__code__ and rebuilt is not outer  # a copy of kernels' wrapper, around ours
 
 
 def test_the_listed_rules_claim_their_forwards_from_the_attention_finder():

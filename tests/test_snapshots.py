@@ -184,6 +184,8 @@ def test_a_moved_site_and_an_absent_target_have_their_verdicts(tmp_path):
     assert written.written == (MANIFEST, "modeling_llava.LlavaModel.forward.drift") and written.removed == (LLAVA,)
     again = snapshot.check(tmp_path, (moved, absent))
     assert again.diffs == () and again.verdicts[0].verdict == snapshot.MOVED  # recorded for the release: no diff
+    assert again.regressions == ("llava.image-scatter",)  # but still a value the release does not serve
+    assert snapshot.summary(again).endswith(": 1 site moved, 1 target absent")
 
 
 def test_a_variant_that_cannot_serve_the_release_is_judged_unavailable(tmp_path):
@@ -280,8 +282,11 @@ def test_an_entry_no_rule_writes_is_stale_and_fails_the_check(tmp_path, capsys, 
     report = snapshot.check(tmp_path)
     assert report.stale == (gone.name,)
     assert report.diffs == (f"stale file {gone.name}\n",)
+    assert report.regressions == (gone.name,) and report.counts()["stale"] == 1
     assert snapshot.main(["--root", str(tmp_path), "--quiet"]) == 1
-    assert f"stale          {gone.name}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"stale          {gone.name}" in out
+    assert out.splitlines()[-1].endswith(", 1 stale")  # the summary counts it beside the verdicts
 
 
 def test_a_file_no_release_resolves_to_fails_the_check(tmp_path, capsys):

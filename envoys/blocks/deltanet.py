@@ -25,6 +25,15 @@ A trace that itself continues a cache it passes in with one token (a manual
 decode step) runs the recurrent kernel at step 0: read that call at
 ``linear_attn.source.torch_recurrent_gated_delta_rule_0`` instead.
 
+From transformers 5.25 a prompt pass whose cache keeps the recurrent states of
+its last n tokens (``cache.get_recurrent_states_to_keep``: none unless a caller
+asks for them) runs the chunked kernel on the other tokens only, then the
+per-token kernel once per kept token: the values then read the chunk call, its
+``seq - n`` tokens, and the kept tokens' calls are
+``linear_attn.source.torch_recurrent_gated_delta_rule_1``, one per token. A
+trace or a generation that keeps no state reads every token at the chunk call,
+as before 5.25.
+
 The names follow the softmax attention's (``attention_queries``, ...), with
 ``linear_attention_`` in front: ``linear_attention_queries``, ``_keys``,
 ``_values``, ``_decays``, ``_betas``, ``_head_outputs`` and ``_state``.

@@ -81,18 +81,19 @@ def softcaps_logits(head_owner: type) -> bool:
         return False
 
 
-#: A factor the head's output is multiplied or divided by: the operator (group 1) and the factor's name (group 2), the
-#: module's own ``logit_scale`` (Cohere's causal LMs, Cohere Compass's wrapper) or the text config's
-#: ``output_multiplier`` (the Muse wrappers, before their soft cap) or ``logits_scaling`` (divided on Granite's causal LM
-#: and Granite-Docling's wrapper, multiplied on HyperCLOVAX's).
-_LOGIT_FACTOR = re.compile(r"([*/])\s*self\.(?:config\.(?:text_config\.)?)?(logit_scale|output_multiplier|logits_scaling)\b")
+#: A factor the head's output is multiplied or divided by: the operator (group 1) and where the forward reads the
+#: factor (group 2): the module's own ``logit_scale`` (Cohere's causal LMs, Cohere Compass's wrapper), or the config's
+#: ``logit_scale`` (Aya Vision's wrapper from transformers 5.25), ``output_multiplier`` (the Muse wrappers, before their
+#: soft cap) or ``logits_scaling`` (divided on Granite's causal LM and Granite-Docling's wrapper, multiplied on
+#: HyperCLOVAX's), read from the text config.
+_LOGIT_FACTOR = re.compile(r"([*/])\s*self\.((?:config\.(?:text_config\.)?)?(?:logit_scale|output_multiplier|logits_scaling))\b")
 
 
 @cache
 def logit_factors(head_owner: type) -> tuple[tuple[str, str], ...]:
     """The factors the forward of ``head_owner`` applies to the head's output before any soft cap, in its order:
-    ``(operator, name)`` pairs, ``("*", "logit_scale")`` or ``("/", "logits_scaling")``. Read off the forward's source,
-    as `softcaps_logits`."""
+    ``(operator, where)`` pairs, ``("*", "logit_scale")`` (the module's attribute) or ``("/", "config.logits_scaling")``
+    (the config's). Read off the forward's source, as `softcaps_logits`."""
     try:
         source = inspect.getsource(head_owner.forward)
     except (OSError, TypeError):
@@ -314,8 +315,9 @@ class TextRoot:
         """
         logits = self.lm_head(self.norm(hidden))
         owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
-        for operator, name in logit_factors(type(owner)):
-            factor = getattr(owner, name) if name == "logit_scale" else getattr(self.text_config, name)
+        for operator, where in logit_factors(type(owner)):
+            on_config, _, name = where.rpartition(".")
+            factor = getattr(self.text_config, name) if on_config else getattr(owner, name)
             logits = logits * factor if operator == "*" else logits / factor
         cap = getattr(self.text_config, "final_logit_softcapping", None)
         if cap is not None and softcaps_logits(type(owner)):

@@ -42,6 +42,7 @@ import torch
 from nnsight.intervention.source import install_source
 
 from instrument.calls import innermost
+from instrument.decorators import UnknownDecorator
 
 from ..core.layouts import Patches
 from ..core.values import Unavailable
@@ -77,9 +78,10 @@ def scaled_binding(block_class: type, scale: str) -> str:
 
     from instrument.naming import name_operations
 
-    forward = innermost(block_class.forward)  # under transformers' checkpointing wrapper, as nnsight peels it
-    if forward is None:
-        raise Unavailable(f"{block_class.__qualname__}.forward is wrapped in a decorator this library does not know")
+    try:
+        forward = innermost(block_class.forward)  # under transformers' checkpointing wrapper, as nnsight peels it
+    except UnknownDecorator as error:
+        raise Unavailable(f"{block_class.__qualname__}.forward cannot be read: {error}") from error
     source = textwrap.dedent(inspect.getsource(forward))
     function = next(node for node in cst.parse_module(source).body if isinstance(node, cst.FunctionDef))
     found = [label for bound, label in name_operations(function).bindings if m.matches(bound, _scaled_by(scale))]
