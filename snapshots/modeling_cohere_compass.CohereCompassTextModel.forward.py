@@ -78,6 +78,7 @@ def forward(
             hidden_states,
             position_embeddings=position_embeddings[self.config.layer_types[layer_idx]],
             attention_mask=causal_mask_mapping[self.config.layer_types[layer_idx]],
+            position_ids=text_position_ids,
             cache=cache,
             use_cache=use_cache,
             **kwargs,

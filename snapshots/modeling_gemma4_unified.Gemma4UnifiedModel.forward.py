@@ -106,9 +106,9 @@ def forward(
     # Merge text and audio
     audio_outputs = None
     if input_features is not None and input_features_mask is not None:
-        audio_output = self.get_audio_features(input_features, input_features_mask, return_dict=True)
-        audio_features = audio_output.pooler_output.to(inputs_embeds.device, inputs_embeds.dtype)
-        audio_mask_from_encoder = audio_output.attention_mask  # True = valid
+        audio_outputs = self.get_audio_features(input_features, input_features_mask, return_dict=True)
+        audio_features = audio_outputs.pooler_output.to(inputs_embeds.device, inputs_embeds.dtype)
+        audio_mask_from_encoder = audio_outputs.attention_mask  # True = valid
 
         # Strip padding tokens: only keep real (non-padding) audio soft tokens.
         # audio_mask_from_encoder is True for valid positions, False for padding tokens.

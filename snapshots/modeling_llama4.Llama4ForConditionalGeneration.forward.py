@@ -59,11 +59,6 @@ def forward(
     if (input_ids is None) ^ (inputs_embeds is not None):
         raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
 
-    if pixel_values is not None and inputs_embeds is not None:
-        raise ValueError(
-            "You cannot specify both pixel_values and inputs_embeds at the same time, and must specify either one"
-        )
-
     if pixel_values is not None and mm_encoder_outputs is not None:
         raise ValueError("You cannot specify both pixel_values and mm_encoder_outputs at the same time")
 
@@ -75,9 +70,8 @@ def forward(
         mm_encoder_outputs["image"] = self.get_image_features(pixel_values=pixel_values, return_dict=True)
 
     if mm_encoder_outputs.get("image") is not None:
-        image_features = mm_encoder_outputs["image"].last_hidden_state
-        vision_flat = image_features.view(-1, image_features.size(-1))
-        projected_vision_flat = self.multi_modal_projector(vision_flat).to(
+        image_features = mm_encoder_outputs["image"].pooler_output
+        projected_vision_flat = image_features.reshape(-1, image_features.size(-1)).to(
             inputs_embeds.device, inputs_embeds.dtype
         )
         special_image_mask = self.get_placeholder_mask(
@@ -116,6 +110,6 @@ def forward(
         cache=outputs.cache,
         hidden_states=outputs.hidden_states,
         attentions=outputs.attentions,
-        image_outputs=outputs.image_outputs,
+        image_outputs=mm_encoder_outputs.get("image"),
         router_logits=outputs.router_logits,
     )

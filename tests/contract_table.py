@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import transformers
+from packaging.version import Version
+
 from envoys.tiny import noise_image
+
+#: The installed transformers release, for the rows whose shapes a release changed.
+TRANSFORMERS = Version(transformers.__version__)
 
 #: The first image of every invoke: 32x32 noise.
 FIRST_IMAGE = (32, 32)
@@ -641,7 +647,8 @@ ROWS: dict[str, Row] = {
         sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=128, patch_size=8,
                     image_size=32),
         stream=batched((1, 17), (3, 17)),
-        projected=flat((1, 4), (3, 4)),
+        # the root flattens the tiles before the projector; from transformers 5.25 get_image_features projects per tile
+        projected=batched((1, 4), (3, 4)) if TRANSFORMERS >= Version("5.25") else flat((1, 4), (3, 4)),
         projector_reads=None,
         second_image=(64, 32),
         prefix=1,

@@ -47,7 +47,7 @@ DIFFERS = {
     "granite_docling": (AssertionError, "Granite-Docling and HyperCLOVAX the text model receives the features times"),
     "hyperclovax_vision_v2": (AssertionError, "Granite-Docling and HyperCLOVAX the text model receives the features times"),
     "blip-2": (AssertionError, "BLIP-2 on OPT adds learned positions"),
-    "llama4": (TransformersBug, "each trace ends with `tracer.stop()`"),
+    "llama4": (TransformersBug, "before transformers 5.25, each trace ends with `tracer.stop()`"),
     "gemma4_unified": (Unavailable, "Gemma 4 Unified has no tower blocks"),
 }
 
@@ -66,6 +66,10 @@ def test_use_it_runs_on_every_family(name: str, tiny_checkpoint, tmp_path: Path)
         return
     expected, said = DIFFERS[model_type]
     assert said in " ".join(README.read_text().split())  # the README says how it differs, and it does
+    if expected is TransformersBug and not model.family.forward_bug.present():  # a release that fixed the bug
+        result = runpy.run_path(str(script), init_globals=namespace)
+        assert not torch.equal(result["logits"], result["ablated"])
+        return
     with pytest.raises(expected):
         runpy.run_path(str(script), init_globals=namespace)
 

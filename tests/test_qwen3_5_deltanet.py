@@ -18,10 +18,13 @@ import pytest
 
 pytest.importorskip("transformers.models.qwen3_5", reason="target absent: this transformers release has no qwen3_5")
 import torch
+import transformers
+from packaging.version import Version
 from swap_rules import without_rule
 from synthetic import write_module
 from transformers import AutoModelForImageTextToText
 from transformers.models.qwen3_5 import modeling_qwen3_5
+from transformers.utils import is_kernels_available
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.rules import rule_named, rules_for
@@ -66,16 +69,18 @@ def deltanet_blocks(model) -> list[int]:
 
 
 class Recorder:
-    """Wraps one kernel function: records every call's tensors (cloned) and what it returned, per layer."""
+    """Wraps one kernel function (``name``: from transformers 5.25 a kernels hub function object, which has no
+    ``__name__``): records every call's tensors (cloned) and what it returned, per layer."""
 
-    def __init__(self, kernel, calls: list) -> None:
+    def __init__(self, kernel, calls: list, name: str) -> None:
         self.kernel = kernel
         self.calls = calls
+        self.name = name
 
     def __call__(self, query, key, value, **kwargs):
         output, state = self.kernel(query, key, value, **kwargs)
         self.calls.append({
-            "kernel": self.kernel.__name__,
+            "kernel": self.name,
             "queries": query.clone(), "keys": key.clone(), "values": value.clone(),
             "decays": kwargs["g"].clone(), "betas": kwargs["beta"].clone(),
             "head_outputs": output.clone(), "state": None if state is None else state.clone(),
@@ -91,12 +96,12 @@ def recording(plain, monkeypatch, run) -> list[dict]:
     calls: list[dict] = []
     with monkeypatch.context() as patch:
         for name in KERNELS:
-            patch.setattr(modeling_qwen3_5, name, Recorder(getattr(modeling_qwen3_5, name), calls))
+            patch.setattr(modeling_qwen3_5, name, Recorder(getattr(modeling_qwen3_5, name), calls, name))
         for block in plain.modules():
             for name in KERNELS:
                 attribute = name.removeprefix("torch_")
                 if isinstance(block, modeling_qwen3_5.Qwen3_5GatedDeltaNet) and hasattr(block, attribute):
-                    patch.setattr(block, attribute, Recorder(getattr(block, attribute), calls))
+                    patch.setattr(block, attribute, Recorder(getattr(block, attribute), calls, name))
         with torch.no_grad():
             run()
     return calls
@@ -135,12 +140,15 @@ def test_the_rule_exposes_both_kernel_calls(capsys):
     assert show(["Qwen3_5GatedDeltaNet"]) == 0
     out = capsys.readouterr().out
     numbered = r"(?: \(numbered \w+\))?"  # nnsight's own label, where a release's variant serves the call under ours
+    # from 5.25 a prompt pass also calls the per-token kernel for each token whose state the cache keeps
+    kept = r", torch_recurrent_gated_delta_rule_1 \(line (\d+)\)" if Version(transformers.__version__) >= Version("5.25") else ""
     found = re.search(rf"^# sites: torch_recurrent_gated_delta_rule_0{numbered} \(line (\d+)\), "
-                      rf"torch_chunk_gated_delta_rule_0{numbered} \(line (\d+)\)$", out, re.M)
+                      rf"torch_chunk_gated_delta_rule_0{numbered} \(line (\d+)\){kept}$", out, re.M)
     assert found, out
     lines = Path(modeling_qwen3_5.__file__).read_text().splitlines()
-    recurrent, chunk = (lines[int(number) - 1] for number in found.groups())
+    recurrent, chunk, *tail = (lines[int(number) - 1] for number in found.groups())
     assert "recurrent_gated_delta_rule(" in recurrent and "chunk_gated_delta_rule(" in chunk  # the file's own lines
+    assert all("recurrent_gated_delta_rule(" in line for line in tail)
 
 
 def test_the_forward_s_decorators_are_peeled():
@@ -148,7 +156,9 @@ def test_the_forward_s_decorators_are_peeled():
     peeled down to the function itself."""
     innermost, layers = peel(modeling_qwen3_5.Qwen3_5GatedDeltaNet.forward)
     decorators = inspect.getsource(modeling_qwen3_5.Qwen3_5GatedDeltaNet.forward).split("def forward", 1)[0]
-    expected = (["accelerate.py"] if "@force_accelerate_hooks" in decorators else []) + (
+    on_class = inspect.getsource(modeling_qwen3_5.Qwen3_5GatedDeltaNet).split("class ", 1)[0]
+    kernelized = "@use_kernelized_func" in on_class and is_kernels_available()  # kernels' class decorator, outermost
+    expected = (["layer.py"] if kernelized else []) + (["accelerate.py"] if "@force_accelerate_hooks" in decorators else []) + (
         ["deprecation.py"] if "@deprecate_kwarg" in decorators else [])
     assert [layer.wrapper.__code__.co_filename.rpartition("/")[2] for layer in layers] == expected
     assert innermost.__qualname__ == "Qwen3_5GatedDeltaNet.forward"

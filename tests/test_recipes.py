@@ -91,7 +91,8 @@ def through_head(model, hidden: torch.Tensor, after: Callable[[torch.Tensor], to
 
 def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
     """What the forward does to its head's output, read off a plain forward: nothing (its logits are the head's output),
-    the product with the root's ``logit_scale`` (Cohere Compass's), the scale by the text config's ``logits_scaling``,
+    the product with the root's ``logit_scale`` (Cohere Compass's) or the text config's (Aya Vision's from
+    transformers 5.25), the scale by the text config's ``logits_scaling``,
     divided (Granite-Docling's) or multiplied (HyperCLOVAX's MuP scale), or the soft cap ``tanh(head / cap) * cap`` at
     its ``final_logit_softcapping`` (PaliGemma 2's; Muse's of the head times ``output_multiplier``); AssertionError
     where its logits are none of these."""
@@ -104,9 +105,9 @@ def after_head(model) -> Callable[[torch.Tensor], torch.Tensor]:
         return lambda head: head / scaling
     if scaling is not None and torch.equal(logits, heads[-1] * scaling):
         return lambda head: head * scaling
-    scale = getattr(model._module, "logit_scale", None)
-    if isinstance(scale, float) and scale != 1 and torch.equal(logits, heads[-1] * scale):
-        return lambda head: head * scale
+    for scale in (getattr(model._module, "logit_scale", None), getattr(model.text_config, "logit_scale", None)):
+        if isinstance(scale, float) and scale != 1 and torch.equal(logits, heads[-1] * scale):
+            return lambda head, scale=scale: head * scale
     cap = getattr(model.text_config, "final_logit_softcapping", None)
     assert cap is not None, "the forward changes the head's output and the text config sets no final soft cap"
     multiplier = getattr(model.text_config, "output_multiplier", None)  # the Muse wrappers', before the cap

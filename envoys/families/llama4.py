@@ -1,10 +1,15 @@
 """Llama 4 (model_type llama4): a tiled tower with its CLS last, on a MoE / dense text model; the root scatters.
 
 ``Llama4ForConditionalGeneration`` has no inner model: its own forward runs the
-tower (``vision_model``, standard ``vision``), flattens the tower's output over
-tiles, projects it (``multi_modal_projector``, the projector) and scatters it
-into the token embeddings (``inputs_embeds_masked_scatter_0``, argument 1), so
-the root is the scatter host (``root_scatter``, the spec's ROOT_SCATTER).
+tower (``vision_model``, standard ``vision``), projects its output
+(``multi_modal_projector``, the projector), flattens it over tiles and
+scatters it into the token embeddings (``inputs_embeds_masked_scatter_0``,
+argument 1), so the root is the scatter host (``root_scatter``, the spec's
+ROOT_SCATTER). Before transformers 5.25 the root flattens the tower's output
+over tiles before the projector, which receives ``[tiles * tokens,
+vision_output_dim]``; from 5.25 ``get_image_features`` projects each tile's
+tokens, ``[tiles, tokens, vision_output_dim]``, and the root flattens what
+the projector gives.
 
 The tower (`Llama4Vision`) runs one row per tile (see its docstring), appends
 the CLS token last on the patch axis, and ends with ``layernorm_post`` (its
@@ -29,9 +34,10 @@ after all of that.
 transformers 5.24.0's root forward ends by reading ``outputs.image_outputs`` off
 the language model's output, whose class has no such field, so every forward
 (and so ``generate``) raises ``AttributeError`` after the logits are computed
-(`IMAGE_OUTPUTS_BUG`). Everything up to the logits is served: the logits are
-read at the language model's output (``logits_at``), and a trace that ends
-with ``tracer.stop()`` after its last read never reaches the failing line.
+(`IMAGE_OUTPUTS_BUG`; 5.25 fixed it). Everything up to the logits is served:
+the logits are read at the language model's output (``logits_at``), and a
+trace that ends with ``tracer.stop()`` after its last read never reaches the
+failing line.
 """
 
 from __future__ import annotations
@@ -149,8 +155,9 @@ class Llama4Vision(Vision):
     CLS included. After it, inside the tower's forward, the CLS is dropped and
     the adapter (``vision.vision_adapter``) pixel-shuffles each tile's
     patches into ``patches * pixel_shuffle_ratio**2`` tokens of
-    ``vision_output_dim``; the root flattens them over tiles into what the
-    projector receives, ``[tiles * tokens, vision_output_dim]``.
+    ``vision_output_dim``, which the projector receives: flattened over tiles,
+    ``[tiles * tokens, vision_output_dim]``, before transformers 5.25, and
+    ``[tiles, tokens, vision_output_dim]`` from 5.25.
     """
 
     patch_embeddings = value(
