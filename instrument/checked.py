@@ -49,15 +49,21 @@ def _recorded(root: Path) -> Recorded:
 
 
 @cache
-def _warn_once(installed: str, reference: str | None, newest: str | None) -> None:
-    served = f"served where they read as on {_spoken(reference)}" if reference else "not served"
-    warnings.warn(
-        f"{_spoken(installed)} is not a release this library was checked against (the newest checked is "
-        f"{_spoken(newest) if newest else 'none'}): values at rewritten forwards are {served}, and the others say why "
-        f"they are unavailable; python -m instrument.releases {installed.rpartition('-')[2]} checks it (docs/releases.md)",
-        UncheckedRelease,
-        stacklevel=4,
-    )
+def _warn_once(installed: str, reference: str | None, newest: str | None, root: Path) -> None:
+    if reference is None:
+        message = (
+            f"no release of {installed.rpartition('-')[0]} is recorded in a snapshot store at {root}, so none counts as "
+            f"checked and no value at a rewritten forward is served; install the library from its checkout "
+            f"(pip install -e .), which holds the store"
+        )
+    else:
+        message = (
+            f"{_spoken(installed)} is not a release this library was checked against (the newest checked is "
+            f"{_spoken(newest)}): values at rewritten forwards are served where they read as on {_spoken(reference)}, "
+            f"and the others say why they are unavailable; python -m instrument.releases "
+            f"{installed.rpartition('-')[2]} checks it (docs/releases.md)"
+        )
+    warnings.warn(message, UncheckedRelease, stacklevel=4)
 
 
 def _spoken(release: str) -> str:
@@ -88,7 +94,7 @@ def check(instrumented: Instrumented, root: Path | None = None) -> None:
     if installed in recorded.releases:
         return
     reference = nearest(recorded.releases, installed)
-    _warn_once(installed, reference, recorded.releases[-1] if recorded.releases else None)
+    _warn_once(installed, reference, recorded.releases[-1] if recorded.releases else None, root)
     _check_text(instrumented, recorded, root, installed, reference)
 
 
@@ -97,7 +103,7 @@ def _check_text(instrumented: Instrumented, recorded: Recorded, root: Path, inst
     name = snapshot_file_name(rule)
     path = recorded.path(reference, name.removesuffix(".py")) if reference else None
     if path is None:
-        found = f"{_spoken(reference)} has no text of it" if reference else "no release is recorded"
+        found = f"{_spoken(reference)} has no text of it" if reference else f"no release is recorded at {root}"
     elif not path.endswith(".py") or (root / path).read_text(encoding="utf-8") != snapshot(instrumented):
         found = f"it reads differently from {_spoken(reference)}'s ({path} in the snapshot store)"
     else:

@@ -378,3 +378,24 @@ def test_a_release_the_store_does_not_record_serves_only_the_forwards_that_read_
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncheckedRelease)  # said once per process
         StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+
+
+def test_without_a_snapshot_store_no_rewritten_forward_is_served_and_the_warning_says_how_to_install(
+    tmp_path, monkeypatch, tiny_checkpoint
+):
+    from instrument import checked
+    from instrument.checked import UncheckedRelease
+
+    monkeypatch.setattr(checked, "STORE", tmp_path)  # an install without the checkout's snapshots/
+    checked._recorded.cache_clear()
+    checked._warn_once.cache_clear()
+    try:
+        with pytest.warns(UncheckedRelease, match=r"no release of transformers is recorded in a snapshot store at .*"
+                                                  r"install the library from its checkout \(pip install -e \.\)"):
+            model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
+        assert f"no release is recorded at {tmp_path}" in model.support()["vision.image_features"]
+        assert "no release is recorded" in str(model.vision.support()["self_attn.attention_queries"])  # per block
+        assert model.vision.support()["tower_output"] is None  # a module's output: no rewritten forward behind it
+    finally:
+        checked._recorded.cache_clear()
+        checked._warn_once.cache_clear()
