@@ -66,6 +66,12 @@ def _warn_once(installed: str, reference: str | None, newest: str | None, root: 
     warnings.warn(message, UncheckedRelease, stacklevel=4)
 
 
+def forget() -> None:
+    """Forget what this process read of the store and that it warned: the next build reads ``STORE`` again."""
+    _recorded.cache_clear()
+    _warn_once.cache_clear()
+
+
 def _spoken(release: str) -> str:
     """``transformers-5.25.0`` -> ``transformers 5.25.0``."""
     return release.replace("-", " ", 1)

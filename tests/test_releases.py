@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -324,7 +325,7 @@ def test_a_release_that_lost_a_rule_is_not_recorded_and_the_lost_rule_is_named(t
 def older_store(tmp_path, monkeypatch):
     """A store whose only release is one before the installed one, recording the installed release's texts except
     LlavaModel.forward's (one line differs): to the library, the installed release is a newer one it has not seen."""
-    from instrument import checked, snapshot
+    from instrument import snapshot
     from instrument.store import Store, Stored
 
     installed = f"transformers-{transformers.__version__}"
@@ -338,12 +339,21 @@ def older_store(tmp_path, monkeypatch):
     older = Version(transformers.__version__)
     previous = f"transformers-{older.major}.{older.minor - 1}.99" if older.minor else "transformers-0.0.1"
     Store({previous: entries}).write(tmp_path)
-    monkeypatch.setattr(checked, "STORE", tmp_path)
-    checked._recorded.cache_clear()
-    checked._warn_once.cache_clear()
-    yield previous
-    checked._recorded.cache_clear()
-    checked._warn_once.cache_clear()
+    with judged_against(tmp_path, monkeypatch):
+        yield previous
+
+
+@contextmanager
+def judged_against(root: Path, monkeypatch):
+    """Builds in the block judge the installed release against the snapshot store at ``root``, read afresh."""
+    from instrument import checked
+
+    monkeypatch.setattr(checked, "STORE", root)
+    checked.forget()
+    try:
+        yield
+    finally:
+        checked.forget()
 
 
 def test_a_release_the_store_does_not_record_serves_only_the_forwards_that_read_as_the_nearest_recorded_one(
@@ -383,19 +393,12 @@ def test_a_release_the_store_does_not_record_serves_only_the_forwards_that_read_
 def test_without_a_snapshot_store_no_rewritten_forward_is_served_and_the_warning_says_how_to_install(
     tmp_path, monkeypatch, tiny_checkpoint
 ):
-    from instrument import checked
     from instrument.checked import UncheckedRelease
 
-    monkeypatch.setattr(checked, "STORE", tmp_path)  # an install without the checkout's snapshots/
-    checked._recorded.cache_clear()
-    checked._warn_once.cache_clear()
-    try:
+    with judged_against(tmp_path, monkeypatch):  # an install without the checkout's snapshots/
         with pytest.warns(UncheckedRelease, match=r"no release of transformers is recorded in a snapshot store at .*"
                                                   r"install the library from its checkout \(pip install -e \.\)"):
             model = StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text")
         assert f"no release is recorded at {tmp_path}" in model.support()["vision.image_features"]
         assert "no release is recorded" in str(model.vision.support()["self_attn.attention_queries"])  # per block
         assert model.vision.support()["tower_output"] is None  # a module's output: no rewritten forward behind it
-    finally:
-        checked._recorded.cache_clear()
-        checked._warn_once.cache_clear()
