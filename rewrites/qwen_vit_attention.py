@@ -14,7 +14,8 @@ Sites, as nnsight names them (the kernel's annotated assignment is
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 (and their MoE siblings' copies) share this forward's shape and names,
 and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, GLM-4.5V's copy of it (glm4v_moe), and
 GLM-OCR's, whose forward adds q/k norms before the rotary embedding), the packed SigLIP-shaped towers of PaddleOCR-VL
-and VideoLLaMA 3, EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension), Cohere Compass's
+and VideoLLaMA 3, EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension, as LLaVA-OneVision
+1.5's RICE ViT, whose every frame starts with a CLS row), Cohere Compass's
 and Muse Glimmer's towers, Kimi K2.5's MoonViT and HunYuanVL's tower, and MiniCPM-V's SigLIP-NaViT
 attention (4.6's, 4.7's and MiniCPM-OCR's copies), whose queries and keys have no rotary embedding; so do
 the Qwen omni thinkers' ViTs (Qwen2.5-Omni's, Qwen2.5-VL's copy, and Qwen3-Omni-MoE's, Qwen3-VL's) and their
@@ -81,6 +82,10 @@ RULES = (
         "video_llama_3", "transformers.models.video_llama_3.modeling_video_llama_3:VideoLlama3VisionAttention.forward"
     ),
     _attention("exaone4_5", "transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_VisionAttention.forward"),
+    _attention(
+        "llava_onevision1_5",
+        "transformers.models.llava_onevision1_5.modeling_llava_onevision1_5:LlavaOnevision15VisionAttention.forward",
+    ),
     _attention("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassVisionAttention.forward"),
     _attention("muse_glimmer", "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionAttention.forward"),
     _attention("kimi_k25", "transformers.models.kimi_k25.modeling_kimi_k25:Kimi_K25VisionAttention.forward"),

@@ -155,6 +155,9 @@ class Row:
     prefix: int = 0
     #: the tower has a final norm over the patches (vision.norm), so tower_output is not the last block's output
     final_norm: bool = False
+    #: the tower drops each image's ``prefix`` rows after its last block (LLaVA-OneVision-1.5's CLS rows), so
+    #: tower_output is the last block's output without them, laid out as patch_embeddings
+    drops_prefix: bool = False
     #: None where attention_probabilities is served; else a regex of the reason it is Unavailable
     pattern_unavailable: str | None = None
     #: blocks whose pattern has other rows than the stream (a windowed block attends per window): block -> (rows for
@@ -687,6 +690,22 @@ ROWS: dict[str, Row] = {
         pattern_unavailable=QWEN_PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
         rules=(scatter("qwen2_vl"), "qwen2_vl.vision-attention", *attention("qwen2_vl", "Qwen2VLAttention")),
+    ),
+    # envoys/tiny/llava_onevision1_5.py: the Qwen ViT's layout, patch 8, 2x2 merge: 32x32 is 16 patches and 4 tokens,
+    # 48x64 is 48 and 12; a CLS row before each image's patches in the blocks (dropped after the last one, so
+    # tower_output, the merger's input, has none); GELU MLP 64 wide; Qwen3 text blocks.
+    "llava_onevision1_5": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=64, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(1 + 16, 1 + 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,  # the last block's output without each image's CLS row (tests/test_llava_onevision1_5.py)
+        prefix=1,
+        drops_prefix=True,
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter("llava_onevision1_5"), "llava_onevision1_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
     ),
     # envoys/tiny/qwen.py: patch 4: 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; the blocks and the merger
     # run in window order, restored after the merger, so image_features is not the merger's output as it is.

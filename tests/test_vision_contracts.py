@@ -217,11 +217,22 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
     last = blocks[-1][3]
     if row.restores_window_order:  # the blocks' rows in window order, the tower's output back in raster order
         last = last[:, torch.argsort(window)]
+    if row.drops_prefix:  # each image's prefix rows dropped after the last block
+        last, merged = without_prefix(last, merged, row.prefix, count), merged.without(row.prefix)
     assert tower.shape == (*merged.shape(count), width)
     if row.final_norm:  # after the tower's final norm over the patches
         assert torch.equal(tower, model.vision.norm._module(last)) and not torch.equal(tower, last)
     else:
         assert torch.equal(tower, last)
+
+
+def without_prefix(stream: torch.Tensor, layout, prefix: int, count: int) -> torch.Tensor:
+    """``stream`` (``[rows, positions, width]`` in ``layout``, of the first ``count`` images) without each image's
+    first ``prefix`` positions: on a packed row, each image's segment of it."""
+    if layout.kind != "packed":
+        return stream[:, prefix:]
+    lengths = [positions for _, positions in layout.per_image[:count]]
+    return torch.cat([part[:, prefix:] for part in stream.split(lengths, dim=1)], dim=1)
 
 
 #: The tower's stream values, as print(model) names them: the tower's own and every block's (and its parts').

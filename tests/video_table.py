@@ -27,6 +27,8 @@ class VideoRow:
     tokens: int
     stream: tuple[int, ...]
     grid: tuple[int, int, int]
+    #: tower_output's shape where the tower drops rows of its stream after the last block (each frame's CLS row)
+    tower: tuple[int, ...] | None = None
 
 
 VIDEOS: dict[str, VideoRow] = {
@@ -35,6 +37,9 @@ VIDEOS: dict[str, VideoRow] = {
     "qwen2_vl": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     # patch 4: 2 units of 8x8 patches (128) and 4x4 tokens (32).
     "qwen2_5_vl": VideoRow(tokens=32, stream=(1, 128, 32), grid=(2, 4, 4)),
+    # envoys/tiny/llava_onevision1_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64),
+    # each after its CLS row in the blocks (68 rows), and 2x2 tokens each (16).
+    "llava_onevision1_5": VideoRow(tokens=16, stream=(1, 4 + 64, 32), grid=(4, 2, 2), tower=(1, 64, 32)),
     "qwen3_vl": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     "qwen3_vl_moe": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     "qwen3_5": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),

@@ -397,19 +397,25 @@ class QwenGrids:
 
     stream_dims = 2  # [1, patches, ...]
 
-    def __init__(self, merger_is_projector: bool = True) -> None:
+    def __init__(self, merger_is_projector: bool = True, frame_prefix: int = 0) -> None:
         self.merger_is_projector = merger_is_projector
+        #: rows the blocks' stream holds before each frame's patches (LLaVA-OneVision-1.5's CLS row), which
+        #: ``patch_embeddings`` and ``tower_output`` lack
+        self.frame_prefix = frame_prefix
 
     def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
         """Image ``image``'s patch grid over the tower's packed rows: ``of`` "stream" (the blocks' values, in window
-        order on Qwen2.5-VL) or "patch_embeddings" (merge-block order)."""
-        windowed = value_named(of, PATCH_VALUES, "Qwen ViT per-patch") == "stream"
+        order on Qwen2.5-VL, each frame's prefix rows before its patches where the tower has them) or
+        "patch_embeddings" (merge-block order, no prefix rows: also ``tower_output`` where the tower drops them)."""
+        stream = value_named(of, PATCH_VALUES, "Qwen ViT per-patch") == "stream"
         merge, units, sizes = self._image(inputs, image)
         height, width = (int(size) for size in sizes[image, 1:])
-        start = int(sizes[:image].prod(dim=1).sum())
-        order = self._units(inputs, height // merge, width // merge) if windowed else None
-        stream = int(sizes.prod(dim=1).sum())
-        return Grid(start + merge_block_rows(height, width, merge, order), slice(start, start + height * width), stream)
+        prefix = self.frame_prefix if stream else 0
+        rows = sizes.prod(dim=1) + sizes[:, 0] * prefix  # each image's rows: its frames' patches and prefix rows
+        start = int(rows[:image].sum()) + prefix
+        order = self._units(inputs, height // merge, width // merge) if stream else None
+        grid = start + merge_block_rows(height, width, merge, order)
+        return Grid(grid, slice(start - prefix, start + height * width), int(rows.sum()))
 
     def token_grid(self, inputs: ImageInputs, image: int, of: str = "image_features") -> Grid:
         """Image ``image``'s merged grid over the image tokens: ``of`` "image_features" (the image tokens' rows, the
