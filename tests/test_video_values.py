@@ -21,7 +21,7 @@ from video_table import FRAMES, SIDE, VIDEOS
 from envoys import StandardizedTransformer
 from envoys.core.values import Unavailable
 from envoys.image.grids import GridError
-from envoys.tiny import NAMES, chat_prompt, noise_image, noise_video
+from envoys.tiny import ABSENT, NAMES, chat_prompt, noise_image, noise_video
 
 BUILDERS = [name for name in NAMES if "video" in family_of(name).media]
 IMAGE = noise_image(32, 32, seed=11)
@@ -29,7 +29,8 @@ VIDEO = noise_video(FRAMES, SIDE, SIDE, seed=12)
 
 
 def test_every_checkpoint_of_a_family_that_takes_videos_has_a_row():
-    assert set(BUILDERS) == set(VIDEOS), set(BUILDERS) ^ set(VIDEOS)
+    rows = set(VIDEOS) - set(ABSENT)  # the rows of models the installed transformers has
+    assert set(BUILDERS) == rows, set(BUILDERS) ^ rows
 
 
 @pytest.fixture(scope="module", params=BUILDERS)
