@@ -53,7 +53,14 @@ def family_sections() -> str:
 
     sections = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        try:
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+        except ImportError as error:  # a family whose model the installed transformers lacks: its reason instead
+            reason = package.absent_from_release(info.name, error)
+            if reason is None:
+                raise
+            sections.append(f"### `{info.name}`\n\nNot on the transformers this site was built with: {reason}.\n")
+            continue
         family = getattr(module, "FAMILY", None)
         if family is None:
             continue
