@@ -23,11 +23,11 @@ from pathlib import Path
 
 from .compiler import Instrumented
 from .listing import snapshot, snapshot_file_name
-from .store import Recorded, StoreError, nearest
+from .store import REPOSITORY_STORE, Recorded, StoreError, nearest
 from .versions import distribution_version
 
-#: The snapshot store the installed release is judged against: the checkout's (the package is installed from it).
-STORE = Path(__file__).resolve().parent.parent / "snapshots"
+#: The snapshot store the installed release is judged against.
+STORE = REPOSITORY_STORE
 
 
 class UncheckedRelease(UserWarning):

@@ -36,11 +36,11 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from .commands import run
-from .store import Store
+from .store import REPOSITORY_STORE, Store
 
 #: The checkout the command runs from.
 REPOSITORY = Path(__file__).resolve().parent.parent
-SNAPSHOTS = REPOSITORY / "snapshots"
+SNAPSHOTS = REPOSITORY_STORE
 
 #: Pinned as CI pins them (`.ci/run`), so pip never resolves torch.
 TORCH = ("torch==2.14.1", "torchvision==0.29.1")

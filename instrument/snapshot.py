@@ -39,12 +39,12 @@ from .commands import run
 from .compiler import DriftError, TargetMissing, compile_rule
 from .listing import snapshot, snapshot_file_name
 from .rule import Rule
-from .store import MANIFEST, Store, Stored, StoreError, Written
+from .store import MANIFEST, REPOSITORY_STORE, Store, Stored, StoreError, Written
 from .targets import all_rules
 from .versions import for_installed, library_version
 
 #: The repository's snapshot store (the tools run from a checkout).
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
+DEFAULT_ROOT = REPOSITORY_STORE
 
 UNCHANGED, CHANGED, MOVED, ABSENT, NEW = "unchanged", "changed", "site moved", "target absent", "new"
 #: A reference entry no rule writes (the rule vanished); a store file no release resolves to.

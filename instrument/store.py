@@ -37,6 +37,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+#: The repository's snapshot store (the library is installed from its checkout, which holds it).
+REPOSITORY_STORE = Path(__file__).resolve().parent.parent / "snapshots"
 MANIFEST = "manifest.toml"
 OLDER = "older"
 #: The manifest's value for a forward that has no entry from that release on.
@@ -128,10 +130,7 @@ class Recorded:
         manifest = root / MANIFEST
         if not manifest.is_file():
             return cls((), {})
-        try:
-            data = tomllib.loads(manifest.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-            raise StoreError(f"{manifest} cannot be read: {error}") from None
+        data = _read_manifest(manifest)
         return cls(tuple(sorted(data.get("releases", ()), key=_order)), data.get("forwards", {}))
 
     def path(self, release: str, stem: str) -> str | None:
@@ -223,10 +222,7 @@ class Store:
                     "(give the store's folder, or an empty one to start a new store)"
                 )
             return cls()
-        try:
-            data = tomllib.loads(manifest.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-            raise StoreError(f"{manifest} cannot be read: {error}") from None
+        data = _read_manifest(manifest)
         texts: dict[str, Stored] = {}
         for changes in data.get("forwards", {}).values():
             for path in changes.values():
@@ -259,6 +255,14 @@ class Store:
             if not any(folder.iterdir()):
                 folder.rmdir()
         return Written(tuple(sorted(written)), tuple(removed))
+
+
+def _read_manifest(manifest: Path) -> dict:
+    """The manifest's TOML; a `StoreError` when it cannot be read."""
+    try:
+        return tomllib.loads(manifest.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise StoreError(f"{manifest} cannot be read: {error}") from None
 
 
 def _quote(text: str) -> str:

@@ -23,12 +23,21 @@ from transformers import (
     LlavaOnevision15ForConditionalGeneration,
     PreTrainedModel,
     ProcessorMixin,
-    Qwen2VLImageProcessor,
     Qwen2VLVideoProcessor,
 )
 
 from .norms import randomise_norms
-from .qwen import CHAT_TEMPLATE, MERGE, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, _pixels, _text, _token_ids, _tokenizer, _video_size
+from .qwen import (
+    CHAT_TEMPLATE,
+    MERGE,
+    OPENAI_CLIP_MEAN,
+    OPENAI_CLIP_STD,
+    _image_processor,
+    _text,
+    _token_ids,
+    _tokenizer,
+    _video_processor,
+)
 from .rope import rope
 
 PATCH = 8
@@ -51,12 +60,10 @@ def build_llava_onevision1_5() -> tuple[PreTrainedModel, ProcessorMixin]:
         },
         **_token_ids(tokenizer),
     )
-    shared = {"patch_size": PATCH, "merge_size": MERGE, "temporal_patch_size": 1,
-              "image_mean": OPENAI_CLIP_MEAN, "image_std": OPENAI_CLIP_STD}
     processor = Exaone4_5_Processor(
-        image_processor=Qwen2VLImageProcessor(**shared, **_pixels(PATCH)),
+        image_processor=_image_processor(PATCH, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, temporal=1),
         tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(**shared, size=_video_size(PATCH), cap_pixels_per_frame=True),
+        video_processor=_video_processor(Qwen2VLVideoProcessor, PATCH, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, temporal=1),
         chat_template=CHAT_TEMPLATE,
     )
     model = LlavaOnevision15ForConditionalGeneration(config)

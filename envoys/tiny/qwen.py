@@ -104,11 +104,11 @@ def _pixels(patch: int) -> dict[str, int]:
     return {"min_pixels": 4 * factor**2, "max_pixels": 64 * factor**2}
 
 
-def _image_processor(patch: int, mean: list[float], std: list[float]) -> Qwen2VLImageProcessor:
+def _image_processor(patch: int, mean: list[float], std: list[float], temporal: int = 2) -> Qwen2VLImageProcessor:
     return Qwen2VLImageProcessor(
         patch_size=patch,
         merge_size=MERGE,
-        temporal_patch_size=2,
+        temporal_patch_size=temporal,
         image_mean=mean,
         image_std=std,
         **_pixels(patch),
@@ -121,12 +121,13 @@ def _video_size(patch: int) -> dict[str, int]:
     return {"shortest_edge": pixels["min_pixels"], "longest_edge": 4 * pixels["max_pixels"]}
 
 
-def _video_processor(cls: type, patch: int, mean: list[float], std: list[float]) -> object:
-    """The family's stock video processor, on the same patch grid as its image processor."""
+def _video_processor(cls: type, patch: int, mean: list[float], std: list[float], temporal: int = 2) -> object:
+    """The family's stock video processor, on the same patch grid as its image processor (``temporal`` frames a
+    temporal patch)."""
     return cls(
         patch_size=patch,
         merge_size=MERGE,
-        temporal_patch_size=2,
+        temporal_patch_size=temporal,
         image_mean=mean,
         image_std=std,
         size=_video_size(patch),
