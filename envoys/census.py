@@ -66,9 +66,6 @@ LEFT_OUT = {
     "molmo2": "its adapter concatenates several tower layers (`vision_feature_layer`) and pools them per image token "
               "with a cross-attention over the patches the processor's `pooled_patches_idx` names (`image_pooling_2d`): "
               "`projector.input` and the grids need that pooling layout",
-    "ovis2": "a visual tokenizer: the tower's output is folded (`hidden_stride`), mapped to a probability over a visual "
-             "vocabulary (`head_linear`, `head_norm`, softmax or straight-through argmax) and embedded by "
-             "`visual_embeddings_table`; the projector's standard values need that two-stage path named",
     "ovis2_5": "a visual tokenizer, as ovis2's: the projector maps each merged patch to a probability over a visual "
                "vocabulary (`multi_modal_projector.visual_tokenizer`) and embeds it with `visual_embeddings_table`, "
                "and the helper that scatters (`_merge_visual_features`) also writes indicator embeddings at each "

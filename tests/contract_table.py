@@ -398,6 +398,18 @@ ROWS: dict[str, Row] = {
         final_norm=True,
         rules=(scatter("aya_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
     ),
+    # envoys/tiny/ovis2.py: 32 px tiles of 4 px patches (64 a tile), 2 blocks, a final RMS norm; 16 tokens a tile after
+    # the 2x2 fold; a 32x32 image is 1 tile (16 tokens), a 64 wide, 48 high one the thumbnail + 2x2 tiles (80); the
+    # projector reads the visual tokenizer's probabilities, padded (tests/test_ovis2.py).
+    "ovis2": Row(
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=batched((1, 16), (5, 16)),
+        projector_reads=None,
+        final_norm=True,
+        rules=(scatter("ovis2"), *attention("ovis2", "Ovis2VisionAttention"), *attention("qwen2", "Qwen2Attention")),
+    ),
     # envoys/tiny/cohere2_vision.py: Aya Vision's sizes and tiling; the projector reads tower_output (after the norm).
     "cohere2_vision": Row(
         image_tokens=(16, 80),

@@ -58,6 +58,7 @@ CLASSES = {
     "aya_vision": ("AyaVisionForConditionalGeneration", "AyaVisionProcessor", "TokenizersBackend"),
     "cohere2_vision": ("Cohere2VisionForConditionalGeneration", "Cohere2VisionProcessor", "TokenizersBackend"),
     "internvl": ("InternVLForConditionalGeneration", "InternVLProcessor", "TokenizersBackend"),
+    "ovis2": ("Ovis2ForConditionalGeneration", "Ovis2Processor", "TokenizersBackend"),
     "qianfan_ocr": ("QianfanOCRForConditionalGeneration", "QianfanOCRProcessor", "TokenizersBackend"),
     "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"),
     "idefics2": ("Idefics2ForConditionalGeneration", "Idefics2Processor", "TokenizersBackend"),
@@ -126,6 +127,7 @@ IMAGE_TOKENS = {
     "aya_vision": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
     "cohere2_vision": (16, 80),
     "internvl": (16, 80),  # 16 tokens a tile: 1 tile; 2x2 tiles + the thumbnail
+    "ovis2": (16, 80),  # 16 tokens a tile: 1 tile; the thumbnail + 2x2 tiles
     "qianfan_ocr": (16, 80),  # InternVL's tiles
     "gemma3": (16, 16),
     "idefics2": (4, 4),  # the perceiver's 4 latents an image, whatever its size
@@ -177,6 +179,12 @@ PLACEHOLDER_TOKENS = {"pp_chart2table": "<img>"}
 FEATURE_TOKENS = {"llama4": "<|patch|>", "internvl": "<IMG_CONTEXT>", "qianfan_ocr": "<IMG_CONTEXT>"}
 #: (BLIP-2's and InstructBLIP's tokenizers name no image token, as on the hub: their processors add <image>.)
 FEATURE_TOKENS.update({"blip-2": "<image>", "instructblip": "<image>"})
+#: (Ovis2's tokenizer's image token is the prompt's placeholder, <image>; the processor writes <IMG_ATOM> for it.)
+FEATURE_TOKENS.update({"ovis2": "<IMG_ATOM>"})
+
+#: Tokens whose embeddings the host replaces beside the image tokens' (Ovis2's indicator tokens, each by a row of its
+#: visual embedding table), so the forward changes their rows too.
+ALSO_WRITTEN = {"ovis2": ("<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>")}
 
 #: Checkpoints whose plain transformers forward fails on every call while their family's known bug is present
 #: (`envoys.core.bugs`), and where that is covered instead.
@@ -357,8 +365,9 @@ def test_forward_scatters_one_feature_per_image_token(
     assert features.shape[0] == int(image_positions.sum())
 
     changed, rows = _scattered_rows(model, inputs)
-    assert torch.equal(changed, image_positions)
-    torch.testing.assert_close(rows, features)
+    also = torch.tensor(processor.tokenizer.convert_tokens_to_ids(list(ALSO_WRITTEN.get(name, ()))), dtype=torch.long)
+    assert torch.equal(changed, image_positions | torch.isin(inputs["input_ids"], also))
+    torch.testing.assert_close(rows[image_positions[changed]], features)
 
 
 @pytest.mark.parametrize("name", NAMES)

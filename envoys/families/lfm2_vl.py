@@ -149,8 +149,7 @@ class Lfm2VlGrids(TiledLayout):
         tiled, shapes = self._image(inputs, image), inputs["spatial_shapes"]
         factor = inputs.config.downsample_factor
         cells = tiled.placed(lambda tile, run: raster(*(int(side) // factor for side in shapes[tile]), run.first))
-        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
-        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))
+        return Grid(cells, tiled.token_span)
 
 
 FAMILY = Family("lfm2_vl", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("lfm2",),

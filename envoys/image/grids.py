@@ -91,12 +91,15 @@ class TiledImage:
     ``tiles``: ``(row, column, run)`` of each grid tile, in the prompt's order
     (empty when the image was not split); ``whole``: the run of the tile that
     holds the whole image (the global image); ``first``: the tile index, among
-    the batch's tiles, of the image's first tile (each run is one tile, in order).
+    the batch's tiles, of the image's first tile (each run is one tile, in order);
+    ``whole_first``: the whole image's tile comes before the grid tiles (Ovis2's
+    thumbnail), not after them.
     """
 
     tiles: tuple[tuple[int, int, TokenRun], ...]
     whole: TokenRun
     first: int
+    whole_first: bool = False
 
     @property
     def count(self) -> int:
@@ -120,7 +123,14 @@ class TiledImage:
         order = sorted(range(len(self.tiles)), key=lambda k: self.tiles[k][:2])
         if [self.tiles[k][:2] for k in order] != [(r, c) for r in range(rows) for c in range(columns)]:
             raise GridError(f"the prompt's tiles {[t[:2] for t in self.tiles]} do not fill a {rows}x{columns} grid")
-        return stitch(torch.stack([cells(self.first + k, self.tiles[k][2]) for k in order]), rows, columns)
+        grid_first = self.first + int(self.whole_first)
+        return stitch(torch.stack([cells(grid_first + k, self.tiles[k][2]) for k in order]), rows, columns)
+
+    @property
+    def token_span(self) -> slice:
+        """The image's rows of ``out[mask]``: from its first tile's first image token to its last tile's last."""
+        runs = [self.whole, *(run for _, _, run in self.tiles)]
+        return slice(min(run.first for run in runs), max(run.first + run.length for run in runs))
 
 
 class TiledLayout:
@@ -180,8 +190,7 @@ class TiledLayout:
     def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
         tiled, side = self._image(inputs, image), self.batch_token_side(inputs)
         cells = tiled.placed(lambda tile, run: raster(side, side, run.first))
-        first = tiled.tiles[0][2].first if tiled.tiles else tiled.whole.first
-        return Grid(cells, slice(first, tiled.whole.first + tiled.whole.length))
+        return Grid(cells, tiled.token_span)
 
 
 @dataclass(frozen=True)
