@@ -66,11 +66,6 @@ LEFT_OUT = {
     "molmo2": "its adapter concatenates several tower layers (`vision_feature_layer`) and pools them per image token "
               "with a cross-attention over the patches the processor's `pooled_patches_idx` names (`image_pooling_2d`): "
               "`projector.input` and the grids need that pooling layout",
-    "ovis2_5": "a visual tokenizer, as ovis2's: the projector maps each merged patch to a probability over a visual "
-               "vocabulary (`multi_modal_projector.visual_tokenizer`) and embeds it with `visual_embeddings_table`, "
-               "and the helper that scatters (`_merge_visual_features`) also writes indicator embeddings at each "
-               "image's start and end tokens; serving it needs those two stages named on the projector and a tiny "
-               "builder on its processor",
     "step3p7": "the tower runs twice in one forward (the global views, then the local crops, two `self.vision_model` "
                "calls in `get_image_features`), so each tower value has one occurrence per call to pin; its sparse "
                "MoE text blocks (`Step3p7SparseMoeBlock`) are of a kind already served (Aria's, Mistral Large 4's)",

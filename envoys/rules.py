@@ -52,8 +52,9 @@ def catalog() -> tuple[Rule, ...]:
             ) from error
         family = family_for(model.config.model_type)
         for rule in rules_for_model(model, family):
-            found.setdefault(rule.name, rule)
-            users.setdefault(rule.name, {})[family.model_type] = None
+            for each in (rule, *rule.drill.values()):  # and what it drills into (a scatter helper, never installed)
+                found.setdefault(each.name, each)
+                users.setdefault(each.name, {})[family.model_type] = None
     listed = {rule.name for rule in LISTED}
 
     def concern(rule: Rule) -> int:

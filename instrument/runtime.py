@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping
+from types import MethodType
 from typing import Any
 
 import torch
@@ -35,7 +36,9 @@ def site_for(
     Sites are served at ``{the module's path}.{prefix}.{label}``. ``substitutes``
     maps a label to ``(original, replacement)``: when that site's callee is
     ``original``, ``replacement`` runs in its place (a drilled rule's rewritten
-    function, whose own sites use a longer prefix).
+    function, whose own sites use a longer prefix); when it is ``original``
+    bound to an object (a method the forward calls, ``self._merge_visual_features``),
+    ``replacement`` bound to the same object.
     """
     module_ref = weakref.ref(module)
 
@@ -54,6 +57,8 @@ def site_for(
         substitute = substitutes.get(label)
         if substitute is not None and fn is substitute[0]:
             fn = substitute[1]
+        elif substitute is not None and getattr(fn, "__func__", None) is substitute[0]:
+            fn = MethodType(substitute[1], fn.__self__)
         return site(label, fn, *args, **kwargs)
 
     return drilling_site

@@ -10,7 +10,13 @@ what differs from that: a host elsewhere (the root's own forward, Llama 4's and
 Nemotron-H Omni's), a helper that does the scattering (Idefics 3's
 ``self.inputs_merger(input_ids=..., inputs_embeds=..., image_hidden_states=...)``:
 the helper's call in the host's forward is the site, its keyword
-``image_hidden_states`` the features), which call is the image's, what the
+``image_hidden_states`` the features), a helper that calls
+``inputs_embeds.masked_scatter`` itself, once per medium (Ovis2.5's
+``self._merge_visual_features``: each call of the helper in the host's forward
+is a site that drills into the helper's rewritten form, whose
+``inputs_embeds_masked_scatter_0`` is the scatter, at
+``self__merge_visual_features_0.source.inputs_embeds_masked_scatter_0`` as
+nnsight's ``.source`` drill names it), which call is the image's, what the
 features are where the default purpose says too little, and the releases
 whose forward differs (SmolVLM scattered through a helper before 5.21,
 `SMOLVLM_BEFORE_5_21`).
@@ -60,6 +66,10 @@ class Scatter:
     argument: tuple[int, str] = (1, "source")  #: the features: that call's positional index and keyword name
     purpose: str = ""  #: what the features are at the scatter, where the default line says too little
     variants: tuple[Variant, ...] = ()  #: releases whose forward writes the features in differently
+    #: a method of the host that calls ``callee`` once, called from the host's forward once per medium (Ovis2.5's
+    #: ``self._merge_visual_features``), or None where the forward calls ``callee`` itself: each of the helper's calls
+    #: is a site drilled into the helper's rewritten form, where ``callee``'s call is the medium's scatter
+    helper: str | None = None
 
     @property
     def image(self) -> int:
@@ -73,7 +83,10 @@ class Scatter:
 
     def site_of(self, medium: str) -> str:
         """The label of the call that carries ``medium`` (one of `MEDIA`): ``inputs_embeds_masked_scatter_1`` for a
-        Qwen-VL host's videos."""
+        Qwen-VL host's videos; through a `helper`, its call's label and the scatter's inside it
+        (``self__merge_visual_features_1.source.inputs_embeds_masked_scatter_0`` for Ovis2.5's videos)."""
+        if self.helper is not None:
+            return f"{label_stem(self.helper)}_{self.media.index(medium)}.source.{label_stem(self.callee)}_0"
         return f"{label_stem(self.callee)}_{self.media.index(medium)}"
 
 
@@ -110,16 +123,36 @@ def scatter_rule(host: type, scatter: Scatter = Scatter()) -> Rule:
     At least the image's call is expected, so a forward without it fails to
     build with the compiler's `DriftError` (naming the rule, the class and what
     was found), and the family's image values report that reason.
+
+    Through a `Scatter.helper`, the sites are the helper's calls, each drilling
+    into `helper_rule`.
     """
     host = defining_class(host) or host
     forward = innermost(host.__dict__.get("forward"))
-    found = calls(forward, scatter.callee) if forward is not None else 0
-    stem = label_stem(scatter.callee)
+    called = scatter.helper or scatter.callee
+    found = calls(forward, called) if forward is not None else 0
+    stem = label_stem(called)
     labels = tuple(f"{stem}_{index}" for index in range(max(found, scatter.image + 1)))
+    inner = helper_rule(host, scatter) if scatter.helper is not None else None
     return Rule(
         f"{model_type_of(host.__module__)}{SCATTER_SUFFIX}",
         f"{host.__module__}:{host.__qualname__}.forward",
-        {scatter.callee: labels},
+        {called: labels},
         purpose=scatter.purpose or default_purpose(len(labels), scatter.in_root, scatter.media),
+        drill={label: inner for label in labels} if inner is not None else {},
         variants=scatter.variants,
+    )
+
+
+def helper_rule(host: type, scatter: Scatter) -> Rule:
+    """The rule for the host's helper that scatters (`Scatter.helper`, ``self._merge_visual_features``): its one
+    call of ``scatter.callee`` (``inputs_embeds_masked_scatter_0``), argument 1 the medium's features
+    (``ovis2_5.merge-visual-features``)."""
+    method = scatter.helper.rpartition(".")[2]
+    owner = defining_class(host, method) or host
+    return Rule(
+        f"{model_type_of(owner.__module__)}.{method.strip('_').replace('_', '-')}",
+        f"{owner.__module__}:{owner.__qualname__}.{method}",
+        {scatter.callee: (f"{label_stem(scatter.callee)}_0",)},
+        purpose="the helper the host calls once per medium: the medium's features scattered into the embeddings",
     )

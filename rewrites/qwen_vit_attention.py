@@ -16,7 +16,8 @@ and so do the GLM ViTs (GLM-4.1V's, which GLM-4.6V and GLM-GA run too, GLM-4.5V'
 GLM-OCR's, whose forward adds q/k norms before the rotary embedding), the packed SigLIP-shaped towers of PaddleOCR-VL
 and VideoLLaMA 3, EXAONE 4.5's Qwen2.5-VL tower (its per-image calls inside a list comprehension, as LLaVA-OneVision
 1.5's RICE ViT, whose every frame starts with a CLS row), Cohere Compass's
-and Muse Glimmer's towers, Kimi K2.5's MoonViT and HunYuanVL's tower, and MiniCPM-V's SigLIP-NaViT
+and Muse Glimmer's towers, Ovis2.5's packed SigLIP2-NaViT, Kimi K2.5's MoonViT and HunYuanVL's tower,
+and MiniCPM-V's SigLIP-NaViT
 attention (4.6's, 4.7's and MiniCPM-OCR's copies), whose queries and keys have no rotary embedding; so do
 the Qwen omni thinkers' ViTs (Qwen2.5-Omni's, Qwen2.5-VL's copy, and Qwen3-Omni-MoE's, Qwen3-VL's) and their
 Whisper-like audio attention (``audio-attention``: one kernel call per chunk of the packed clips, at ``cu_seqlens``,
@@ -88,6 +89,7 @@ RULES = (
     ),
     _attention("cohere_compass", "transformers.models.cohere_compass.modeling_cohere_compass:CohereCompassVisionAttention.forward"),
     _attention("muse_glimmer", "transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionAttention.forward"),
+    _attention("ovis2_5", "transformers.models.ovis2_5.modeling_ovis2_5:Ovis2_5VisionAttention.forward"),
     _attention("kimi_k25", "transformers.models.kimi_k25.modeling_kimi_k25:Kimi_K25VisionAttention.forward"),
     _attention("hunyuan_vl", "transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forward"),
     _attention("minicpmv4_6", "transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionAttention.forward"),

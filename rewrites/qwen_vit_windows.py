@@ -68,4 +68,11 @@ RULES = (
         {"get_vision_window_index": (INDEX_SITE,)},
         "the Muse tower's window index (patch by patch; the permutation is an inline indexing): item 0 of the call",
     ),
+    Rule(
+        "ovis2_5.vision-windows",
+        "transformers.models.ovis2_5.modeling_ovis2_5:Ovis2_5VisionModel.forward",
+        {"get_vision_window_index": (INDEX_SITE,)},
+        "the Ovis2.5 tower's window index (merge unit by merge unit, computed after the patch embedding; the "
+        "permutation is an inline indexing): item 0 of the call",
+    ),
 )

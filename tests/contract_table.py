@@ -194,6 +194,9 @@ class Row:
     #: the blocks' rows are in window order and the tower puts them back (``argsort(vision.window_index)``, one entry
     #: a patch) before its final norm, so tower_output is the last block's output back in raster order, normed (Muse's)
     restores_window_order: bool = False
+    #: patches per entry of vision.window_index where the tower restores the window order: 1 on Muse's (computed before
+    #: the patch embedding), spatial_merge_size**2 on Ovis2.5's (one entry a merge unit, computed after it)
+    window_unit: int = 1
     #: the family names a transformers bug that breaks its root's forward on some releases (envoys.core.bugs)
     forward_bug: bool = False
     #: the native path of the position embeddings the text model adds before its first block (OPT's learned ones),
@@ -234,6 +237,8 @@ DOTS_PER_IMAGE = r"the Dots 3 tower's attention makes one interface call per ima
 #: A vision side with no tower blocks (Gemma 4 Unified's embedder): every block value's reason.
 NO_BLOCKS = r"has no blocks \(vision\.num_layers is 0\)"
 #: LFM3-VL's tower attention calls its kernel once per image too, at attention_interface_2.
+#: Ovis2.5's tower attention calls its kernel once per window or per image, at attention_interface_2.
+OVIS2_5_PER_IMAGE = r"the Ovis2.5 tower's attention makes one interface call per window.*\(attention_interface_2\).*cu_seqlens"
 LFM3_VL_PER_IMAGE = r"LFM3-VL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
@@ -837,6 +842,23 @@ ROWS: dict[str, Row] = {
         pattern_unavailable=MUSE_PER_IMAGE,
         rules=(scatter("muse_glimmer"), "muse_glimmer.vision-windows", "muse_glimmer.vision-attention",
                *attention("muse_glimmer", "MuseGlimmerTextAttention")),
+    ),
+    # envoys/tiny/ovis2_5.py: 2 blocks, width 32, 2 heads, patch 8, merged 2x2: a 32x32 image is 16 patches and 4
+    # tokens (one window), 64 wide x 48 high 48 and 12 (3x4 merge units, four windows of up to 2x2); block 0 in windows,
+    # block 1 per image; post_layernorm after the window order is undone (one window_index entry a merge unit); the
+    # projector reads the last block's output as it is (window order), its output is image_features; Qwen3 text blocks.
+    "ovis2_5": Row(
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        final_norm=True,
+        restores_window_order=True,
+        window_unit=4,
+        pattern_unavailable=OVIS2_5_PER_IMAGE,
+        rules=(scatter("ovis2_5"), "ovis2_5.merge-visual-features", "ovis2_5.vision-windows",
+               "ovis2_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
     ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.

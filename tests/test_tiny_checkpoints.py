@@ -90,6 +90,7 @@ CLASSES = {
     "video_llama_3": ("VideoLlama3ForConditionalGeneration", "VideoLlama3Processor", "TokenizersBackend"),
     "exaone4_5": ("Exaone4_5_ForConditionalGeneration", "Exaone4_5_Processor", "TokenizersBackend"),
     "llava_onevision1_5": ("LlavaOnevision15ForConditionalGeneration", "Exaone4_5_Processor", "TokenizersBackend"),
+    "ovis2_5": ("Ovis2_5ForConditionalGeneration", "Ovis2_5Processor", "TokenizersBackend"),
     "minicpmv4_6": ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_6Processor", "TokenizersBackend"),
     "minicpmv4_7": ("MiniCPMV4_7ForConditionalGeneration", "MiniCPMV4_7Processor", "TokenizersBackend"),
     "minicpm_ocr": ("MiniCPMOcrForConditionalGeneration", "MiniCPMOcrProcessor", "TokenizersBackend"),
@@ -159,6 +160,7 @@ IMAGE_TOKENS = {
     "video_llama_3": (16, 48),  # 8 px patches, images at merge_size 1: one token a patch
     "exaone4_5": (16, 48),  # qwen2_5_vl's tower sizes: 4 px patches merged 2x2, 8x8 and 12x16 patches
     "llava_onevision1_5": (4, 12),  # 8 px patches merged 2x2: 4x4 and 6x8 patches
+    "ovis2_5": (4, 12),  # 8 px patches merged 2x2: 4x4 and 6x8 patches
     "minicpmv4_6": (4, 20),  # 16x: 4 tokens a 32x32 unit; the 48x64 image is a source and 2x2 slices, 5 units
     "minicpmv4_7": (4, 20),
     "minicpm_ocr": (16, 60),  # 4x: 16 tokens a 32x32 unit; a 24x32 source and 2x2 slices of 24x32, 12 tokens each
@@ -185,6 +187,8 @@ FEATURE_TOKENS.update({"ovis2": "<IMG_ATOM>"})
 #: Tokens whose embeddings the host replaces beside the image tokens' (Ovis2's indicator tokens, each by a row of its
 #: visual embedding table), so the forward changes their rows too.
 ALSO_WRITTEN = {"ovis2": ("<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>")}
+#: (Ovis2.5's helper writes its indicator words' rows at each image's start and end tokens.)
+ALSO_WRITTEN.update({"ovis2_5": ("<|image_start|>", "<|image_end|>")})
 
 #: Checkpoints whose plain transformers forward fails on every call while their family's known bug is present
 #: (`envoys.core.bugs`), and where that is covered instead.

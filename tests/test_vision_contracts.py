@@ -188,9 +188,11 @@ def test_image_features_are_what_the_text_model_receives_at_the_image_tokens(mod
 def test_the_tower_stream_and_every_block_adds_up(model, row, count):
     images = row.images[:count]
     with model.trace(prompt(model, images), images=images) as tracer:
-        if row.restores_window_order:  # computed before the patch embedding
+        if row.restores_window_order and row.window_unit == 1:  # computed before the patch embedding (Muse's)
             window = model.vision.window_index.save()
         patches = model.vision.patch_embeddings.save()
+        if row.restores_window_order and row.window_unit > 1:  # one entry a merge unit, computed after it (Ovis2.5's)
+            window = model.vision.window_index.save()
         blocks = nnsight.save([])
         for index, block in enumerate(model.vision.layers):
             mixer = row.tower_mixers.get(index)  # a block whose mixer is not attention adds its output instead
@@ -216,7 +218,8 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
         return
     last = blocks[-1][3]
     if row.restores_window_order:  # the blocks' rows in window order, the tower's output back in raster order
-        last = last[:, torch.argsort(window)]
+        units = torch.argsort(window).unsqueeze(1) * row.window_unit + torch.arange(row.window_unit)
+        last = last[:, units.reshape(-1)]
     if row.drops_prefix:  # each image's prefix rows dropped after the last block
         last, merged = without_prefix(last, merged, row.prefix, count), merged.without(row.prefix)
     assert tower.shape == (*merged.shape(count), width)

@@ -40,6 +40,9 @@ VIDEOS: dict[str, VideoRow] = {
     # envoys/tiny/llava_onevision1_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64),
     # each after its CLS row in the blocks (68 rows), and 2x2 tokens each (16).
     "llava_onevision1_5": VideoRow(tokens=16, stream=(1, 4 + 64, 32), grid=(4, 2, 2), tower=(1, 64, 32)),
+    # envoys/tiny/ovis2_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64, one window
+    # each), 2x2 tokens each (16).
+    "ovis2_5": VideoRow(tokens=16, stream=(1, 64, 32), grid=(4, 2, 2)),
     "qwen3_vl": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     "qwen3_vl_moe": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     "qwen3_5": VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),

@@ -123,10 +123,20 @@ def site_label(envoy: Envoy, label: str) -> str:
     return label
 
 
+def _has_site(instrumented: Any, label: str) -> bool:
+    """Whether ``instrumented`` serves ``label``: one of its sites, or a drilled one, ``outer.source.inner``."""
+    outer, _, inner = label.partition(".source.")
+    if not inner:
+        return label in instrumented.site_names
+    drilled = instrumented.drills.get(outer)
+    return drilled is not None and _has_site(drilled, inner)
+
+
 def missing_site(envoy: Envoy, label: str) -> str | None:
-    """Why ``envoy``'s module has no rewritten site ``label``, or None when it has one."""
+    """Why ``envoy``'s module has no rewritten site ``label`` (a site of a function one of its sites drills into is
+    ``outer.source.inner``), or None when it has one."""
     module = envoy._module
-    if any(label in instrumented.site_names for instrumented in installed(module).values()):
+    if any(_has_site(instrumented, label) for instrumented in installed(module).values()):
         return None
     cls = type(module)
     failures = getattr(envoy.root, "rewrite_failures", {})

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from nnsight.intervention.interleaver import Mediator
+from nnsight.intervention.source import STATE
 
 from rewrites.image_scatter import MEDIA
 
@@ -205,6 +206,17 @@ def scatter_location(envoy: Any, medium: str) -> str:
     return f"{host.path}.source.{site}.input"
 
 
+def drill_if_sourced(envoy: Any, medium: str) -> None:
+    """Ask nnsight to drill into the host's helper that scatters (`Scatter.helper`) when its own ``.source`` body runs
+    the host: that body serves the same site names, but the scatter inside the helper only once the helper's call is
+    opened (``host.source.self__merge_visual_features_0.source``); the rewritten forward drills by itself."""
+    host, site, _ = scatter_site(envoy.root, medium)
+    outer, _, inner = site.partition(".source.")
+    state = host._module.__dict__.get(STATE)
+    if inner and state is not None and state.sourced:
+        _ = getattr(host.source, outer).source
+
+
 def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | None] | None = None,
                        doc: str | None = None) -> EProperty:
     """``<medium>_features``: what the host scatters into the token embeddings at ``medium``'s tokens,
@@ -238,8 +250,8 @@ def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | 
     )
     return EProperty(key=lambda envoy: scatter_location(envoy, medium),
                      description=f"what the wrapper scatters into the embeddings [{medium}_tokens, hidden_size]",
-                     unavailable=unavailable, select=lambda envoy: scatter_site(envoy.root, medium)[2])(
-        features).inverse(back)
+                     unavailable=unavailable, select=lambda envoy: scatter_site(envoy.root, medium)[2],
+                     prepare=lambda envoy: drill_if_sourced(envoy, medium))(features).inverse(back)
 
 
 __all__ = ["CARRIERS", "MEDIA", "absent_from_trace", "carries", "placeholder_id", "scattered_features", "token_mask"]
