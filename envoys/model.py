@@ -2,7 +2,7 @@
 
 Loading, in order: the config names the family (an unsupported model_type is
 refused, listing the supported ones, and a checkpoint its family cannot serve,
-such as BLIP-2 on Flan-T5, is refused saying why: `Family.unservable`); the model is loaded with real weights
+such as BLIP-2 on Flan-T5, is refused saying why: `Quirks.unservable`); the model is loaded with real weights
 (a hub id and a local ``save_pretrained`` directory alike; a checkpoint of
 a family's text model saved alone, such as ``qwen3_5_text``, loads as the
 causal LM it is, with the text names, and ``model.vision`` says why it has
@@ -243,7 +243,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
         model_type, saved_config = checkpoint_model_type(name_or_path, hub)
         family = family_for(model_type)
-        refused = family.unservable(saved_config)
+        refused = family.quirks.unservable(saved_config)
         if refused is not None:
             raise ValueError(f"{name_or_path} is a {model_type} checkpoint that cannot be served: {refused}")
         if family.text_only and task == IMAGE_TEXT_TO_TEXT:
@@ -254,7 +254,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             )
         loader = AutoModelForCausalLM if family.text_only else AutoModelForImageTextToText
         model = loader.from_pretrained(name_or_path, **load_kwargs)
-        broken = family.load_bug(model)
+        broken = family.quirks.load_bug(model)
         if broken is not None:
             raise BrokenLoad(broken)
         if device is not None:
@@ -342,7 +342,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """Refuse, before the model runs, a batch with more images than its prompts take, on a family whose
         processor writes a fixed run of image tokens per prompt (``images_per_prompt``): the host would scatter as
         many rows as the prompts have image tokens and drop the rest, or fail."""
-        most = self.family.images_per_prompt
+        most = self.family.batching.images_per_prompt
         pixels, ids = kwargs.get("pixel_values"), kwargs.get("input_ids")
         if most is None or not isinstance(pixels, torch.Tensor) or not isinstance(ids, torch.Tensor):
             return
@@ -387,7 +387,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 error.args = (f"{error.args[0] if error.args else error}; {NO_IMAGE_IN_TRACE}", *error.args[1:])
             raise
         except Exception as error:
-            bug = self.family.forward_bug
+            bug = self.family.quirks.forward_bug
             explained = bug.translate(error) if bug is not None else None
             if explained is None:
                 raise
@@ -454,7 +454,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         ``output`` and ``generate`` are listed too, with its explanation.
         """
         rows: dict[str, Any] = {name: value.reason(self) for name, value in standard_values(type(self)).items()}
-        bug = self.family.forward_bug.reason() if self.family.forward_bug is not None else None
+        bug = self.family.quirks.forward_bug.reason() if self.family.quirks.forward_bug is not None else None
         if bug is not None:  # the root's own return, and generate, which runs it
             rows.update({"output": bug, "generate": bug})
         rows.update(rows_over(list(self.layers)))

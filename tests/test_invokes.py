@@ -4,8 +4,6 @@ runs, each with what to do instead."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import nnsight
 import pytest
 import torch
@@ -212,29 +210,6 @@ def test_forward_keywords_that_differ_between_invokes_are_refused(model):
                 model.logits.save()
 
 
-def test_a_family_that_cannot_batch_several_prompts_images_is_refused_by_name_before_anything_runs(model):
-    original = model.family
-    model.family = dataclasses.replace(original, several_invokes="its forward takes one prompt's images only")
-    calls, handle = forward_calls(model)
-    try:
-        with pytest.raises(NotImplementedError) as refused:
-            with model.trace() as tracer:
-                with tracer.invoke(prompt(model, [A]), images=[A]):
-                    model.logits.save()
-                with tracer.invoke(prompt(model, [C]), images=[C]):
-                    model.logits.save()
-    finally:
-        handle.remove()
-        model.family = original
-    assert str(refused.value) == (
-        f"several invokes that carry images cannot share a trace on a {original.model_type} checkpoint: its forward "
-        f"takes one prompt's images only"
-    )
-    assert calls == []
-    with model.trace(prompt(model, [A]), images=[A]):  # the model as it was
-        model.logits.save()
-
-
 def test_a_tower_value_in_an_invoke_without_images_says_so_outside_any_order(model):
     with model.trace() as tracer:
         with tracer.invoke(prompt(model, [A]), images=[A]):
@@ -303,7 +278,7 @@ def test_the_models_inputs_are_each_invokes_own_and_a_replacement_reaches_only_i
 @pytest.mark.parametrize("name", ["llava-siglip", "paligemma"])
 def test_a_left_padded_invokes_tokens_keep_the_positions_its_prompt_alone_gives_them(name, tiny_checkpoint):
     """The shorter invoke is left-padded; its tokens get the positions the text model gives its prompt alone (LLaVA's
-    text model counts from 0, PaliGemma's from 1: ``Family.first_position``), read where the rotary embedding takes
+    text model counts from 0, PaliGemma's from 1: ``Batching.first_position``), read where the rotary embedding takes
     them."""
     model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", attn_implementation="eager")
     rotary = model.model.language_model.rotary_emb

@@ -76,7 +76,7 @@ def plain_logits(model, batch, pre_hooks=(), hooks=()) -> torch.Tensor:
     try:
         plain_forward(model, batch, pre_hooks, [*hooks, *((module, keep) for module in model._module.modules())])
     except Exception as error:
-        bug = model.family.forward_bug
+        bug = model.family.quirks.forward_bug
         if bug is None or not bug.raised(error) or not logits:
             raise
     return logits[-1]

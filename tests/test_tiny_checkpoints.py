@@ -204,10 +204,10 @@ def forward_fails(name: str, model: Any) -> str | None:
     from envoys.families import family_for
 
     family = family_for(model.config.model_type)
-    broken = family.load_bug(model)
+    broken = family.quirks.load_bug(model)
     if broken is not None:
         return broken
-    bug = family.forward_bug
+    bug = family.quirks.forward_bug
     return FORWARD_FAILS[name] if name in FORWARD_FAILS and bug is not None and bug.present() else None
 
 TEXT = "Describe the image."

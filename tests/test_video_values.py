@@ -74,7 +74,7 @@ def test_a_video_meets_the_text_model_at_its_tokens(model, row):
 
 
 def test_on_a_video_alone_the_tower_runs_once_and_model_vision_reads_that_run(model, row):
-    if model.family.video_tower is not None:  # a tower of its own for videos: model.vision does not run
+    if model.family.media.video_tower is not None:  # a tower of its own for videos: model.vision does not run
         pytest.skip("the image tower does not run on videos (test_video_llava)")
     _, stream, *_ = video_only(model)
     with model.trace(video_prompt(model), videos=[VIDEO]):

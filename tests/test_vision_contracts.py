@@ -130,7 +130,7 @@ def positions(model, row: Row):
 
 def bug_present(model) -> bool:
     """Whether the family's known transformers bug of the root's forward is present on the installed release."""
-    bug = model.family.forward_bug
+    bug = model.family.quirks.forward_bug
     return bug is not None and bug.present()
 
 
@@ -455,7 +455,7 @@ def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
 
     support = model.support()
     assert {value: support[f"vision.{value}"] for value in tower} == tower
-    assert (model.family.forward_bug is not None) == row.forward_bug
+    assert (model.family.quirks.forward_bug is not None) == row.forward_bug
     blocks = set(range(model.num_layers))
     assert (support.get("video", None) is None) == ("video" in model.family.media), support.get("video")
     if "video" not in model.family.media:
@@ -504,8 +504,8 @@ def test_a_text_only_load_has_no_vision_values(row, tiny_checkpoint, name):
 @COUNTS
 def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, row, plain, count):
     if bug_present(model):
-        pytest.skip(f"generate cannot run on this release: {model.family.forward_bug.reason()}")
-    if model.family.generate_note is not None:
+        pytest.skip(f"generate cannot run on this release: {model.family.quirks.forward_bug.reason()}")
+    if model.family.quirks.generate_note is not None:
         return generation_apart(model, row, plain, count)
     images = row.images[:count]
     text, inputs = prompt(model, images), processed(model, images)
@@ -562,7 +562,7 @@ def generation_apart(model, row, plain, count):
     assert len(logits) == STEPS and all(step.shape[-1] == model.vocab_size for step in logits)
     assert stream[0].shape == (*row.stream.shape(count), row.sizes.vision_hidden_size)
     assert projected[0].shape == (*row.projected.shape(count), model.hidden_size)
-    note = re.escape(model.family.generate_note)
+    note = re.escape(model.family.quirks.generate_note)
     for value in (lambda: model.vision.image_token_mask, lambda: model.vision.image_features):
         with pytest.raises(Unavailable, match=note):
             with model.generate(text, images=images, **options):
@@ -592,7 +592,7 @@ def logits_of(module, logits_at: str, inputs) -> dict:
 
 def test_outputs_outside_a_trace_are_the_plain_models(model, row, plain):
     inputs = processed(model, row.images)
-    ours, theirs = (logits_of(module, model.family.logits_at, inputs) for module in (model._module, plain))
+    ours, theirs = (logits_of(module, model.family.quirks.logits_at, inputs) for module in (model._module, plain))
     assert ours.get("error") is theirs.get("error")
     assert ("error" in ours) == bug_present(model)
     assert torch.equal(ours["logits"], theirs["logits"])
@@ -642,7 +642,7 @@ def assert_as_alone(model, row, together: dict, alone: dict) -> None:
     if together["added"] is not None:
         scattered = scattered + together["added"][mask]
     assert torch.equal(together["first"][mask], scattered)
-    if model.family.invokes_differ is None:
+    if model.family.batching.invokes_differ is None:
         assert_batch_close(together["logits"][:, pad:], alone["logits"])
 
 
@@ -678,8 +678,8 @@ def test_a_text_only_invoke_beside_an_image_invoke(model, row):
         model.processor(text=[text], return_tensors="pt")
     except ValueError as error:  # PaliGemma's, GOT-OCR2's, InstructBLIP's: a prompt always comes with its image
         pytest.skip(f"the processor takes no prompt without an image: {error}")
-    if model.family.text_invokes is not None:  # refused, saying why, before the model runs
-        with pytest.raises(NotImplementedError, match=re.escape(model.family.text_invokes)):
+    if model.family.batching.text_invokes is not None:  # refused, saying why, before the model runs
+        with pytest.raises(NotImplementedError, match=re.escape(model.family.batching.text_invokes)):
             with model.trace() as tracer:
                 with tracer.invoke(prompt(model, images), images=images):
                     model.logits.save()
@@ -706,7 +706,7 @@ def test_a_text_only_invoke_beside_an_image_invoke(model, row):
     assert_as_alone(model, row, one, alone)
     assert mask.shape[0] == logits.shape[0] and not mask.any()
     assert refused is not None and "no image reached this invoke" in refused
-    if row.text_alone and model.family.invokes_differ is None:
+    if row.text_alone and model.family.batching.invokes_differ is None:
         pad = logits.shape[1] - text_alone.shape[1]
         assert_batch_close(logits[:, pad:], text_alone)
 
@@ -738,7 +738,7 @@ def test_the_patching_idiom_writes_the_clean_invokes_features_into_the_corrupted
             patched = model.logits.save()
             tracer.stop()
     assert not torch.equal(clean, corrupted)
-    if model.family.invokes_differ is None:  # two rows of one batch, then a batch of one
+    if model.family.batching.invokes_differ is None:  # two rows of one batch, then a batch of one
         assert_batch_close(patched, clean_logits)
         assert_batch_close(patched, read_alone(model, row, clean_images)["logits"])
     else:  # the family's own forward makes the two rows differ beyond the patch (its reason); the patch still lands
@@ -767,7 +767,7 @@ def test_a_write_in_one_invoke_leaves_the_other_invokes_logits_as_they_are(model
     assert not torch.equal(written_one, one)
     # the same batch shape, but a mixture of experts runs both invokes' tokens through one expert call
     assert_batch_close(written_two, two)
-    if model.family.invokes_differ is None:
+    if model.family.batching.invokes_differ is None:
         alone = read_alone(model, row, second)["logits"]
         assert_batch_close(two[:, two.shape[1] - alone.shape[1]:], alone)
 

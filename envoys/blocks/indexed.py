@@ -15,7 +15,7 @@ from ..text.blocks import Layer
 
 #: Why an invoke's text values may differ from its prompt alone on a text model whose attention keeps each query's
 #: top keys by an indexer's scores (DeepSeek sparse attention: Mistral Large 4, Dots 3), several invokes in one trace
-#: (`Family.invokes_differ`, `envoys.invokes`).
+#: (`Batching.invokes_differ`, `envoys.invokes`).
 INDEXER_TOP_K = (
     "its attention keeps each query's top-k keys by an indexer's scores, and a left-padded row's scores are summed "
     "in another order than its prompt's alone: where two keys nearly tie, the choice flips, and that query's "

@@ -9,7 +9,7 @@ scatters the image features where that differs from the wrapper's inner
 model calling ``inputs_embeds.masked_scatter`` (a `Scatter`: a wrapper that
 scatters in its own forward, a helper); where the
 root's own output cannot be had, which module's output carries the logits
-(``logits_at``) and the transformers bug that breaks the root (``forward_bug``); and where
+and the transformers bug that breaks the root (its `Quirks`); and where
 each image's rows are in its values (``grid_layout``, `envoys.image.grids`). The text
 model's envoys (`Layer`, `Attention`, `Mlp`) are found from the blocks
 themselves, whatever text model the checkpoint pairs the tower with, and so
@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,8 +57,70 @@ def inner_model_class(model: torch.nn.Module) -> type | None:
     return base if any(type(child) is base for child in model.children()) else None
 
 
-#: The media of a family whose host scatters a prompt's videos after its images (`Family.media`).
-IMAGE_AND_VIDEO = ("image", "video")
+@dataclass(frozen=True)
+class Media:
+    """What a family serves beside the images, and how (`envoys.vision.media`).
+
+    ``served``: "image" always; "video" for ``vision.video_token_mask``,
+    ``vision.video_features`` and the tower's values on the videos
+    (``model.video``); "audio" for ``model.audio``. Each is scattered at the
+    host's call its `Scatter` names for it (``Scatter.media``). ``medium in
+    media`` asks whether it is served.
+    """
+
+    served: tuple[str, ...] = ("image",)
+    #: why a medium the host scatters is not served on this family, where that is not just "not yet": medium -> why
+    withheld: Mapping[str, str] = field(default_factory=dict)
+    #: the path from the root of a tower that runs on the videos alone (Video-LLaVA's ``model.video_tower``), or None:
+    #: the image tower runs on the videos too, once for the images and once for the videos
+    video_tower: str | None = None
+
+    def __contains__(self, medium: object) -> bool:
+        return medium in self.served
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.served)
+
+
+#: A family whose host scatters a prompt's videos after its images, on the image tower.
+IMAGE_AND_VIDEO = Media(("image", "video"))
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How a family's invokes share one batch (`envoys.invokes`), where that differs from the common case."""
+
+    #: the most images one prompt takes, where the processor writes a fixed run of image tokens per prompt (BLIP-2's:
+    #: 1); None for any number
+    images_per_prompt: int | None = None
+    #: why an invoke without images cannot share a batch with invokes that carry images (InstructBLIP's Q-Former reads
+    #: one instruction per image, from every prompt of the batch), or None
+    text_invokes: str | None = None
+    #: why an invoke's text values differ from its prompt traced alone when several invokes share a batch, beyond float
+    #: reassociation, as the family's own forward makes them, or None
+    invokes_differ: str | None = None
+    #: the position the text model gives a prompt's first token when it is given none (PaliGemma counts from 1): where
+    #: several invokes are left-padded into one batch, each row's positions are counted from its first token from here
+    first_position: int = 0
+    #: the axis along which the processor joins several prompts' image inputs, where it is not the first (MiniCPM-V
+    #: packs every image's patches along the last axis of one row): input key -> axis
+    input_axes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Quirks:
+    """What is particular to a family's root: how it loads, runs and generates, where that is not the common case."""
+
+    logits_at: str = ""  #: the module whose output's ``logits`` are the logits, from the root ("" the root itself)
+    forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
+    #: why transformers' loading left this model unable to run (a bug of the installed release), or None
+    load_bug: Callable[[torch.nn.Module], str | None] = field(default=lambda model: None)
+    #: why a checkpoint of this model_type cannot be served, read off its config as saved (a dict) before anything is
+    #: loaded, or None (BLIP-2 on an encoder-decoder text model)
+    unservable: Callable[[dict[str, Any]], str | None] = field(default=lambda config: None)
+    #: what generate serves and does not, where the class generates in its own way (not through the root's forward)
+    generate_note: str | None = None
+
 
 #: Where a causal LM (a checkpoint of a text model alone) holds its text model.
 CAUSAL_LM_BASE = "model"
@@ -76,50 +138,15 @@ class Family:
     text_layers: str  #: the text blocks' path from the root
     scatter: Scatter = Scatter()  #: how the host writes the image features in, where it differs from the default
     extra_rename: Callable[[Any], Mapping[str | type, str]] = field(default=lambda config: {})  #: per-checkpoint names
-    logits_at: str = ""  #: the module whose output's ``logits`` are the logits, from the root ("" the root itself)
-    forward_bug: KnownBug | None = None  #: a transformers bug that makes the root's forward fail, if any
-    #: why transformers' loading left this model unable to run (a bug of the installed release), or None
-    load_bug: Callable[[torch.nn.Module], str | None] = field(default=lambda model: None)
     text_model_types: tuple[str, ...] = ()  #: model_types of this family's text model saved alone
     text_only: bool = False  #: this is the family of such a checkpoint: no tower, no scatter
     grid_layout: GridLayout | None = None  #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid``
     #: why an envoy of the tower's classes is not served, or None: a module of a served class that no image runs
     #: through (Video-LLaVA's video tower, a second CLIP tower), whose values are then all `Unavailable`
     unserved: Callable[[Any], str | None] = field(default=lambda envoy: None)
-    #: why a checkpoint of this model_type cannot be served, read off its config as saved (a dict) before anything is
-    #: loaded, or None (BLIP-2 on an encoder-decoder text model)
-    unservable: Callable[[dict[str, Any]], str | None] = field(default=lambda config: None)
-    #: what generate serves and does not, where the class generates in its own way (not through the root's forward)
-    generate_note: str | None = None
-    #: the most images one prompt takes, where the processor writes a fixed run of image tokens per prompt (BLIP-2's:
-    #: 1); None for any number
-    images_per_prompt: int | None = None
-    #: why several invokes that carry images cannot share a trace on this family (`envoys.invokes`), or None
-    several_invokes: str | None = None
-    #: why an invoke without images cannot share a batch with invokes that carry images (InstructBLIP's Q-Former reads
-    #: one instruction per image, from every prompt of the batch), or None
-    text_invokes: str | None = None
-    #: why an invoke's text values differ from its prompt traced alone when several invokes share a batch, beyond float
-    #: reassociation, as the family's own forward makes them (`envoys.invokes`), or None
-    invokes_differ: str | None = None
-    #: the position the text model gives a prompt's first token when it is given none (PaliGemma counts from 1): where
-    #: several invokes are left-padded into one batch, each row's positions are counted from its first token from here
-    first_position: int = 0
-    #: the axis along which the processor joins several prompts' image inputs, where it is not the first (MiniCPM-V
-    #: packs every image's patches along the last axis of one row): input key -> axis
-    input_axes: Mapping[str, int] = field(default_factory=dict)
-    #: what this family serves (`envoys.vision.media`): "image" always; "video" for ``vision.video_token_mask``,
-    #: ``vision.video_features`` and the tower's values on the videos (``model.video``); "audio" for ``model.audio``.
-    #: Each is scattered at the host's call its `Scatter` names for it (``Scatter.media``).
-    media: tuple[str, ...] = ("image",)
-    #: why a medium the host scatters is not served on this family, where that is not just "not yet": medium -> why
-    withheld: Mapping[str, str] = field(default_factory=dict)
-    #: the config attribute holding a medium's placeholder token id, where it is not ``<medium>_token_id`` or
-    #: ``<medium>_token_index`` (Nemotron-H Omni's video frames take the image token): medium -> attribute
-    placeholders: Mapping[str, str] = field(default_factory=dict)
-    #: the path from the root of a tower that runs on the videos alone (Video-LLaVA's ``model.video_tower``), or None:
-    #: the image tower runs on the videos too, once for the images and once for the videos
-    video_tower: str | None = None
+    media: Media = Media()  #: what it serves beside the images
+    batching: Batching = Batching()  #: how its invokes share a batch
+    quirks: Quirks = Quirks()  #: how its root loads, runs and generates
 
     @property
     def root_scatter(self) -> str | None:
@@ -137,7 +164,7 @@ class Family:
         moved = {f"{CAUSAL_LM_BASE}.{key[len(prefix):]}": name for key, name in self.rename.items()
                  if isinstance(key, str) and key.startswith(prefix)}
         return replace(self, rename={**self.rename, **moved}, text_layers=f"{CAUSAL_LM_BASE}.layers",
-                       logits_at="", forward_bug=None, text_only=True)
+                       quirks=replace(self.quirks, logits_at="", forward_bug=None), text_only=True)
 
     def host_class(self, model: torch.nn.Module) -> type | None:
         """The class whose forward scatters the image features, or None on a text-only family.

@@ -43,9 +43,9 @@ from transformers.models.opt.modeling_opt import OPTDecoderLayer
 
 from rewrites.image_scatter import Scatter
 
-from ..towers.qformer import BLIP_RENAME, OWN_GENERATE, BlipGrids, OptLayer, encoder_decoder_text
+from ..towers.qformer import BLIP_RENAME, BlipGrids, OptLayer, blip_quirks
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
-from . import Family
+from . import Batching, Family
 
 #: OPT's text model under the root's ``language_model``, and its block's names.
 RENAME = {
@@ -70,6 +70,5 @@ SCATTER = Scatter(in_root=True, callee="masked_scatter",
                   purpose="the root scatters the language projection's output into the embeddings in its own forward")
 
 FAMILY = Family("blip-2", RENAME, ENVOYS, "language_model.model.decoder.layers", scatter=SCATTER,
-                logits_at="language_model", unservable=encoder_decoder_text, images_per_prompt=1,
-                grid_layout=BlipGrids(),
-                generate_note=OWN_GENERATE.format(cls=Blip2ForConditionalGeneration.__name__))
+                grid_layout=BlipGrids(), batching=Batching(images_per_prompt=1),
+                quirks=blip_quirks(Blip2ForConditionalGeneration))

@@ -82,7 +82,7 @@ from ..towers.glm import GlmVision
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
-from . import Family
+from . import Batching, Family
 
 #: Why the Dots tower's attention has no scores or probabilities, under any implementation.
 PER_IMAGE = (
@@ -145,4 +145,5 @@ ENVOYS: dict[type, Any] = {
 }
 
 FAMILY = Family("dots3_note", RENAME, ENVOYS, "model.language_model.layers", grid_layout=QWEN_GRIDS,
-                text_model_types=("dots3_note_text",), invokes_differ=INDEXER_TOP_K)
+                text_model_types=("dots3_note_text",),
+                batching=Batching(invokes_differ=INDEXER_TOP_K))

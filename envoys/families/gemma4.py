@@ -51,7 +51,7 @@ from ..audio import Audio, ConformerLayer
 from ..blocks.sandwich import SandwichAttention, SandwichMlp
 from ..towers.gemma4 import GEMMA4_GRIDS, Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
 from ..towers.gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
-from . import Family
+from . import Family, Media
 
 RENAME = {
     "model.language_model.embed_tokens": "embed_tokens",
@@ -77,4 +77,4 @@ ENVOYS = {
 }
 
 FAMILY = Family("gemma4", RENAME, ENVOYS, "model.language_model.layers", text_model_types=("gemma4_text",),
-                grid_layout=GEMMA4_GRIDS, media=("image", "video", "audio"))
+                grid_layout=GEMMA4_GRIDS, media=Media(("image", "video", "audio")))

@@ -63,7 +63,7 @@ from ..text.blocks import value
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, no_patch_embed
-from . import Family
+from . import Batching, Family
 
 #: Why HunYuanVL's tower attention has no scores or probabilities, under any implementation.
 PER_IMAGE = (
@@ -136,4 +136,4 @@ HUNYUAN_IMAGE_ORDINALS = (
 
 FAMILY = Family("hunyuan_vl", RENAME, ENVOYS, "model.language_model.layers",
                 grid_layout=RasterGrids(lambda config: config.vision_config.spatial_merge_size, newline=1, around=1),
-                invokes_differ=HUNYUAN_IMAGE_ORDINALS)
+                batching=Batching(invokes_differ=HUNYUAN_IMAGE_ORDINALS))

@@ -35,9 +35,9 @@ from transformers.models.instructblip.modeling_instructblip import (
 
 from rewrites.image_scatter import Scatter
 
-from ..towers.qformer import BLIP_RENAME, OWN_GENERATE, BlipGrids, encoder_decoder_text
+from ..towers.qformer import BLIP_RENAME, BlipGrids, blip_quirks
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
-from . import Family
+from . import Batching, Family
 
 #: Llama's text model under the root's ``language_model``.
 RENAME = {
@@ -58,9 +58,10 @@ SCATTER = Scatter(in_root=True,
                   purpose="the root scatters the language projection's output into the embeddings in its own forward")
 
 FAMILY = Family("instructblip", RENAME, ENVOYS, "language_model.model.layers", scatter=SCATTER,
-                logits_at="language_model", unservable=encoder_decoder_text, images_per_prompt=1,
                 grid_layout=BlipGrids(),
-                generate_note=OWN_GENERATE.format(cls=InstructBlipForConditionalGeneration.__name__),
-                text_invokes="its Q-Former reads the instruction of every prompt in the batch beside one image each "
-                             "(qformer_input_ids, one row per image), so a prompt without an image has no image to "
-                             "read it with")
+                batching=Batching(
+                    images_per_prompt=1,
+                    text_invokes="its Q-Former reads the instruction of every prompt in the batch beside one image "
+                                 "each (qformer_input_ids, one row per image), so a prompt without an image has no "
+                                 "image to read it with"),
+                quirks=blip_quirks(InstructBlipForConditionalGeneration))

@@ -73,7 +73,7 @@ from ..core.values import Argument
 from ..image.grids import GridError, ImageInputs, TiledImage, TiledLayout
 from ..text.blocks import Layer, either, lacks, value
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
-from . import Family
+from . import Batching, Family, Quirks
 
 #: The field the root's forward reads off the language model's output in transformers 5.24.0.
 MISSING_FIELD = "image_outputs"
@@ -339,14 +339,12 @@ FAMILY = Family(
     ENVOYS,
     "language_model.model.layers",
     scatter=Scatter(in_root=True),
-    logits_at="language_model",
-    forward_bug=IMAGE_OUTPUTS_BUG,
-    load_bug=rotary_table_on_meta,
     text_model_types=("llama4_text",),
     grid_layout=Llama4Grids(),
-    invokes_differ=(
+    batching=Batching(invokes_differ=(
         "Llama 4's layers without rotary positions scale their queries by a temperature counted along the batch's "
         "sequence (attn_temperature_tuning), not from the prompt's first token, so a left-padded prompt's tokens get "
         "other scales than alone; its tower values and image_features are its own, exactly"
-    ),
+    )),
+    quirks=Quirks(logits_at="language_model", forward_bug=IMAGE_OUTPUTS_BUG, load_bug=rotary_table_on_meta),
 )

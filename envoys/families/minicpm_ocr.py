@@ -21,7 +21,7 @@ from transformers.models.minicpm_ocr.modeling_minicpm_ocr import (
     MiniCPMOcrVisionModel,
 )
 
-from ..towers.minicpm import MINICPM_GRIDS, MINICPM_INPUT_AXES, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..towers.minicpm import MINICPM_BATCHING, MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
@@ -37,4 +37,4 @@ ENVOYS = {
 }
 
 FAMILY = Family("minicpm_ocr", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
-                grid_layout=MINICPM_GRIDS, input_axes=MINICPM_INPUT_AXES)
+                grid_layout=MINICPM_GRIDS, batching=MINICPM_BATCHING)

@@ -27,7 +27,7 @@ from transformers.models.minicpmv4_6.modeling_minicpmv4_6 import (
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qwen3_5GatedDeltaNet
 
 from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
-from ..towers.minicpm import MINICPM_GRIDS, MINICPM_INPUT_AXES, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..towers.minicpm import MINICPM_BATCHING, MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
@@ -43,4 +43,4 @@ ENVOYS = {
 }
 
 FAMILY = Family("minicpmv4_6", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
-                grid_layout=MINICPM_GRIDS, input_axes=MINICPM_INPUT_AXES)
+                grid_layout=MINICPM_GRIDS, batching=MINICPM_BATCHING)

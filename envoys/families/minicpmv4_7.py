@@ -22,7 +22,7 @@ from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import (
     MiniCPMV4_7VisionModel,
 )
 
-from ..towers.minicpm import MINICPM_GRIDS, MINICPM_INPUT_AXES, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..towers.minicpm import MINICPM_BATCHING, MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
@@ -38,4 +38,4 @@ ENVOYS = {
 }
 
 FAMILY = Family("minicpmv4_7", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
-                grid_layout=MINICPM_GRIDS, input_axes=MINICPM_INPUT_AXES)
+                grid_layout=MINICPM_GRIDS, batching=MINICPM_BATCHING)

@@ -40,8 +40,9 @@ from __future__ import annotations
 from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4TextDecoderLayer
 
 from ..blocks.indexed import INDEXER_TOP_K, IndexedLayer
-from . import Family
+from . import Batching, Family
 from .mistral3 import ENVOYS, GRIDS, RENAME
 
 FAMILY = Family("mistral_large4", RENAME, {**ENVOYS, MistralLarge4TextDecoderLayer: IndexedLayer},
-                "model.language_model.layers", grid_layout=GRIDS, invokes_differ=INDEXER_TOP_K)
+                "model.language_model.layers", grid_layout=GRIDS,
+                batching=Batching(invokes_differ=INDEXER_TOP_K))

@@ -57,7 +57,7 @@ from ..core.values import Unavailable
 from ..text.blocks import Attention
 from ..towers.radio import RadioGrids, RadioVision, RadioVisionAttention, RadioVisionLayer
 from ..vision.tower import PackedVisionMlp
-from . import Family
+from . import Family, Media
 
 #: The root scatters the image features in its own forward.
 ROOT_SCATTER = Scatter(in_root=True)
@@ -158,5 +158,5 @@ GRIDS = RadioGrids(merge_of=lambda config: round(1 / config.downsample_ratio))
 FAMILY = Family(
     "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
     scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",), grid_layout=GRIDS,
-    media=("image", "audio"), withheld={"video": VIDEO_AS_IMAGES},
+    media=Media(("image", "audio"), withheld={"video": VIDEO_AS_IMAGES}),
 )

@@ -49,7 +49,7 @@ from ..blocks.sandwich import SandwichAttention, SandwichLayer, SandwichMlp
 from ..image.grids import Grid, ImageInputs, check_image
 from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
 from ..towers.fixed_tower import TileRows
-from . import Family
+from . import Batching, Family
 from .llava import SIGLIP_ENVOYS
 
 RENAME = dict(SIGLIP_WRAPPER_RENAME)
@@ -84,4 +84,4 @@ class PaliGemmaGrids:
 SCATTER = Scatter(purpose="projected patches, [images, patches, hidden], scattered unscaled into the scaled embeddings")
 
 FAMILY = Family("paligemma", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER, grid_layout=PaliGemmaGrids(),
-                first_position=1)
+                batching=Batching(first_position=1))

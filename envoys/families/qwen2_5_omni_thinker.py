@@ -73,12 +73,12 @@ from rewrites.image_scatter import Scatter
 from ..audio import Audio, AudioLayer
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
-from . import Family
+from . import Family, Media
 
 #: The thinker scatters audio (_0), then images (_1), then videos (_2).
 OMNI_SCATTER = Scatter(media=("audio", "image", "video"))
 #: What the thinkers serve: images, videos (on the same tower) and audio.
-OMNI_MEDIA = ("image", "video", "audio")
+OMNI_MEDIA = Media(("image", "video", "audio"))
 
 #: The Whisper-like audio tower under ``audio``, its pre-norm blocks' norms and MLP under the standard names. The
 #: block's MLP is inline (``fc1``, the activation, ``fc2``): ``mlp`` names ``fc2``, whose output is what the MLP adds.

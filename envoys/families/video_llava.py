@@ -24,7 +24,7 @@ vision_hidden_size]``; ``get_video_features`` projects its block -2 with the
 CLS kept (one video token per patch and CLS, 17 a frame here) through the same
 projector, and the forward scatters them second (``inputs_embeds_masked_scatter_1``:
 ``vision.video_features``). The image tower runs on images only and the video
-tower on videos only (`Family.video_tower`): a tower's values on a prompt
+tower on videos only (`Media.video_tower`): a tower's values on a prompt
 without its medium say so.
 """
 
@@ -35,7 +35,7 @@ import torch
 from ..image.frames import uniform_frames
 from ..image.grids import Grid, ImageInputs
 from ..towers.feature_layers import with_feature_layer_gradients
-from . import IMAGE_AND_VIDEO, Family
+from . import Family, Media
 from .llava import CLIP_ENVOYS, LlavaGrids
 from .llava import RENAME as LLAVA_RENAME
 
@@ -65,4 +65,4 @@ class VideoLlavaGrids(LlavaGrids):
 
 
 FAMILY = Family("video_llava", RENAME, ENVOYS, "model.language_model.layers", grid_layout=VideoLlavaGrids(),
-                media=IMAGE_AND_VIDEO, video_tower=VIDEO_TOWER_PATH)
+                media=Media(("image", "video"), video_tower=VIDEO_TOWER_PATH))

@@ -344,8 +344,8 @@ def patch_image_rows(
 
 def in_one_trace(model: Any) -> bool:
     """Whether a recipe's runs can be invokes of one trace, each as its prompt alone gives it: unless the family's
-    forward makes a prompt batched beside others differ from it alone (``Family.invokes_differ``)."""
-    return getattr(model.family, "invokes_differ", None) is None
+    forward makes a prompt batched beside others differ from it alone (``Batching.invokes_differ``)."""
+    return model.family.batching.invokes_differ is None
 
 
 def patching_in_one_trace(model: Any, prompt: str, clean: list, corrupted: list, chosen: tuple[int, ...],

@@ -171,24 +171,19 @@ def refuse_unsplittable(inputs: tuple, kwargs: dict) -> None:
 def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], InvokeLayout]:
     """The one batch of several invokes, one or more of which carry images, and where each invoke's part of it lies.
 
-    Refused, before anything runs, on a family whose forward cannot take several prompts' images in one batch
-    (``Family.several_invokes`` says why).
+    Refused, before anything runs, where an invoke without images cannot share the batch (``Batching.text_invokes``
+    says why).
     """
-    family = model.family
-    if family.several_invokes is not None:
-        raise NotImplementedError(
-            f"several invokes that carry images cannot share a trace on a {family.model_type} checkpoint: "
-            f"{family.several_invokes}"
-        )
+    family, batching = model.family, model.family.batching
     for inputs, kwargs in invokes:
         refuse_unsplittable(inputs, kwargs)
-    if family.text_invokes is not None and not all(kwargs.get("images") is not None for _, kwargs in invokes):
+    if batching.text_invokes is not None and not all(kwargs.get("images") is not None for _, kwargs in invokes):
         raise NotImplementedError(
             f"an invoke without images cannot share a trace with invokes that carry images on a {family.model_type} "
-            f"checkpoint: {family.text_invokes}; trace the text-only prompt in a trace of its own"
+            f"checkpoint: {batching.text_invokes}; trace the text-only prompt in a trace of its own"
         )
-    joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], family.input_axes)
-    positions_supplied(model, joined.kwargs, family.first_position)
+    joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], batching.input_axes)
+    positions_supplied(model, joined.kwargs, batching.first_position)
     packed = isinstance(model.__dict__.get("vision"), Vision) and packed_tower(model.vision)
     parts = invoke_parts(model, invokes, joined, packed)
     inputs, vision, scatters = locations(model)

@@ -103,7 +103,7 @@ def logit_factors(head_owner: type) -> tuple[tuple[str, str], ...]:
 
 def logits_location(root: Any) -> str:
     """Where the logits are served: the root's output, or the output of the module the family names (``logits_at``)."""
-    module = root.family.logits_at
+    module = root.family.quirks.logits_at
     return f"{root.path}.{module}.output" if module else f"{root.path}.output"
 
 
@@ -314,7 +314,7 @@ class TextRoot:
         (``final_logit_softcapping``), so does this: on the last block's output it is the model's own logits.
         """
         logits = self.lm_head(self.norm(hidden))
-        owner = self._module.get_submodule(self.family.logits_at) if self.family.logits_at else self._module
+        owner = self._module.get_submodule(self.family.quirks.logits_at) if self.family.quirks.logits_at else self._module
         for operator, where in logit_factors(type(owner)):
             on_config, _, name = where.rpartition(".")
             factor = getattr(self.text_config, name) if on_config else getattr(owner, name)

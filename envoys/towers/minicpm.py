@@ -56,6 +56,7 @@ import torch
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
+from ..families import Batching
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, stitch, value_named
 from ..vision.tower import PackedVision, variable_resolution
 from .encoder_names import ENCODER_RENAME
@@ -220,7 +221,7 @@ class MiniCPMGrids:
 MINICPM_GRIDS = MiniCPMGrids()
 #: The processor packs several prompts' slices along the last axis of one ``pixel_values`` row, ``[1, 3, patch,
 #: patches * patch]``; several invokes are joined so too.
-MINICPM_INPUT_AXES = {"pixel_values": -1}
+MINICPM_BATCHING = Batching(input_axes={"pixel_values": -1})
 
 
 #: The native names of MiniCPM-V's tower, merger and Qwen3.5 text model under the standard ones.

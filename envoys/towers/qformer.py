@@ -81,6 +81,7 @@ from typing import Any
 
 from ..core.layouts import Hidden
 from ..core.values import Unavailable
+from ..families import Quirks
 from ..image.grids import Grid, ImageInputs, check_image
 from ..text.blocks import Layer, value
 from .fixed_tower import TileRows
@@ -108,6 +109,13 @@ OWN_GENERATE = (
     "image_features are read, does not run under generate; the tower's and the projector's values are served on "
     "step 0 and the text model's on every step. Read image_token_mask and image_features in a trace"
 )
+
+
+def blip_quirks(cls: type) -> Quirks:
+    """The root of BLIP-2 and InstructBLIP (``cls``): its language model's output carries the logits, an
+    encoder-decoder text model is refused (`encoder_decoder_text`), and it generates in its own way (`OWN_GENERATE`)."""
+    return Quirks(logits_at="language_model", unservable=encoder_decoder_text,
+                  generate_note=OWN_GENERATE.format(cls=cls.__name__))
 
 
 def encoder_decoder_text(config: dict[str, Any]) -> str | None:

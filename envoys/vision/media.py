@@ -109,10 +109,10 @@ def absent_from_trace(envoy: Any, media: tuple[str, ...]) -> str | None:
     return None if any(carries(found, media) for found in inputs) else not_in_trace(media)
 
 
-def token_id(config: Any, medium: str, named: str | None = None) -> int:
-    """The id of the token the processor puts where ``medium``'s features go: the config's ``named`` attribute, or its
-    ``<medium>_token_id`` (or ``_index``)."""
-    for name in (named,) if named else (f"{medium}_token_id", f"{medium}_token_index"):
+def token_id(config: Any, medium: str) -> int:
+    """The id of the token the processor puts where ``medium``'s features go: the config's ``<medium>_token_id`` (or
+    ``_index``)."""
+    for name in (f"{medium}_token_id", f"{medium}_token_index"):
         value = getattr(config, name, None)
         if value is not None:
             return value
@@ -120,8 +120,8 @@ def token_id(config: Any, medium: str, named: str | None = None) -> int:
 
 
 def placeholder_id(root: Any, medium: str) -> int:
-    """`token_id` of ``root``'s config, where the family names another attribute for it (`Family.placeholders`)."""
-    return token_id(root.config, medium, getattr(getattr(root, "family", None), "placeholders", {}).get(medium))
+    """`token_id` of ``root``'s config."""
+    return token_id(root.config, medium)
 
 
 def not_served(root: Any, medium: str) -> str | None:
@@ -135,8 +135,8 @@ def not_served(root: Any, medium: str) -> str | None:
         return "this model's family names no module that scatters features into the text stream"
     if medium in family.media:
         return None
-    if medium in family.withheld:
-        return f"{family.model_type}'s {medium} is not served: {family.withheld[medium]}"
+    if medium in family.media.withheld:
+        return f"{family.model_type}'s {medium} is not served: {family.media.withheld[medium]}"
     host, scatter = scatter_host(root)[0], family.scatter
     if medium in scatter.media and missing_site(host, scatter.site_of(medium)) is None:
         return (
@@ -151,7 +151,8 @@ def generated_apart(envoy: Any) -> str | None:
     """Why a value read at the root's forward (a mask, a scatter) is not served in the running ``generate``, or None:
     the family's class generates in its own way, without running the root's forward (its ``generate_note``)."""
     root = envoy.root
-    note = getattr(getattr(root, "family", None), "generate_note", None)
+    family = getattr(root, "family", None)
+    note = family.quirks.generate_note if family is not None else None
     return note if note is not None and root.__dict__.get("_generating", False) else None
 
 

@@ -103,7 +103,8 @@ def carries_images(inputs: Mapping[str, Any]) -> bool:
 def tower_media(envoy: Any) -> tuple[str, ...]:
     """What the tower ``envoy`` is in runs on: videos alone in a family's separate video tower (Video-LLaVA's), images
     alone in the image tower beside it, else images and videos (one tower, run once for each)."""
-    video_tower = getattr(getattr(envoy.root, "family", None), "video_tower", None)
+    family = getattr(envoy.root, "family", None)
+    video_tower = family.media.video_tower if family is not None else None
     if video_tower is None:
         return TOWER_MEDIA
     inside = envoy.path == f"{envoy.root.path}.{video_tower}" or envoy.path.startswith(f"{envoy.root.path}.{video_tower}.")

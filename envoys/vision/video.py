@@ -14,7 +14,7 @@ prompt with both:
 `VideoRun` is that view of the tower: every value read or written through it
 (its blocks' too, and nnsight's own ``.input`` / ``.output`` of its modules)
 is pinned to the run after the images' (`envoys.core.passes`). Video-LLaVA has
-a tower of its own for videos (`Family.video_tower`): its ``model.video`` is
+a tower of its own for videos (`Media.video_tower`): its ``model.video`` is
 that tower's envoy. A model that serves no videos answers every read with the
 reason.
 """
