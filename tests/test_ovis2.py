@@ -76,7 +76,7 @@ def folded_by_hand(value: torch.Tensor) -> torch.Tensor:
 def test_the_visual_tokens_are_the_softmax_of_the_heads_logits_over_the_folded_tower_output(model):
     with model.trace(prompt(model, TWO), images=TWO) as tracer:
         output = model.vision.tower_output.save()
-        tokens = model.vision.visual_tokens.save()
+        tokens = model.projector.visual_tokens.save()
         received = model.projector.input.save()
         projected = model.projector.output.save()
         features = model.vision.image_features.save()
@@ -96,10 +96,10 @@ def test_a_visual_word_written_for_every_token_puts_its_embedding_at_every_image
     word = 7
     with model.trace(prompt(model, TWO), images=TWO) as tracer:
         mask = model.vision.image_token_mask.save()
-        tokens = model.vision.visual_tokens
+        tokens = model.projector.visual_tokens
         one_hot = torch.zeros_like(tokens)
         one_hot[..., word] = 1.0
-        model.vision.visual_tokens = one_hot
+        model.projector.visual_tokens = one_hot
         features = model.vision.image_features.save()
         first = model.layers[0].input.save()
         tracer.stop()

@@ -56,10 +56,6 @@ class HeadOutputs(Layout):
     """[batch, query, heads, head_dim]: each head's output, before the output projection."""
 
 
-class VisualTokens(Layout):
-    """[tiles, image_tokens, visual_vocab]: each image token's probabilities over a visual vocabulary (Ovis's)."""
-
-
 class ImageTokenMask(Layout):
     """[batch, seq] bool: which positions of the text batch hold an image token."""
 

@@ -17,12 +17,12 @@ The tower's forward then tokenizes: it folds each ``hidden_stride`` x
 patches joined on the feature axis, row by row; blocks in raster order),
 maps it to logits over the visual vocabulary (``head_linear``, then the
 LayerNorm ``head_norm``, at their native paths in the tower) and takes their
-softmax: ``vision.visual_tokens``, ``[tiles, image_tokens, visual_vocab -
-5]``, the tower's ``pooler_output``. ``Ovis2Model.get_image_features`` pads
-each row with zeros for the 5 indicator words and hands it to the visual
-embedding table (``model.visual_embeddings_table``, the projector), which
-multiplies it by its weight: ``projector.input`` is ``[tiles, image_tokens,
-visual_vocab]`` (``visual_tokens`` and 5 zeros a row), ``projector.output``
+softmax, the tower's ``pooler_output``. ``Ovis2Model.get_image_features``
+pads each row with zeros for the 5 indicator words and hands it to the
+visual embedding table (``model.visual_embeddings_table``, the projector),
+which multiplies it by its weight: ``projector.input`` is ``[tiles,
+image_tokens, visual_vocab]``, ``projector.visual_tokens`` the same without
+the indicator columns (`envoys.vision.visual_tokens`), ``projector.output``
 ``[tiles, image_tokens, hidden_size]``, each token's expected embedding
 under its probabilities. ``Ovis2Model.forward`` scatters that at the image
 tokens (``inputs_embeds_masked_scatter_0``, argument 1), so
@@ -51,14 +51,16 @@ from transformers.models.ovis2.modeling_ovis2 import (
     Ovis2VisionAttention,
     Ovis2VisionEncoderLayer,
     Ovis2VisionModel,
+    Ovis2VisualEmbeddingTable,
 )
 
-from ..core.layouts import Patches, VisualTokens
+from ..core.layouts import Patches
 from ..core.standard import child
-from ..core.values import Field
+from ..core.values import Argument
 from ..image.grids import GridError, ImageInputs, TiledImage, TiledLayout
 from ..text.blocks import value
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images
+from ..vision.visual_tokens import VisualTokenizerProjector, VisualTokens, visual_tokens_value
 from . import Family
 
 RENAME = {
@@ -86,8 +88,8 @@ class Ovis2Vision(Vision):
     that fits one tile has that tile alone); each row holds a tile's
     ``(image_size // patch_size) ** 2`` patches in raster order, no CLS.
     ``tower_output`` is the final RMS norm's output (``vision.norm``), the
-    tower's stream before it folds it; ``visual_tokens`` is what the tower
-    returns for the projector. ``image_size`` is the tile's side;
+    tower's stream before it folds it into its visual tokenizer's head.
+    ``image_size`` is the tile's side;
     ``hidden_stride`` the side, in patches, of the block folded into one
     image token.
     """
@@ -97,16 +99,6 @@ class Ovis2Vision(Vision):
         lambda v: f"{child(v, 'norm').path}.output", None, no_images,
         doc="The last block's stream after the tower's final RMS norm (``vision.norm``), ``[tiles, patches, "
         "vision_hidden_size]``: what the tower folds into image tokens for its visual tokenizer.",
-    )
-
-    visual_tokens = value(
-        "visual_tokens", VisualTokens, "each image token's probabilities over the visual vocabulary",
-        "output", Field("pooler_output"), no_images,
-        doc="Each image token's probabilities over the visual vocabulary, ``[tiles, image_tokens, visual_vocab - "
-        "5]`` (the indicator words excluded): the softmax of the tower's head (``head_linear``, ``head_norm``) over "
-        "each folded ``hidden_stride`` x ``hidden_stride`` block of a tile's patches, blocks in raster order; the "
-        "tower's ``pooler_output``. The host pads each row with zeros for the indicator words before the projector "
-        "(``projector.input``). Assign probabilities of the same shape to replace them.",
     )
 
     @property
@@ -120,8 +112,17 @@ class Ovis2Vision(Vision):
         return self.vision_config.hidden_stride
 
 
+class Ovis2Projector(VisualTokenizerProjector):
+    """Ovis2's projector, the visual embedding table (``visual_embeddings_table``): ``projector.visual_tokens``
+    (`envoys.vision.visual_tokens`) is its input without the indicator columns, ``[tiles, image_tokens,
+    visual_vocab]``, what the tower's visual tokenizer returns."""
+
+    visual_tokens = visual_tokens_value(VisualTokens, "input", Argument(0, "visual_tokens"))
+
+
 ENVOYS = {
     Ovis2VisionModel: Ovis2Vision,
+    Ovis2VisualEmbeddingTable: Ovis2Projector,
     Ovis2VisionEncoderLayer: VisionLayer,
     Ovis2VisionAttention: VisionAttention,
     Ovis2MLP: VisionMlp,

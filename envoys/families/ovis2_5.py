@@ -41,7 +41,7 @@ slip of the port (the tower restores the order for ``last_hidden_state``, which
 nothing reads): a release that fixes it changes the rewritten forwards'
 snapshots, and the grids must follow.
 
-The projector (`VisualTokenizerProjector`) folds each merge unit's
+The projector (`Ovis2_5Projector`) folds each merge unit's
 ``spatial_merge_size**2`` consecutive rows into one row, maps it to logits over
 the visual vocabulary (``visual_tokenizer.linear``, then the LayerNorm
 ``visual_tokenizer.norm``) and takes their softmax:
@@ -72,8 +72,6 @@ frame's tokens are in window order too (`Ovis2_5Grids.video_token_grid`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from transformers.models.ovis2_5.modeling_ovis2_5 import (
     Ovis2_5MultiModalProjector,
@@ -86,9 +84,8 @@ from transformers.models.ovis2_5.modeling_ovis2_5 import (
 from rewrites.image_scatter import Scatter
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..core.layouts import Layout, PackedPatches
-from ..core.standard import Standard, child
-from ..core.values import EProperty
+from ..core.layouts import PackedPatches
+from ..core.standard import child
 from ..image.frames import check_video
 from ..image.grids import Grid, ImageInputs, value_named
 from ..text.blocks import value
@@ -97,8 +94,6 @@ from ..towers.packed_siglip import one_row
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import TOKEN_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 from ..vision.tower import (
-    FIRST_STEP_ONLY,
-    VISION_ORDER,
     PackedVisionLayer,
     PackedVisionMlp,
     as_patches,
@@ -106,6 +101,7 @@ from ..vision.tower import (
     no_images,
     no_patch_embed,
 )
+from ..vision.visual_tokens import PackedVisualTokens, VisualTokenizerProjector, visual_tokens_value
 from . import IMAGE_AND_VIDEO, Family
 
 RENAME = {
@@ -125,11 +121,6 @@ PER_IMAGE = (
     "attention_queries and attention_keys, whole, in window order, and split them where the calls do: at the "
     "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens'])"
 )
-
-
-class PackedVisualTokens(Layout):
-    """[image_tokens, visual_vocab]: each image token's probabilities over the visual vocabulary, every image's tokens
-    in one run."""
 
 
 class OvisWindowAttention(QwenVisionAttention):
@@ -191,40 +182,17 @@ class Ovis2_5Vision(QwenVision):
         return self.vision_config.num_attention_heads
 
 
-def _no_visual_tokens(projector: Any) -> str | None:
-    vision = projector.root.__dict__.get("vision")
-    return no_images(vision if isinstance(vision, Standard) else projector)
-
-
-class VisualTokenizerProjector(Standard):
+class Ovis2_5Projector(VisualTokenizerProjector):
     """Ovis2.5's projector (``multi_modal_projector``): the visual tokenizer, then the visual embedding table.
 
-    ``visual_tokens`` is the visual tokenizer's softmax over the visual
-    vocabulary, every image's tokens in one run, each image's in window order:
-    what the embedding table weighs its rows by (the indicator words' columns,
-    zeros, left out). ``input`` and ``output`` are nnsight's own: the last
-    block's output, ``[patches, vision_hidden_size]``, and the embeddings,
-    ``[image_tokens, hidden_size]``.
+    ``visual_tokens`` (`envoys.vision.visual_tokens`) is the visual tokenizer's
+    output without its indicator columns, ``[image_tokens, visual_vocab]``,
+    every image's tokens in one run, each image's in window order. ``input``
+    and ``output`` are nnsight's own: the last block's output, ``[patches,
+    vision_hidden_size]``, and the embeddings, ``[image_tokens, hidden_size]``.
     """
 
-    order_hint = VISION_ORDER
-    first_step_only = FIRST_STEP_ONLY
-
-    @EProperty(key=lambda p: f"{p.path}.visual_tokenizer.output",
-               description=f"each image token's probabilities over the visual vocabulary {PackedVisualTokens.shape()}",
-               unavailable=_no_visual_tokens)
-    def visual_tokens(self, padded: torch.Tensor) -> PackedVisualTokens:
-        """Each image token's probabilities over the visual vocabulary, ``[image_tokens, vocab_size -
-        num_visual_indicator_tokens]``, every image's tokens in one run, each image's in window order: the softmax
-        of the visual tokenizer's logits (``visual_tokenizer.linear`` over each merge unit's rows joined, then
-        ``visual_tokenizer.norm``). The visual tokenizer pads each row with zeros for the indicator words before the
-        embedding table (``visual_embeddings_table``), whose output is ``projector.output``. A view of the padded
-        rows: an in-place edit reaches the table; assign probabilities of the same shape to replace them."""
-        return padded[..., : self._module.visual_tokenizer.visual_token_vocab_size]
-
-    visual_tokens = visual_tokens.inverse(
-        lambda self, written, current: torch.cat((written, current[..., written.shape[-1]:]), dim=-1)
-    )
+    visual_tokens = visual_tokens_value(PackedVisualTokens, "visual_tokenizer.output")
 
 
 class Ovis2_5Grids(QwenGrids):
@@ -266,7 +234,7 @@ ENVOYS = {
     Ovis2_5VisionEncoderLayer: PackedVisionLayer,
     Ovis2_5VisionAttention: OvisWindowAttention,
     Ovis2_5VisionMLP: PackedVisionMlp,
-    Ovis2_5MultiModalProjector: VisualTokenizerProjector,
+    Ovis2_5MultiModalProjector: Ovis2_5Projector,
 }
 
 FAMILY = Family(
