@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from contract_table import ROWS
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser
 
@@ -22,6 +21,7 @@ from envoys import StandardizedTransformer, Unavailable
 from envoys.core.bugs import TransformersBug
 from envoys.families import ABSENT, families
 from envoys.testing import chat_prompt, noise_image
+from envoys.tiny import CONTRACTS as ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

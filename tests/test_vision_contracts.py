@@ -1,5 +1,5 @@
 """The spec's vision contracts, once, on every tiny checkpoint: each contract runs on every builder in
-``envoys.tiny.NAMES`` with that builder's row of ``contract_table``.
+``envoys.tiny.NAMES`` with the row its builder module declares (``CONTRACTS``, `envoys.tiny.contract`).
 
 What is checked, exactly (``torch.equal`` on float32 under eager attention,
 the shapes, the errors): where the image meets the text model (the mask is the
@@ -24,20 +24,23 @@ on its last line, which changes nothing elsewhere.
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import pkgutil
 import re
 
 import nnsight
 import pytest
 import torch
-from conftest import absent
-from contract_table import ROWS, Row
 from rounding import assert_batch_close
 from transformers import AutoModelForImageTextToText
 
+import envoys.tiny
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.layouts import PackedPatches
+from envoys.tiny import CONTRACTS as ROWS
 from envoys.tiny import NAMES, chat_prompt, image_prompts, noise_image
+from envoys.tiny.contract import Row
 from envoys.vision.tower import VIDEO_VALUES
 from instrument import installed
 from instrument.show import main as show
@@ -60,12 +63,17 @@ STEPS = 3
 
 def test_every_builder_has_a_row():
     missing = sorted(set(NAMES) - set(ROWS))
-    assert not missing, f"add a row to tests/contract_table.py for {', '.join(missing)}"
+    assert not missing, f"add a row to the CONTRACTS of the builder module of {', '.join(missing)}"
 
 
-def test_every_row_is_a_builder():
-    """A row names a builder of envoys.tiny, or one of a model the installed transformers lacks."""
-    assert not [name for name in ROWS if name not in NAMES and absent(name.partition("-")[0]) is None]
+def test_every_row_is_a_builder_of_its_module():
+    """A builder module's rows name its own builders (a misspelt row would never run)."""
+    for info in pkgutil.iter_modules(envoys.tiny.__path__):
+        if info.name in envoys.tiny.ABSENT:
+            continue
+        module = importlib.import_module(f"envoys.tiny.{info.name}")
+        stray = set(getattr(module, "CONTRACTS", {})) - set(getattr(module, "BUILDERS", {}))
+        assert not stray, f"envoys/tiny/{info.name}.py declares rows for no builder of its own: {sorted(stray)}"
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
@@ -91,7 +99,7 @@ def name(request) -> str:
 @pytest.fixture(scope="module")
 def row(name) -> Row:
     if name not in ROWS:
-        pytest.fail(f"no row for the tiny checkpoint {name!r}: add one to tests/contract_table.py")
+        pytest.fail(f"no row for the tiny checkpoint {name!r}: add one to its builder module's CONTRACTS")
     return ROWS[name]
 
 
@@ -139,7 +147,7 @@ def bug_present(model) -> bool:
 
 def test_the_forwards_rewritten_on_the_loaded_model_are_the_rows(model, row):
     """The rules found from the model and installed on it: each installed rule, and the eager kernels they drill into."""
-    assert row.rules, "state the rules that rewrite this checkpoint's forwards in its row of tests/contract_table.py"
+    assert row.rules, "state the rules that rewrite this checkpoint's forwards in its row (its builder module's CONTRACTS)"
     assert model.rewrite_failures == {}
     installed_here = {name: rule for module in model._module.modules() for name, rule in installed(module).items()}
     drilled = {inner.rule.name for rule in installed_here.values() for inner in rule.drills.values()}

@@ -1,7 +1,8 @@
 """Tiny random checkpoints of the vision-language families, built offline.
 
-Each family module here defines ``BUILDERS`` (checkpoint name -> builder);
-this package gathers them (nothing else to register). Each named builder makes a model of the family's real class with a few
+Each family module here defines ``BUILDERS`` (checkpoint name -> builder)
+and ``CONTRACTS`` (checkpoint name -> what the contract suite expects of it,
+`envoys.tiny.contract`); this package gathers them (nothing else to register). Each named builder makes a model of the family's real class with a few
 layers and widths of 32, random float32 weights drawn from a seed, and the
 processor its real users load (stock processor, image processor and, for
 Qwen-VL, video processor; a small generated tokenizer with a chat template).
@@ -28,6 +29,7 @@ import transformers
 from transformers import AutoModelForCausalLM, PreTrainedModel, ProcessorMixin
 
 from ..families import absent_from_release
+from .contract import Row
 from .images import chat_prompt, image_prompts, noise_audio, noise_image, noise_video, patch_coloured_image
 
 Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
@@ -42,9 +44,10 @@ def in_release(model_type: str) -> bool:
     return importlib.util.find_spec(f"transformers.models.{model_type}") is not None or model_type in CONFIG_MAPPING_NAMES
 
 
-def _gather() -> dict[str, Builder]:
-    """Every module's ``BUILDERS``, modules in name order."""
+def _gather() -> tuple[dict[str, Builder], dict[str, Row]]:
+    """Every module's ``BUILDERS`` and ``CONTRACTS``, modules in name order (the rows of the builders found)."""
     found: dict[str, Builder] = {}
+    rows: dict[str, Row] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
         try:
             module = importlib.import_module(f"{__name__}.{info.name}")
@@ -59,15 +62,17 @@ def _gather() -> dict[str, Builder]:
                 ABSENT[model_type] = f"target absent: transformers {transformers.__version__} has no {model_type} model"
             else:
                 found[name] = builder
-    return found
+        rows.update({name: row for name, row in getattr(module, "CONTRACTS", {}).items() if name in found})
+    return found, rows
 
 
 #: Builder modules the installed transformers cannot import (a model or class it lacks): module name -> why.
 ABSENT: dict[str, str] = {}
 
 
-#: Builders by checkpoint name; each returns an unsaved (model, processor).
-BUILDERS: dict[str, Builder] = _gather()
+#: Builders by checkpoint name, each returning an unsaved (model, processor); and what the contract suite expects
+#: of each checkpoint, declared beside its builder (`envoys.tiny.contract`).
+BUILDERS, CONTRACTS = _gather()
 
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 

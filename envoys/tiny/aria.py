@@ -25,6 +25,7 @@ from transformers import AriaConfig, AriaForConditionalGeneration, AriaImageProc
 from transformers.models.aria.configuration_aria import AriaTextConfig
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 
+from .contract import SIGLIP, Loads, Reads, Row, Sizes, attention, batched, router, scatter
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import word_level_tokenizer
@@ -84,3 +85,24 @@ def build_aria() -> tuple[AriaForConditionalGeneration, AriaProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"aria": build_aria}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/aria.py: Idefics 3's ViT on 980 px squares of 140 px patches (7x7 = 49 a row), 2 blocks,
+    # post_layernorm; 64 wide x 48 high is 980 x 735 padded to the square (42 real patches, the rest masked); the
+    # projector reads the last block before the norm and gives 4 queries an image, 4 image tokens.
+    "aria": Row(
+        loads=Loads(("AriaForConditionalGeneration", "AriaProcessor", "TokenizersBackend")),
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=140, image_size=980, **SIGLIP),
+        stream=batched((1, 49), (1, 49)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+        padded=True,
+        rules=(scatter("aria"), *attention("idefics3", "Idefics3VisionAttention"),
+               *attention("aria", "AriaTextAttention"), router("aria", "AriaTextTopKRouter")),
+    ),
+}

@@ -28,6 +28,7 @@ from transformers import (
     SiglipVisionConfig,
 )
 
+from .contract import COHERE2_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, scatter, square
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -150,3 +151,22 @@ def build_aya_vision() -> tuple[AyaVisionForConditionalGeneration, AyaVisionProc
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"aya_vision": build_aya_vision}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/aya_vision.py: SigLIP on 32 px tiles of 4 px patches (64 a tile), 2 blocks, post_layernorm; 16 tokens
+    # a tile after the 2x2 pixel shuffle, [tiles, 4, 4, hidden] out of the projector; a 32x32 image is 1 tile (16
+    # tokens), a 64 wide, 48 high one 2x2 tiles + the thumbnail (80); the projector reads the last block before the norm.
+    "aya_vision": Row(
+        loads=Loads(("AyaVisionForConditionalGeneration", "AyaVisionProcessor", "TokenizersBackend")),
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=square((1, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+        rules=(scatter("aya_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
+    ),
+}

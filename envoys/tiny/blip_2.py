@@ -41,6 +41,7 @@ from transformers import (
     OPTConfig,
 )
 
+from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, attention, batched, scatter
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -198,3 +199,43 @@ def build_instructblip() -> tuple[InstructBlipForConditionalGeneration, Instruct
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"blip-2": build_blip_2, "instructblip": build_instructblip}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/blip_2.py: the BLIP ViT on 32x32 images (any input resized) of 8 px patches, CLS first (1 + 16 rows),
+    # 2 blocks, post_layernorm over every row; 4 Q-Former queries, 4 image tokens an image, one image a prompt (two
+    # images are two prompts); the projector (the language projection) reads the Q-Former's output
+    # (tests/test_blip_2_instructblip.py). OPT text: learned positions added before block 0, the MLP inline (no mlp_output).
+    "blip-2": Row(
+        loads=Loads(("Blip2ForConditionalGeneration", "Blip2Processor", "TokenizersBackend"), feature_token="<image>"),
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=None,
+        prefix=1,
+        final_norm=True,
+        text_gaps={"mlp_output": (0, 1)},
+        positions="language_model.model.decoder.embed_positions",
+        text_alone=False,
+        rules=(scatter("blip_2"), *attention("blip_2", "Blip2Attention"), "blip_2.Blip2QFormerMultiHeadAttention",
+               *attention("opt", "OPTAttention")),
+    ),
+    # envoys/tiny/blip_2.py, build_instructblip: blip-2's tower, Q-Former sizes and processor (4 image tokens an image,
+    # one image a prompt); the Q-Former also reads the prompt; a Llama text model.
+    "instructblip": Row(
+        loads=Loads(("InstructBlipForConditionalGeneration", "InstructBlipProcessor", "TokenizersBackend"), feature_token="<image>"),
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=None,
+        prefix=1,
+        final_norm=True,
+        text_alone=False,
+        rules=(scatter("instructblip"), *attention("instructblip", "InstructBlipAttention"),
+               "instructblip.InstructBlipQFormerMultiHeadAttention", *LLAMA_ATTENTION),
+    ),
+}

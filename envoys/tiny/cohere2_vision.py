@@ -21,6 +21,7 @@ from transformers import (
 )
 
 from .aya_vision import DOWNSAMPLE, IMAGE_TOKENS, MAX_TILES, TILE, TOKENS_PER_TILE, cohere2_text, cohere_template, cohere_tokenizer, siglip_tiles
+from .contract import COHERE2_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, scatter, square
 from .norms import randomise_norms
 
 
@@ -64,3 +65,20 @@ def build_cohere2_vision() -> tuple[Cohere2VisionForConditionalGeneration, Coher
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"cohere2_vision": build_cohere2_vision}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/cohere2_vision.py: Aya Vision's sizes and tiling; the projector reads tower_output (after the norm).
+    "cohere2_vision": Row(
+        loads=Loads(("Cohere2VisionForConditionalGeneration", "Cohere2VisionProcessor", "TokenizersBackend")),
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=square((1, 16), (5, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("cohere2_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
+    ),
+}

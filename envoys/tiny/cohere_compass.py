@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from .aya_vision import TURN_TOKENS, cohere_template
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import HALF, MERGE, _pixels, _qwen3_vision, _video_size
 from .sizes import text_sizes
@@ -102,3 +103,25 @@ def build_cohere_compass() -> tuple[CohereCompassForConditionalGeneration, Coher
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"cohere_compass": build_cohere_compass}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/cohere_compass.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added after text
+    # block 0 of 2 (parallel Cohere 2-style blocks).
+    "cohere_compass": Row(
+        loads=Loads(("CohereCompassForConditionalGeneration", "CohereCompassProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,)},
+        rules=(scatter("cohere_compass"), "cohere_compass.vision-attention", "cohere_compass.deepstack",
+               *attention("cohere_compass", "CohereCompassAttention")),
+    ),
+}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from transformers import Cosmos3OmniConfig, Cosmos3OmniForConditionalGeneration, Qwen3VLProcessor
 
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import QWEN3_VL_PATCH, _qwen3_processor, _tokenizer, qwen3_vl_settings
 
@@ -38,3 +39,25 @@ def build_cosmos3_omni() -> tuple[Cosmos3OmniForConditionalGeneration, Qwen3VLPr
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"cosmos3_omni": build_cosmos3_omni}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/cosmos3_omni.py: the tiny Qwen3-VL under Cosmos3-Omni's host: 3 blocks, patch 8; DeepStack taps
+    # after text blocks 0 and 1 of 4.
+    "cosmos3_omni": Row(
+        loads=Loads(("Cosmos3OmniForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=2,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (2, 3)},
+        rules=(scatter("cosmos3_omni"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
+               *attention("qwen3_vl", "Qwen3VLTextAttention")),
+    ),
+}

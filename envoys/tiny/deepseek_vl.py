@@ -21,6 +21,7 @@ from transformers import (
     LlamaConfig,
 )
 
+from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, scatter
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -97,3 +98,22 @@ def build_deepseek_vl() -> tuple[DeepseekVLForConditionalGeneration, DeepseekVLP
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"deepseek_vl": build_deepseek_vl}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/deepseek_vl.py: llava-siglip's SigLIP tower (32x32 images of 8 px patches, 16 patches, no CLS, 2
+    # blocks, post_layernorm); every image resized and padded to 32x32; the aligner reads tower_output (after the
+    # norm), patch by patch: 16 image tokens an image.
+    "deepseek_vl": Row(
+        loads=Loads(("DeepseekVLForConditionalGeneration", "DeepseekVLProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("deepseek_vl"), *SIGLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
+}

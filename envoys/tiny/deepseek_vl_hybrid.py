@@ -23,6 +23,7 @@ from transformers import (
     SamVisionConfig,
 )
 
+from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, scatter
 from .deepseek_vl import DEEPSEEK_TEMPLATE, deepseek_tokenizer, llama_text
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
@@ -90,3 +91,23 @@ def build_deepseek_vl_hybrid() -> tuple[DeepseekVLHybridForConditionalGeneration
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"deepseek_vl_hybrid": build_deepseek_vl_hybrid}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/deepseek_vl_hybrid.py: deepseek_vl's SigLIP tower (model.vision) and 16 image tokens an image; the
+    # aligner's first argument is its tower_output (the second, the SAM tower's, tests/test_deepseek_vl_hybrid.py); the
+    # SAM tower's blocks run the rules of GOT-OCR 2.0's (rewrites/sam_vision.py).
+    "deepseek_vl_hybrid": Row(
+        loads=Loads(("DeepseekVLHybridForConditionalGeneration", "DeepseekVLHybridProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("deepseek_vl_hybrid"), "sam.vision-attention", "sam.vision-windows", *SIGLIP_ATTENTION,
+               *LLAMA_ATTENTION),
+    ),
+}

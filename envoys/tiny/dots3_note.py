@@ -42,6 +42,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
+from .contract import DOTS_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .qwen import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, _pixels, _video_size
 from .sizes import text_sizes
@@ -156,3 +157,28 @@ def build_dots3_note() -> tuple[Dots3NoteForConditionalGeneration, Dots3NoteProc
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"dots3_note": build_dots3_note}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/dots3_note.py: packed, 8 px patches (one frame deep) in merge-block order, merged 2x2: 32x32 is 16
+    # patches and 4 tokens, 48x64 is 48 and 12; 2 blocks, width 32, 2 heads of 16, the dense MLP 64 wide (block 1 a
+    # mixture of experts); a final norm (norm) that the merger (the projector, inside the tower) reads. Text: block 0
+    # dense (no router), block 1 a mixture of experts.
+    "dots3_note": Row(
+        loads=Loads(("Dots3NoteForConditionalGeneration", "Dots3NoteProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=DOTS_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("dots3_note"), "dots3_note.vision-attention", *attention("dots3_note", "Dots3NoteTextAttention"),
+               router("dots3_note", "Dots3NoteTextTopkRouter"), router("dots3_note", "Dots3NoteVisionTopKRouter"),
+               "dots3_note.Dots3NoteAudioAttention"),
+    ),
+}

@@ -46,6 +46,7 @@ from transformers import (
     Ernie4_5_VLMoeVideoProcessor,
 )
 
+from .contract import NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -138,3 +139,26 @@ def build_ernie4_5_vl_moe() -> tuple[Ernie4_5_VLMoeForConditionalGeneration, Ern
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"ernie4_5_vl_moe": build_ernie4_5_vl_moe}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/ernie4_5_vl_moe.py: a packed ViT of 8 px patches in merge-block order, 2 blocks, a final LayerNorm
+    # (ln); the resampler (outside the tower) reads tower_output and folds 2x2 patches: 32x32 is 16 patches and 4
+    # tokens, 48x64 is 48 and 12. Text block 0 dense, block 1 a modality-split mixture of experts.
+    "ernie4_5_vl_moe": Row(
+        loads=Loads(("Ernie4_5_VLMoeForConditionalGeneration", "Ernie4_5_VLMoeProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=r"the ERNIE-4.5-VL ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens",
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("ernie4_5_vl_moe"), "ernie4_5_vl_moe.vision-attention",
+               *attention("ernie4_5_vl_moe", "Ernie4_5_VLMoeTextAttention"), router("ernie4_5_vl_moe", "Ernie4_5_VLMoeMoeTopKRouter")),
+    ),
+}

@@ -27,6 +27,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
+from .contract import QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, HALF, MERGE, _image_processor, _text, _token_ids, _tokenizer, _video_processor
 from .rope import rope
@@ -70,3 +71,24 @@ def build_exaone4_5() -> tuple[PreTrainedModel, ProcessorMixin]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"exaone4_5": build_exaone4_5}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/exaone4_5.py: Qwen2.5-VL's windowed tower (patch 4, 16 px windows, block 1 full attention, 2 query
+    # heads and 1 key-value head): 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; blocks and merger in window
+    # order, restored after the merger; EXAONE 4.0 text blocks, normed after each sublayer (sliding, then global).
+    "exaone4_5": Row(
+        loads=Loads(("Exaone4_5_ForConditionalGeneration", "Exaone4_5_Processor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        features_are_projected=False,
+        rules=(scatter("exaone4_5"), "exaone4_5.vision-attention", "exaone4_5.vision-windows",
+               *attention("exaone4", "Exaone4Attention")),
+    ),
+}

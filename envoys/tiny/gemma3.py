@@ -21,6 +21,7 @@ from transformers import (
 )
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
+from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
 from .sizes import text_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
 
@@ -143,3 +144,21 @@ def build_gemma3() -> tuple[Gemma3ForConditionalGeneration, Gemma3Processor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"gemma3": build_gemma3}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/gemma3.py: SigLIP on 32x32 (any input resized), 4 px patches, 64 patches, post_layernorm; the
+    # projector pools tower_output 2x2 to 16 tokens an image.
+    "gemma3": Row(
+        loads=Loads(("Gemma3ForConditionalGeneration", "Gemma3Processor", "TokenizersBackend"), placeholder="boi_token"),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (1, 64)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("gemma3"), *SIGLIP_ATTENTION, *attention("gemma3", "Gemma3Attention")),
+    ),
+}

@@ -56,6 +56,7 @@ from transformers import (
     Gemma4VisionConfig,
 )
 
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, flat, scatter
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -216,3 +217,22 @@ def build_gemma4() -> tuple[Gemma4ForConditionalGeneration, Gemma4Processor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"gemma4": build_gemma4}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/gemma4.py: every image's row padded to 280 patches (70 soft tokens x 2**2); 32x32 has 256 real
+    # patches and 64 tokens, 48 high x 64 wide 252 and 63; the encoder has no final norm; the projector reads the
+    # pooler's real cells.
+    "gemma4": Row(
+        loads=Loads(("Gemma4ForConditionalGeneration", "Gemma4Processor", "TokenizersBackend")),
+        image_tokens=(64, 63),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_position_ids", **SIGLIP),
+        stream=batched((1, 280), (1, 280)),
+        projected=flat((1, 64), (1, 63)),
+        projector_reads=None,
+        padded=True,
+        rules=(scatter("gemma4"), *attention("gemma4", "Gemma4TextAttention"), "gemma4.Gemma4VisionAttention"),
+    ),
+}

@@ -33,6 +33,7 @@ from transformers import (
     Gemma4UnifiedVisionConfig,
 )
 
+from .contract import NO_BLOCKS, Loads, Row, Sizes, attention, batched, scatter
 from .gemma4 import CHAT_TEMPLATE, MAX_SOFT_TOKENS, PATCH_SIZE, POOLING_KERNEL_SIZE, _tokenizer
 from .norms import randomise_norms
 
@@ -117,3 +118,31 @@ def build_gemma4_unified() -> tuple[Gemma4UnifiedForConditionalGeneration, Gemma
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"gemma4_unified": build_gemma4_unified}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/gemma4_unified.py: no tower blocks; every image's row padded to 70 merged 8x8-pixel patches
+    # (max_soft_tokens), width 48; 32x32 has 8x8 = 64 real ones, 48 high x 64 wide 7x9 = 63, one image token each; the
+    # projector (inside model.vision) gives every row, padding included, which the host drops. Text blocks: Gemma 4's,
+    # no per-layer inputs.
+    "gemma4_unified": Row(
+        loads=Loads(("Gemma4UnifiedForConditionalGeneration", "Gemma4UnifiedProcessor", "TokenizersBackend")),
+        image_tokens=(64, 63),
+        sizes=Sizes(num_layers=0, vision_hidden_size=48, num_heads=0, head_dim=0, intermediate_size=0, patch_size=8,
+                    image_size="image_position_ids"),
+        stream=batched((1, 70), (1, 70)),
+        projected=batched((1, 70), (1, 70)),
+        projector_reads=None,
+        padded=True,
+        features_are_projected=False,
+        pattern_unavailable=NO_BLOCKS,
+        vision_unavailable={value: NO_BLOCKS for value in (
+            "layer_input", "attention_output", "mlp_output", "layer_output", "self_attn.attention_output",
+            "self_attn.attention_queries", "self_attn.attention_keys", "self_attn.attention_values",
+            "self_attn.attention_head_outputs", "mlp.mlp_output")},
+        text_gaps={"per_layer_input": (0, 1, 2, 3), "per_layer_output": (0, 1, 2, 3)},
+        rules=(scatter("gemma4_unified"), *attention("gemma4_unified", "Gemma4UnifiedTextAttention")),
+    ),
+}

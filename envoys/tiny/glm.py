@@ -47,6 +47,7 @@ from transformers import (
     ProcessorMixin,
 )
 
+from .contract import GLM_PER_IMAGE, NO_WINDOWS, Loads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -207,4 +208,33 @@ BUILDERS = {
     "glm46v": build_glm46v,
     "glmga": build_glmga,
     "glm_ocr": build_glm_ocr,
+}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/glm.py: the GLM ViT, packed, 8 px patches merged 2x2: 32x32 is 16 patches and 4 tokens, 48x64 is 48
+    # and 12; a final norm (post_layernorm); a convolution folds each merge block before the merger (the projector),
+    # so the projector does not read a tower value as it is (tests/test_glm.py says how); 2 blocks, width 32, 2 heads
+    # of 16; GLM-4.1V's tower MLP is out_hidden_size (32) wide, GLM-OCR's intermediate_size (64).
+    **{name: Row(
+        loads=Loads((model_class, processor_class, "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=width, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        final_norm=True,
+        pattern_unavailable=GLM_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter(host), f"{tower}.vision-attention", *attention(name if name == "glm_ocr" else "glm4v", text)),
+    ) for name, model_class, processor_class, host, tower, text, width in (
+        ("glm4v", "Glm4vForConditionalGeneration", "Glm4vProcessor", "glm4v", "glm4v", "Glm4vTextAttention", 32),
+        ("glm46v", "Glm46VForConditionalGeneration", "Glm46VProcessor", "glm46v", "glm4v", "Glm4vTextAttention", 32),
+        ("glmga", "Glm46VForConditionalGeneration", "Glm46VProcessor", "glm46v", "glm4v", "Glm4vTextAttention", 32),
+        ("glm_ocr", "GlmOcrForConditionalGeneration", "Glm46VProcessor", "glm_ocr", "glm_ocr", "GlmOcrTextAttention",
+         64),
+    )},
 }

@@ -18,6 +18,7 @@ from transformers import (
     Glm4vVideoProcessor,
 )
 
+from .contract import GLM_PER_IMAGE, NO_WINDOWS, Loads, Row, Sizes, attention, flat, packed, router, scatter
 from .glm import CHAT_TEMPLATE, _processing, _text, _token_ids, _tokenizer, _vision
 from .norms import randomise_norms
 
@@ -75,3 +76,27 @@ def build_glm4v_moe() -> tuple[Glm4vMoeForConditionalGeneration, Glm4vProcessor]
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"glm4v_moe": build_glm4v_moe}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/glm4v_moe.py: GLM-4.1V's tower as envoys/tiny/glm.py builds it (the rows above: packed, 16 and 48
+    # patches, 4 and 12 tokens, a final norm, the convolution before the projector, its MLP out_hidden_size (32) wide);
+    # text block 0 dense (first_k_dense_replace 1), block 1 a mixture of 4 experts and a shared expert.
+    "glm4v_moe": Row(
+        loads=Loads(("Glm4vMoeForConditionalGeneration", "Glm4vProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=32, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        final_norm=True,
+        pattern_unavailable=GLM_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("glm4v_moe"), "glm4v_moe.vision-attention", *attention("glm4v_moe", "Glm4vMoeTextAttention"),
+               router("glm4v_moe", "Glm4vMoeTextTopkRouter")),
+    ),
+}

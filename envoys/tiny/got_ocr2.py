@@ -20,6 +20,7 @@ import torch
 from transformers import GotOcr2Config, GotOcr2ForConditionalGeneration, GotOcr2Processor, GotOcr2VisionConfig
 from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
 from .llava import qwen2_text
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -110,3 +111,24 @@ def build_got_ocr2() -> tuple[GotOcr2ForConditionalGeneration, GotOcr2Processor]
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"got_ocr2": build_got_ocr2}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/got_ocr2.py: a SAM-style encoder on 128x128 images (any input resized) of 2 px patches, a 64x64 grid
+    # (4096 patches); both blocks in 14x14 windows, the grid padded to 70x70: 25 windows of 196 an image; no final
+    # norm; the neck then the projector's two stride-2 convolutions fold the grid to 16x16 = 256 image tokens (the
+    # projector reads the neck's output: tests/test_got_ocr2.py).
+    "got_ocr2": Row(
+        loads=Loads(("GotOcr2ForConditionalGeneration", "GotOcr2Processor", "TokenizersBackend")),
+        image_tokens=(256, 256),
+        sizes=Sizes(num_layers=2, patch_size=2, image_size=128, **SIGLIP),
+        stream=batched((1, 4096), (1, 4096)),
+        projected=batched((1, 256), (1, 256)),
+        projector_reads=None,
+        pattern_rows={0: (50, 196), 1: (50, 196)},
+        rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
+               *attention("qwen2", "Qwen2Attention")),
+    ),
+}

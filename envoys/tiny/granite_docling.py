@@ -30,6 +30,7 @@ from transformers.models.granite_docling.configuration_granite_docling import (
     GraniteDoclingVisionConfig,
 )
 
+from .contract import SIGLIP, Loads, Reads, Row, Sizes, attention, batched, flat, scatter
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -116,3 +117,28 @@ def build_granite_docling() -> tuple[GraniteDoclingForConditionalGeneration, Gra
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"granite_docling": build_granite_docling}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/granite_docling.py: 32 px tiles of 4 px patches (64 a tile), 4 tokens a tile on the coarse path (4x4
+    # shuffle); 32x32 is 1 tile (no thumbnail), 64 wide x 48 high 2x2 tiles + the thumbnail (20); post_layernorm; the
+    # connector (inside the tower) reads tower_output and returns (features, DeepStack features), its features flat;
+    # DeepStack taps after text blocks 0 and 1 of 3; the Granite text model multiplies the embeddings by 12.
+    "granite_docling": Row(
+        loads=Loads(("GraniteDoclingForConditionalGeneration", "GraniteDoclingProcessor", "TokenizersBackend")),
+        image_tokens=(4, 20),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=flat((1, 4), (5, 4)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        projector_item=0,
+        embedding_multiplier=12.0,
+        deepstack_taps=2,
+        text_gaps={"deepstack_output": (2,)},
+        rules=(scatter("granite_docling"), "granite_docling.deepstack",
+               *attention("granite_docling", "GraniteDoclingVisionAttention"), "granite_docling.GraniteDoclingTextAttention"),
+    ),
+}

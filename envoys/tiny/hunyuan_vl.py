@@ -33,6 +33,7 @@ from transformers import (
     HunYuanVLProcessor,
 )
 
+from .contract import HUNYUAN_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, packed, scatter
 from .norms import randomise_norms
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -114,3 +115,25 @@ def build_hunyuan_vl() -> tuple[HunYuanVLForConditionalGeneration, HunYuanVLProc
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"hunyuan_vl": build_hunyuan_vl}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/hunyuan_vl.py: packed, 4 px patches in raster order, no final norm: 32x32 is 64 patches, 48x64 192;
+    # the merger (the projector) runs once per image on its rows of the last block's stream, giving h/2 x (w/2 + 1) + 2
+    # tokens (a newline column, begin and end rows): 22 and 56; 2 blocks, width 32, 2 heads of 16, MLP 64.
+    "hunyuan_vl": Row(
+        loads=Loads(("HunYuanVLForConditionalGeneration", "HunYuanVLProcessor", "TokenizersBackend")),
+        image_tokens=(22, 56),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=packed(22, 56),
+        projector_reads=Reads("layer_output", block=-1),
+        projector_per_image=True,
+        pattern_unavailable=HUNYUAN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter("hunyuan_vl"), "hunyuan_vl.vision-attention",
+               *attention("hunyuan_vl", "HunYuanVLDenseV1Attention")),
+    ),
+}

@@ -26,6 +26,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
+from .contract import QWEN_PER_IMAGE, SIGLIP, Loads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import (
     CHAT_TEMPLATE,
@@ -88,3 +89,25 @@ def build_hyperclovax_vision_v2() -> tuple[HyperCLOVAXVisionV2ForConditionalGene
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"hyperclovax_vision_v2": build_hyperclovax_vision_v2}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/hyperclovax_vision_v2.py: the tiny Qwen2.5-VL tower (patch 4: 32x32 is 64 patches and 16 tokens, 48x64
+    # is 192 and 48, windowed block 0, full block 1), its merger inside it; the projector, a linear after the tower,
+    # reads the merger's output restored to merge-block order (test_hyperclovax_vision_v2.py); the text model
+    # multiplies the embeddings by 10 (embedding_multiplier).
+    "hyperclovax_vision_v2": Row(
+        loads=Loads(("HyperCLOVAXVisionV2ForConditionalGeneration", "HyperCLOVAXVisionV2Processor", "GPT2Tokenizer")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=None,
+        pattern_unavailable=QWEN_PER_IMAGE,
+        embedding_multiplier=10.0,
+        rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
+               *attention("hyperclovax", "HyperCLOVAXAttention")),
+    ),
+}

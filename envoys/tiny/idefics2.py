@@ -28,6 +28,7 @@ from transformers import (
 )
 from transformers.models.idefics2.configuration_idefics2 import Idefics2PerceiverConfig, Idefics2VisionConfig
 
+from .contract import MISTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, scatter
 from .idefics3 import IDEFICS3_TEMPLATE
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
@@ -88,3 +89,24 @@ def build_idefics2() -> tuple[Idefics2ForConditionalGeneration, Idefics2Processo
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"idefics2": build_idefics2}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/idefics2.py: 8 px patches, no tiles; 32x32 stays 32x32 (4x4 patches), 64 wide x 48 high becomes 32 x 24
+    # (4x3), padded to 4x4 beside the first (its padded keys masked); post_layernorm; the connector reads tower_output
+    # and its perceiver resamples each image to 4 latents, 4 image tokens an image.
+    "idefics2": Row(
+        loads=Loads(("Idefics2ForConditionalGeneration", "Idefics2Processor", "TokenizersBackend")),
+        image_tokens=(4, 4),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="pixel_attention_mask", **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 4), (1, 4)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        padded=True,
+        rules=(scatter("idefics2"), *attention("idefics2", "Idefics2VisionAttention"),
+               "idefics2.Idefics2PerceiverAttention", *MISTRAL_ATTENTION),
+    ),
+}

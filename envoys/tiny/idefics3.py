@@ -35,6 +35,7 @@ from transformers import (
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 from transformers.models.smolvlm.configuration_smolvlm import SmolVLMVisionConfig
 
+from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, scatter
 from .sizes import text_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
 
@@ -162,3 +163,34 @@ def build_smolvlm() -> tuple[SmolVLMForConditionalGeneration, SmolVLMProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"idefics3": build_idefics3, "smolvlm": build_smolvlm}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/idefics3.py: 32 px tiles of 8 px patches (16 a tile), 4 tokens a tile; 32x32 is 2x2 tiles + the
+    # global one (20 tokens), 64 wide x 32 high 1x2 + 1 (12); post_layernorm; the connector reads tower_output.
+    "idefics3": Row(
+        loads=Loads(("Idefics3ForConditionalGeneration", "Idefics3Processor", "TokenizersBackend")),
+        image_tokens=(20, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((5, 16), (3, 16)),
+        projected=batched((5, 4), (3, 4)),
+        projector_reads=Reads("tower_output"),
+        second_image=(64, 32),
+        final_norm=True,
+        rules=(scatter("idefics3"), *attention("idefics3", "Idefics3VisionAttention"), *LLAMA_ATTENTION),
+    ),
+    # envoys/tiny/idefics3.py: SmolVLM has Idefics 3's sizes.
+    "smolvlm": Row(
+        loads=Loads(("SmolVLMForConditionalGeneration", "SmolVLMProcessor", "TokenizersBackend")),
+        image_tokens=(20, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((5, 16), (3, 16)),
+        projected=batched((5, 4), (3, 4)),
+        projector_reads=Reads("tower_output"),
+        second_image=(64, 32),
+        final_norm=True,
+        rules=(scatter("smolvlm"), *attention("smolvlm", "SmolVLMVisionAttention"), *LLAMA_ATTENTION),
+    ),
+}

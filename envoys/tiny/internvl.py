@@ -26,6 +26,7 @@ from transformers import (
 )
 
 from .aya_vision import DOWNSAMPLE, PATCH, TILE, TOKENS_PER_TILE, gotocr2_tiles
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
 from .llava import INTERLEAVE_TEMPLATE, qwen2_text
 from .norms import randomise_norms
 from .sizes import vision_sizes
@@ -107,3 +108,23 @@ def build_internvl() -> tuple[InternVLForConditionalGeneration, InternVLProcesso
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"internvl": build_internvl}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/internvl.py: InternViT on 32 px tiles of 4 px patches, CLS first (1 + 64 rows a tile), 2 blocks, no
+    # final norm (mean pooling); 16 tokens a tile: a 32x32 image is 1 tile, a 64 wide, 48 high one 2x2 tiles + the
+    # thumbnail (80); the host drops the CLS and pixel-shuffles before the projector, [tiles, 16, hidden] out of it.
+    "internvl": Row(
+        loads=Loads(("InternVLForConditionalGeneration", "InternVLProcessor", "TokenizersBackend"), feature_token="<IMG_CONTEXT>"),
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 65), (5, 65)),
+        projected=batched((1, 16), (5, 16)),
+        projector_reads=None,
+        prefix=1,
+        rules=(scatter("internvl"), *attention("internvl", "InternVLVisionAttention"),
+               *attention("qwen2", "Qwen2Attention")),
+    ),
+}

@@ -26,6 +26,7 @@ from transformers import (
     LlamaConfig,
 )
 
+from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, scatter
 from .norms import randomise_norms
 from .sizes import text_sizes
 from .tokenizer import WORDS, TokenizersBackend, as_the_processor_takes, word_level_tokenizer
@@ -141,3 +142,22 @@ def build_janus() -> tuple[JanusForConditionalGeneration, JanusProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"janus": build_janus}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/janus.py: Janus's tower, SigLIP's shape (32x32 images of 8 px patches, 16 patches, no CLS, 2 blocks,
+    # width 32, 2 heads, MLP 64 wide from mlp_ratio 2, post_layernorm); every image resized and padded to 32x32; the
+    # aligner reads tower_output (after the norm), patch by patch: 16 image tokens an image.
+    "janus": Row(
+        loads=Loads(("JanusForConditionalGeneration", "JanusProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("janus"), *attention("janus", "JanusVisionAttention"), *LLAMA_ATTENTION),
+    ),
+}

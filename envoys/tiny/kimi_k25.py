@@ -41,6 +41,7 @@ from transformers import (
     Kimi_K25VideoProcessor,
 )
 
+from .contract import KIMI_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Row, Sizes, attention, batched, packed, router, scatter
 from .norms import randomise_norms
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -133,3 +134,27 @@ def build_kimi_k25() -> tuple[Kimi_K25ForConditionalGeneration, Kimi_K25Processo
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"kimi_k25": build_kimi_k25}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/kimi_k25.py: MoonViT, packed, 4 px patches in raster order merged 2x2: 32x32 is 64 patches and 16
+    # tokens, 48x64 is 192 and 48; a final norm (final_layernorm); the tower gathers each merge block of tower_output
+    # before the projector (tests/test_kimi_k25.py says how), whose output is [tokens, 1, hidden]; 2 blocks, width 32,
+    # 2 heads of 16, MLP 64. DeepSeek-V3 text: block 0 dense (no router), block 1 a mixture of experts.
+    "kimi_k25": Row(
+        loads=Loads(("Kimi_K25ForConditionalGeneration", "Kimi_K25Processor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=batched((16, 1), (48, 1)),
+        projector_reads=None,
+        final_norm=True,
+        pattern_unavailable=KIMI_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", *attention("deepseek_v3", "DeepseekV3Attention"),
+               router("deepseek_v3", "DeepseekV3TopkRouter")),
+    ),
+}

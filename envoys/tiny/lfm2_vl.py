@@ -27,6 +27,7 @@ from transformers import (
     Siglip2VisionConfig,
 )
 
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter, slots
 from .llava import INTERLEAVE_TEMPLATE
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
@@ -112,3 +113,26 @@ def build_lfm2_vl() -> tuple[Lfm2VlForConditionalGeneration, Lfm2VlProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"lfm2_vl": build_lfm2_vl}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/lfm2_vl.py: every row padded to 80 patches of 4 px (max_image_tokens 20 x 2**2); 32x32 is one row of
+    # 8x8 real patches and 16 tokens, 64 wide x 48 high 2x2 tiles of 8x8 + a 10x6 thumbnail (5 rows, 4 * 16 + 15 = 79
+    # tokens); post_layernorm; the projector gives every row 80 / 2**2 = 20 slots, padding slots included, which the
+    # host drops. Text blocks: a short convolution, then attention.
+    "lfm2_vl": Row(
+        loads=Loads(("Lfm2VlForConditionalGeneration", "Lfm2VlProcessor", "TokenizersBackend")),
+        image_tokens=(16, 79),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="spatial_shapes", **SIGLIP),
+        stream=batched((1, 80), (5, 80)),
+        projected=slots((1, 20), (5, 20)),
+        projector_reads=None,
+        final_norm=True,
+        padded=True,
+        features_are_projected=False,
+        text_gaps={"attention_output": (0,), "self_attn.": (0,)},
+        rules=(scatter("lfm2_vl"), *attention("siglip2", "Siglip2Attention"), *attention("lfm2", "Lfm2Attention")),
+    ),
+}

@@ -41,6 +41,7 @@ from transformers import (
 )
 from transformers.models.lfm3_vl.configuration_lfm3_vl import Lfm3VlVisionConfig
 
+from .contract import LFM3_VL_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, HALF, MERGE, _image_processor, _video_processor
 from .sizes import text_sizes, vision_sizes
@@ -107,3 +108,25 @@ def build_lfm3_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"lfm3_vl": build_lfm3_vl}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/lfm3_vl.py: packed, patch 8, 2x2 merge blocks: 32x32 is 16 patches and 4 tokens, 64 wide x 48 high
+    # 48 patches and 12; tower block 0 attention, block 1 a gated 2D convolution, no final norm; the projector reads
+    # tower_output. Text blocks: a short convolution, sliding-window attention, full attention.
+    "lfm3_vl": Row(
+        loads=Loads(("Lfm3VlForConditionalGeneration", "Lfm3VlProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        pattern_unavailable=LFM3_VL_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        tower_mixers={1: "conv"},
+        text_gaps={"attention_output": (0,), "self_attn.": (0,)},
+        rules=(scatter("lfm3_vl"), "lfm3_vl.vision-attention", *attention("lfm3", "Lfm3Attention")),
+    ),
+}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from transformers import LightOnOcrConfig, LightOnOcrForConditionalGeneration, LightOnOcrProcessor, Qwen3Config
 
+from .contract import PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .mistral3 import pixtral_image_processor, pixtral_tower
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE
@@ -87,3 +88,20 @@ def build_lighton_ocr() -> tuple[LightOnOcrForConditionalGeneration, LightOnOcrP
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"lighton_ocr": build_lighton_ocr}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/lighton_ocr.py: mistral3's tower, processor sizes and projector (64 and 192 patches, 16 and 48
+    # tokens); the projector reads the tower's last_hidden_state (no final norm: the last block's stream), unbatched.
+    "lighton_ocr": Row(
+        loads=Loads(("LightOnOcrForConditionalGeneration", "LightOnOcrProcessor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        rules=(scatter("lighton_ocr"), *PIXTRAL_ATTENTION, *attention("qwen3", "Qwen3Attention")),
+    ),
+}

@@ -25,8 +25,10 @@ try:
     from transformers import Llama4ImageProcessor
 except ImportError:  # older releases (4.57 to 5.2 at least) name the same processor with its Fast suffix
     from transformers import Llama4ImageProcessorFast as Llama4ImageProcessor
+from packaging.version import Version
 from transformers.models.llama4.processing_llama4 import chat_template as LLAMA4_CHAT_TEMPLATE
 
+from .contract import TRANSFORMERS, Loads, Row, Sizes, attention, batched, flat, router, scatter
 from .rope import rope
 from .tokenizer import word_level_tokenizer
 
@@ -133,3 +135,30 @@ def build_llama4() -> tuple[Llama4ForConditionalGeneration, Llama4Processor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"llama4": build_llama4}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/llama4.py: 32 px tiles of 8 px patches plus the CLS last (17 rows), 4 tokens a tile; 32x32 is 1
+    # tile, 64 wide x 32 high 1x2 tiles + the global one; layernorm_post; the adapter inside the tower transforms
+    # tower_output before the projector; MLP 128 wide (32 / 0.5**2). Text block 0 a MoE, block 1 dense (no router).
+    "llama4": Row(
+        loads=Loads(("Llama4ForConditionalGeneration", "Llama4Processor", "TokenizersBackend"), feature_token="<|patch|>"),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=128, patch_size=8,
+                    image_size=32),
+        stream=batched((1, 17), (3, 17)),
+        # the root flattens the tiles before the projector; from transformers 5.25 get_image_features projects per tile
+        projected=batched((1, 4), (3, 4)) if TRANSFORMERS >= Version("5.25") else flat((1, 4), (3, 4)),
+        projector_reads=None,
+        second_image=(64, 32),
+        prefix=1,
+        final_norm=True,
+        forward_bug=True,
+        text_gaps={"mlp.router_logits": (1,)},
+        rules=(scatter("llama4"), "llama4.text-block", *attention("llama4", "Llama4TextAttention"),
+               *attention("llama4", "Llama4VisionAttention", kernel="vision-eager-attention"),
+               router("llama4", "Llama4Router")),
+    ),
+}

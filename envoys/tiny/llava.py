@@ -21,6 +21,7 @@ from transformers import (
     SiglipVisionConfig,
 )
 
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -190,3 +191,33 @@ def build_llava_clip() -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"llava-siglip": build_llava_siglip, "llava-clip": build_llava_clip}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/llava.py: 32x32 images (any input resized) of 8x8 patches, 16 patches and 16 image tokens each;
+    # SigLIP, no CLS, 2 blocks, post_layernorm; the projector reads the last block before it, every patch.
+    "llava-siglip": Row(
+        loads=Loads(("LlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+        rules=(scatter("llava"), *SIGLIP_ATTENTION, *attention("qwen2", "Qwen2Attention")),
+    ),
+    # envoys/tiny/llava.py: CLIP, CLS first (1 + 16 positions), 3 blocks, no norm over the patches; the projector reads
+    # block -2 without its CLS token: 16 image tokens an image.
+    "llava-clip": Row(
+        loads=Loads(("LlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+        rules=(scatter("llava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
+}

@@ -19,6 +19,7 @@ from transformers import (
     MistralConfig,
 )
 
+from .contract import CLIP_ATTENTION, MISTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, batched, scatter
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -121,3 +122,23 @@ def build_llava_next() -> tuple[LlavaNextForConditionalGeneration, LlavaNextProc
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"llava_next": build_llava_next}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/llava_next.py: CLIP on 32x32 tiles (1 + 16 positions), 3 blocks; a 32x32 image is 3 tiles and 36
+    # image tokens, a 64 wide, 48 high one 5 tiles and 70; the projector reads block -2 without CLS, per tile, and the
+    # host unpads the grid and adds newline rows, so image_features is not the projector's output.
+    "llava_next": Row(
+        loads=Loads(("LlavaNextForConditionalGeneration", "LlavaNextProcessor", "TokenizersBackend")),
+        image_tokens=(36, 70),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((3, 17), (5, 17)),
+        projected=batched((3, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+        features_are_projected=False,
+        rules=(scatter("llava_next"), *CLIP_ATTENTION, *MISTRAL_ATTENTION),
+    ),
+}

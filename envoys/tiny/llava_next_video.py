@@ -18,6 +18,7 @@ from transformers import (
     LlavaNextVideoVideoProcessor,
 )
 
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, batched, scatter
 from .llava import PATCH_SIZE, VICUNA_TEMPLATE, clip_tower, vicuna_tokenizer
 from .llava_next import GRID_PINPOINTS, TILE_SIZE, anyres_image_processor
 from .norms import randomise_norms
@@ -74,3 +75,23 @@ def build_llava_next_video() -> tuple[LlavaNextVideoForConditionalGeneration, Ll
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"llava_next_video": build_llava_next_video}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/llava_next_video.py: llava_next's tiles and pinpoints on llava-clip's CLIP tower (1 + 16 positions, 3
+    # blocks); a 32x32 image is 3 tiles and 36 image tokens, a 64 wide, 48 high one 5 tiles and 70; the projector reads
+    # block -2 without CLS, per tile, and the host unpads the grid and adds newline rows.
+    "llava_next_video": Row(
+        loads=Loads(("LlavaNextVideoForConditionalGeneration", "LlavaNextVideoProcessor", "TokenizersBackend")),
+        image_tokens=(36, 70),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((3, 17), (5, 17)),
+        projected=batched((3, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+        features_are_projected=False,
+        rules=(scatter("llava_next_video"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
+}

@@ -21,6 +21,7 @@ from transformers import (
     LlavaOnevisionVideoProcessor,
 )
 
+from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
 from .llava import IMAGE_SIZE as TILE
 from .llava import INTERLEAVE_TEMPLATE, interleave_tokenizer, qwen2_text, siglip_tower
 from .llava import PATCH_SIZE as PATCH
@@ -92,3 +93,24 @@ def build_llava_onevision() -> tuple[LlavaOnevisionForConditionalGeneration, Lla
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"llava_onevision": build_llava_onevision}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/llava_onevision.py: SigLIP on 32x32 tiles of 8 px patches (16 positions, no CLS), 2 blocks,
+    # post_layernorm; a 32x32 image is 2 tiles (base + 1x1 grid) and 36 image tokens (16 + 4x4 + 4 newlines), a 64 wide,
+    # 48 high one 5 tiles (base + 2x2) and 70 (16 + 6x8 + 6); the projector reads the last block before the norm, every
+    # patch, per tile, and the host unpads the grid and adds newline rows, so image_features is not its output.
+    "llava_onevision": Row(
+        loads=Loads(("LlavaOnevisionForConditionalGeneration", "LlavaOnevisionProcessor", "TokenizersBackend")),
+        image_tokens=(36, 70),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((2, 16), (5, 16)),
+        projected=batched((2, 16), (5, 16)),
+        projector_reads=Reads("layer_output", block=-1),
+        final_norm=True,
+        features_are_projected=False,
+        rules=(scatter("llava_onevision"), *SIGLIP_ATTENTION, *attention("qwen2", "Qwen2Attention")),
+    ),
+}

@@ -26,6 +26,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, Loads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import (
     CHAT_TEMPLATE,
@@ -77,3 +78,26 @@ def build_llava_onevision1_5() -> tuple[PreTrainedModel, ProcessorMixin]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"llava_onevision1_5": build_llava_onevision1_5}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/llava_onevision1_5.py: the Qwen ViT's layout, patch 8, 2x2 merge: 32x32 is 16 patches and 4 tokens,
+    # 48x64 is 48 and 12; a CLS row before each image's patches in the blocks (dropped after the last one, so
+    # tower_output, the merger's input, has none); GELU MLP 64 wide; Qwen3 text blocks.
+    "llava_onevision1_5": Row(
+        loads=Loads(("LlavaOnevision15ForConditionalGeneration", "Exaone4_5_Processor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=64, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(1 + 16, 1 + 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,  # the last block's output without each image's CLS row (tests/test_llava_onevision1_5.py)
+        prefix=1,
+        drops_prefix=True,
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter("llava_onevision1_5"), "llava_onevision1_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
+    ),
+}

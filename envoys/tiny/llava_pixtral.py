@@ -23,6 +23,7 @@ from transformers import (
     PixtralProcessor,
 )
 
+from .contract import MISTRAL_ATTENTION, PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, packed, scatter
 from .mistral3 import mistral_tokenizer, pixtral_processor, pixtral_tower
 from .sizes import text_sizes
 
@@ -57,3 +58,20 @@ def build_llava_pixtral() -> tuple[LlavaForConditionalGeneration, PixtralProcess
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"llava-pixtral": build_llava_pixtral}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/llava_pixtral.py: Pixtral, packed, 8 px patches and no merge: 32x32 is 16 patches and tokens,
+    # 48 high x 64 wide 48; no final norm; LLaVA's projector reads the last block, every patch.
+    "llava-pixtral": Row(
+        loads=Loads(("LlavaForConditionalGeneration", "PixtralProcessor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_sizes", **SIGLIP),
+        stream=packed(16, 48),
+        projected=packed(16, 48),
+        projector_reads=Reads("layer_output", block=-1),
+        rules=(scatter("llava"), *PIXTRAL_ATTENTION, *MISTRAL_ATTENTION),
+    ),
+}

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, ProcessorMixin
 
+from .contract import MINICPM_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -217,4 +218,46 @@ BUILDERS = {
     "minicpmv4_6": build_minicpmv4_6,
     "minicpmv4_7": build_minicpmv4_7,
     "minicpm_ocr": build_minicpm_ocr,
+}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/minicpm.py: a packed SigLIP-NaViT tower, 4 px patches, 2 blocks, width 32, 2 heads of 16, MLP 64; the
+    # processor makes a 32x32 image one 32x32 unit, a 64x48 one a 32x32 source and 2x2 slices of 32x32 (5 units); 16x:
+    # 64 patches a unit, the vit_merger folds them to 16 rows after block 0, the merger (the projector, outside the
+    # tower, a list of one tensor per unit) to 4 tokens; post_layernorm is tower_output, what the merger reads.
+    # Qwen3.5 text: blocks linear, linear, linear, full attention.
+    **{name: Row(
+        loads=Loads((f"{cls}ForConditionalGeneration", f"{cls}Processor", "TokenizersBackend")),
+        image_tokens=(4, 20),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="target_sizes", **SIGLIP),
+        stream=packed(64, 320),
+        merged_after=(0, packed(16, 80)),
+        projected=flat((1, 4), (5, 4)),
+        projector_reads=Reads("tower_output"),
+        projector_list=True,
+        final_norm=True,
+        pattern_unavailable=MINICPM_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter(name), f"{name}.vision-attention", "qwen3_5.gated-deltanet", *attention("qwen3_5", "Qwen3_5Attention")),
+    ) for name, cls in (("minicpmv4_6", "MiniCPMV4_6"), ("minicpmv4_7", "MiniCPMV4_7"))},
+    # envoys/tiny/minicpm.py, build_minicpm_ocr: the same tower downsampling 4x (no vit_merger): a 32x32 image is one
+    # unit of 64 patches and 16 tokens; a 64x48 one a 24x32 source and 2x2 slices of 24x32 (5 units of 48 patches, 12
+    # tokens each).
+    "minicpm_ocr": Row(
+        loads=Loads(("MiniCPMOcrForConditionalGeneration", "MiniCPMOcrProcessor", "TokenizersBackend")),
+        image_tokens=(16, 60),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="target_sizes", **SIGLIP),
+        stream=packed(64, 240),
+        projected=flat((1, 16), (5, 12)),
+        projector_reads=Reads("tower_output"),
+        projector_list=True,
+        final_norm=True,
+        pattern_unavailable=MINICPM_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", "qwen3_5.gated-deltanet",
+               *attention("qwen3_5", "Qwen3_5Attention")),
+    ),
 }

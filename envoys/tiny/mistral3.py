@@ -26,6 +26,7 @@ from transformers import (
     PixtralVisionConfig,
 )
 
+from .contract import MISTRAL_ATTENTION, PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, flat, packed, scatter
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -124,3 +125,20 @@ def build_mistral3() -> tuple[Mistral3ForConditionalGeneration, PixtralProcessor
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"mistral3": build_mistral3}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/mistral3.py: Pixtral, packed, 4 px patches, 2x2 merge: 32x32 is 64 patches and 16 tokens, 48 high x
+    # 64 wide 192 patches and 48 tokens; the projector (its merger inside) takes the last block's packed row.
+    "mistral3": Row(
+        loads=Loads(("Mistral3ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        rules=(scatter("mistral3"), *PIXTRAL_ATTENTION, *MISTRAL_ATTENTION),
+    ),
+}

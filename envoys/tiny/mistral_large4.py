@@ -29,6 +29,7 @@ from transformers import (
     PixtralProcessor,
 )
 
+from .contract import PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
 from .mistral3 import PATCH_SIZE, WRAPPER, mistral_tokenizer, pixtral_processor, pixtral_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -98,3 +99,24 @@ def build_mistral_large4() -> tuple[MistralLarge4ForConditionalGeneration, Pixtr
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"mistral_large4": build_mistral_large4}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/mistral_large4.py: mistral3's tower, processor and projector (64 and 192 patches, 16 and 48 tokens,
+    # the last block's packed row); the text model's latent attention on DeepSeek-V3.2's eager kernel; text block 0's
+    # MLP dense (no router), block 1's a mixture of experts.
+    "mistral_large4": Row(
+        loads=Loads(("MistralLarge4ForConditionalGeneration", "PixtralProcessor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_sizes", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        text_gaps={"mlp.router_logits": (0,)},
+        rules=(scatter("mistral_large4"), *PIXTRAL_ATTENTION,
+               *attention("mistral_large4", "MistralLarge4TextAttention"),
+               router("mistral_large4", "MistralLarge4TextTopkRouter")),
+    ),
+}

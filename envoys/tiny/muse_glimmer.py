@@ -21,6 +21,7 @@ from transformers import (
     MuseGlimmerVideoProcessor,
 )
 
+from .contract import MUSE_PER_IMAGE, SIGLIP, Loads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -129,3 +130,26 @@ def build_muse_glimmer() -> tuple[MuseGlimmerForConditionalGeneration, MuseGlimm
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"muse_glimmer": build_muse_glimmer}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/muse_glimmer.py: 2 blocks, width 32, 2 heads, patch 8, merged 2x2: a 32x32 image is 16 patches and
+    # 4 tokens, 64 wide x 48 high 48 and 12; block 0 in windows of 4x4 patches, block 1 per image; ln_post after the
+    # window order is undone, then a pixel shuffle (128 wide rows) and the adapter (48 wide), a projection and a norm.
+    "muse_glimmer": Row(
+        loads=Loads(("MuseGlimmerForConditionalGeneration", "MuseGlimmerProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        final_norm=True,
+        restores_window_order=True,
+        features_are_projected=False,
+        pattern_unavailable=MUSE_PER_IMAGE,
+        rules=(scatter("muse_glimmer"), "muse_glimmer.vision-windows", "muse_glimmer.vision-attention",
+               *attention("muse_glimmer", "MuseGlimmerTextAttention")),
+    ),
+}

@@ -54,6 +54,7 @@ from transformers import (
 )
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
+from .contract import RADIO_PER_IMAGE, SIGLIP, Loads, Row, Sizes, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -226,3 +227,26 @@ def build_nemotron_h_omni() -> tuple[NemotronH_Omni_Reasoning_V3, NemotronH_Omni
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"nemotron_h_omni": build_nemotron_h_omni}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/nemotron_h_omni.py: RADIO, packed, 8 px patches, 2 cls + 3 register rows before each image's
+    # patches; 32x32 is a 4x4 grid (16 patches, 4 tokens), 64 wide x 48 high 6x8 (48, 12); no final norm; the
+    # projector reads the patch rows pixel-shuffled. Text blocks: Mamba2, MoE, attention, MoE. Its Parakeet sound
+    # encoder's attention is on the shared interface, so the attention rules are found there too.
+    "nemotron_h_omni": Row(
+        loads=Loads(("NemotronH_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3Processor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_hw", **SIGLIP),
+        stream=packed(5 + 16, 5 + 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=None,
+        prefix=5,
+        pattern_unavailable=RADIO_PER_IMAGE,
+        text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
+        rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention"),
+               router("nemotron_h", "NemotronHTopkRouter"), *attention("parakeet", "ParakeetEncoderAttention")),
+    ),
+}

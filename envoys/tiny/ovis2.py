@@ -24,6 +24,7 @@ from transformers import (
     Ovis2VisionConfig,
 )
 
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, _text
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -97,3 +98,23 @@ def build_ovis2() -> tuple[Ovis2ForConditionalGeneration, Ovis2Processor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"ovis2": build_ovis2}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/ovis2.py: 32 px tiles of 4 px patches (64 a tile), 2 blocks, a final RMS norm; 16 tokens a tile after
+    # the 2x2 fold; a 32x32 image is 1 tile (16 tokens), a 64 wide, 48 high one the thumbnail + 2x2 tiles (80); the
+    # projector reads the visual tokenizer's probabilities, padded (tests/test_ovis2.py).
+    "ovis2": Row(
+        loads=Loads(("Ovis2ForConditionalGeneration", "Ovis2Processor", "TokenizersBackend"), feature_token=IMAGE_TOKEN,
+                    also_written=INDICATOR_TOKENS),
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 64), (5, 64)),
+        projected=batched((1, 16), (5, 16)),
+        projector_reads=None,
+        final_norm=True,
+        rules=(scatter("ovis2"), *attention("ovis2", "Ovis2VisionAttention"), *attention("qwen2", "Qwen2Attention")),
+    ),
+}

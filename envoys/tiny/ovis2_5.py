@@ -32,6 +32,7 @@ from transformers import (
     Ovis2_5VideoProcessor,
 )
 
+from .contract import OVIS2_5_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -127,3 +128,27 @@ def build_ovis2_5() -> tuple[Ovis2_5ForConditionalGeneration, Ovis2_5Processor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"ovis2_5": build_ovis2_5}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/ovis2_5.py: 2 blocks, width 32, 2 heads, patch 8, merged 2x2: a 32x32 image is 16 patches and 4
+    # tokens (one window), 64 wide x 48 high 48 and 12 (3x4 merge units, four windows of up to 2x2); block 0 in windows,
+    # block 1 per image; post_layernorm after the window order is undone (one window_index entry a merge unit); the
+    # projector reads the last block's output as it is (window order), its output is image_features; Qwen3 text blocks.
+    "ovis2_5": Row(
+        loads=Loads(("Ovis2_5ForConditionalGeneration", "Ovis2_5Processor", "TokenizersBackend"), also_written=("<|image_start|>", "<|image_end|>")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        final_norm=True,
+        restores_window_order=True,
+        window_unit=4,
+        pattern_unavailable=OVIS2_5_PER_IMAGE,
+        rules=(scatter("ovis2_5"), "ovis2_5.merge-visual-features", "ovis2_5.vision-windows",
+               "ovis2_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
+    ),
+}

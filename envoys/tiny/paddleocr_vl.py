@@ -32,6 +32,7 @@ from transformers import (
     ProcessorMixin,
 )
 
+from .contract import PACKED_SIGLIP_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -103,3 +104,23 @@ def build_paddleocr_vl() -> tuple[PreTrainedModel, ProcessorMixin]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"paddleocr_vl": build_paddleocr_vl}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/paddleocr_vl.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; the
+    # projector (outside the tower) reads the tower's output and folds 2x2 patches: 32x32 is 16 patches and 4 tokens,
+    # 48x64 is 48 and 12.
+    "paddleocr_vl": Row(
+        loads=Loads(("PaddleOCRVLForConditionalGeneration", "PaddleOCRVLProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
+        rules=(scatter("paddleocr_vl"), "paddleocr_vl.vision-attention", *attention("paddleocr_vl", "PaddleOCRAttention")),
+    ),
+}

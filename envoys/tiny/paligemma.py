@@ -25,6 +25,7 @@ from transformers import (
 from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
 from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
 
+from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -142,3 +143,32 @@ def build_paligemma2() -> tuple[PaliGemmaForConditionalGeneration, PaliGemmaProc
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"paligemma": build_paligemma, "paligemma-2": build_paligemma2}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/paligemma.py: llava-siglip's SigLIP tower (32x32, any input resized, 8 px patches: 16 patches,
+    # post_layernorm); the projector, one Linear, reads tower_output: one image token a patch, 16 an image.
+    "paligemma": Row(
+        loads=Loads(("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("paligemma"), *SIGLIP_ATTENTION, *attention("gemma", "GemmaAttention")),
+    ),
+    # envoys/tiny/paligemma.py, build_paligemma2: build_paligemma's tower, projector and processor; Gemma 2 text.
+    "paligemma-2": Row(
+        loads=Loads(("PaliGemmaForConditionalGeneration", "PaliGemmaProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 16), (1, 16)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("tower_output"),
+        final_norm=True,
+        rules=(scatter("paligemma"), *SIGLIP_ATTENTION, *attention("gemma2", "Gemma2Attention")),
+    ),
+}

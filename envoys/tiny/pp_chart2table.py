@@ -17,6 +17,7 @@ from transformers import GotOcr2ForConditionalGeneration, PPChart2TableConfig, P
 from transformers.models.pp_chart2table.configuration_pp_chart2table import PPChart2TableVisionConfig
 from transformers.models.pp_chart2table.image_processing_pp_chart2table import PPChart2TableImageProcessor
 
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
 from .got_ocr2 import PATCH_SIZE, ocr_template, ocr_tokenizer, randomise_positions, sam_tower
 from .llava import qwen2_text
 
@@ -47,3 +48,23 @@ def build_pp_chart2table() -> tuple[GotOcr2ForConditionalGeneration, PPChart2Tab
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"pp_chart2table": build_pp_chart2table}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/pp_chart2table.py: GOT-OCR 2.0's classes on 64x64 images of 2 px patches, a 32x32 grid (1024
+    # patches); block 0 in 14x14 windows (the grid padded to 42x42: 9 windows of 196 an image), block 1 global; 8x8 = 64
+    # image tokens, written whole by the chat template.
+    "pp_chart2table": Row(
+        loads=Loads(("GotOcr2ForConditionalGeneration", "PPChart2TableProcessor", "TokenizersBackend"), placeholder_token="<img>"),
+        image_tokens=(64, 64),
+        sizes=Sizes(num_layers=2, patch_size=2, image_size=64, **SIGLIP),
+        stream=batched((1, 1024), (1, 1024)),
+        projected=batched((1, 64), (1, 64)),
+        projector_reads=None,
+        pattern_rows={0: (18, 196)},
+        rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
+               *attention("qwen2", "Qwen2Attention")),
+    ),
+}

@@ -26,6 +26,7 @@ from transformers import (
 )
 
 from .aya_vision import DOWNSAMPLE, TOKENS_PER_TILE, gotocr2_tiles
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
 from .internvl import IMAGE_TOKENS, internvit, internvl_tokenizer, randomise_internvit
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -69,3 +70,23 @@ def build_qianfan_ocr() -> tuple[QianfanOCRForConditionalGeneration, QianfanOCRP
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"qianfan_ocr": build_qianfan_ocr}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/qianfan_ocr.py: InternVL's tower, tiles and tokens (1 + 64 rows a tile, 16 tokens; 1 tile and 2x2 +
+    # the thumbnail), drop-path modules in its blocks; a Qwen3 text model.
+    "qianfan_ocr": Row(
+        loads=Loads(("QianfanOCRForConditionalGeneration", "QianfanOCRProcessor", "TokenizersBackend"),
+                    placeholder="image_placeholder_token", feature_token="<IMG_CONTEXT>"),
+        image_tokens=(16, 80),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size=32, **SIGLIP),
+        stream=batched((1, 65), (5, 65)),
+        projected=batched((1, 16), (5, 16)),
+        projector_reads=None,
+        prefix=1,
+        rules=(scatter("qianfan_ocr"), *attention("qianfan_ocr", "QianfanOCRVisionAttention"),
+               *attention("qwen3", "Qwen3Attention")),
+    ),
+}

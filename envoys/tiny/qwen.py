@@ -34,6 +34,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .rope import rope
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, as_the_processor_takes, byte_level_tokenizer, word_level_tokenizer
@@ -333,4 +334,68 @@ BUILDERS = {
     "qwen2_5_vl": build_qwen2_5_vl,
     "qwen3_vl": build_qwen3_vl,
     "qwen3_5": build_qwen3_5,
+}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/qwen.py: the Qwen ViT, packed, 2x2 merge; patch 8: 32x32 is 16 patches and 4 tokens, 48x64 is 48
+    # and 12; no final norm, the merger (the projector) reads the last block's stream; MLP 32 * mlp_ratio 4 wide.
+    "qwen2_vl": Row(
+        loads=Loads(("Qwen2VLForConditionalGeneration", "Qwen2VLProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=128, patch_size=8,
+                    image_size="image_grid_thw"),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        rules=(scatter("qwen2_vl"), "qwen2_vl.vision-attention", *attention("qwen2_vl", "Qwen2VLAttention")),
+    ),
+    # envoys/tiny/qwen.py: patch 4: 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; the blocks and the merger
+    # run in window order, restored after the merger, so image_features is not the merger's output as it is.
+    "qwen2_5_vl": Row(
+        loads=Loads(("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        features_are_projected=False,
+        rules=(scatter("qwen2_5_vl"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
+               *attention("qwen2_5_vl", "Qwen2_5_VLAttention")),
+    ),
+    # envoys/tiny/qwen.py: 3 blocks, patch 8; DeepStack taps after text blocks 0 and 1 of 4.
+    "qwen3_vl": Row(
+        loads=Loads(("Qwen3VLForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=2,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (2, 3)},
+        rules=(scatter("qwen3_vl"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
+               *attention("qwen3_vl", "Qwen3VLTextAttention")),
+    ),
+    # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
+    # full attention.
+    "qwen3_5": Row(
+        loads=Loads(("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
+        rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
+               *attention("qwen3_5", "Qwen3_5Attention")),
+    ),
 }

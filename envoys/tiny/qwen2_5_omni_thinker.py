@@ -37,6 +37,7 @@ from transformers import (
     WhisperFeatureExtractor,
 )
 
+from .contract import QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import MERGE, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, _image_processor, _pixels, _text, _video_processor
 from .rope import rope
@@ -174,3 +175,24 @@ def build_qwen2_5_omni_thinker() -> tuple[Qwen2_5OmniThinkerForConditionalGenera
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"qwen2_5_omni_thinker": build_qwen2_5_omni_thinker}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/qwen2_5_omni_thinker.py: the tiny Qwen2.5-VL's tower (patch 4: 32x32 is 64 patches and 16 tokens,
+    # 48x64 is 192 and 48; blocks and merger in window order, restored after the merger) under the thinker, which
+    # scatters audio (_0) before images (_1); a Whisper-like audio tower beside it.
+    "qwen2_5_omni_thinker": Row(
+        loads=Loads(("Qwen2_5OmniThinkerForConditionalGeneration", "Qwen2_5OmniProcessor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=4, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(64, 192),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        features_are_projected=False,
+        rules=(scatter("qwen2_5_omni"), "qwen2_5_omni.vision-attention", "qwen2_5_omni.audio-attention",
+               "qwen2_5_omni.vision-windows", *attention("qwen2_5_omni", "Qwen2_5OmniAttention")),
+    ),
+}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, Qwen3VLProcessor
 
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .qwen import _qwen3_processor, _qwen3_vision, _text, _token_ids, _tokenizer
 from .rope import rope
@@ -78,3 +79,24 @@ def build_qwen3_5_moe() -> tuple[PreTrainedModel, Qwen3VLProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"qwen3_5_moe": build_qwen3_5_moe}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/qwen3_5_moe.py: Qwen3.5's tower (no DeepStack), 2 blocks, patch 8; text blocks linear, full attention,
+    # each a mixture of 4 experts and a shared expert (none dense).
+    "qwen3_5_moe": Row(
+        loads=Loads(("Qwen3_5MoeForConditionalGeneration", "Qwen3VLProcessor", "Qwen3_5Tokenizer")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"attention_output": (0,), "self_attn.": (0,), "linear_attn.": (1,)},
+        rules=(scatter("qwen3_5_moe"), "qwen3_5_moe.vision-attention", "qwen3_5_moe.gated-deltanet",
+               *attention("qwen3_5_moe", "Qwen3_5MoeAttention"), router("qwen3_5_moe", "Qwen3_5MoeTopKRouter")),
+    ),
+}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3OmniMoeProcessor, Qwen3OmniMoeThinkerConfig, Qwen3OmniMoeThinkerForConditionalGeneration
 
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .qwen import HALF, _qwen3_vision, _text
 from .qwen2_5_omni_thinker import audio_config, omni_processor, omni_template, omni_tokenizer
@@ -101,3 +102,27 @@ def build_qwen3_omni_moe_thinker() -> tuple[Qwen3OmniMoeThinkerForConditionalGen
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"qwen3_omni_moe_thinker": build_qwen3_omni_moe_thinker}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/qwen3_omni_moe_thinker.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added
+    # after text block 0 of 2; text block 0 a mixture of 4 experts, block 1 dense (mlp_only_layers [1]); audio
+    # scattered before images, a Whisper-like audio tower beside the ViT.
+    "qwen3_omni_moe_thinker": Row(
+        loads=Loads(("Qwen3OmniMoeThinkerForConditionalGeneration", "Qwen3OmniMoeProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,), "mlp.router_logits": (1,)},
+        rules=(scatter("qwen3_omni_moe"), "qwen3_omni_moe.vision-attention", "qwen3_omni_moe.audio-attention",
+               "qwen3_omni_moe.deepstack", *attention("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextAttention"),
+               router("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextTopKRouter")),
+    ),
+}

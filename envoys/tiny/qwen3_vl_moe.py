@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, Qwen3VLProcessor
 
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .qwen import _qwen3_processor, _qwen3_vision, _text, _token_ids, _tokenizer
 from .rope import rope
@@ -66,3 +67,25 @@ def build_qwen3_vl_moe() -> tuple[Qwen3VLMoeForConditionalGeneration, Qwen3VLPro
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"qwen3_vl_moe": build_qwen3_vl_moe}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/qwen3_vl_moe.py: qwen3_vl's tower with 2 blocks, patch 8; DeepStack taps block 0, added after text
+    # block 0 of 2; text block 0 a mixture of 4 experts, block 1 dense (mlp_only_layers [1]).
+    "qwen3_vl_moe": Row(
+        loads=Loads(("Qwen3VLMoeForConditionalGeneration", "Qwen3VLProcessor", "TokenizersBackend")),
+        image_tokens=(4, 12),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 4), (1, 12)),
+        projector_reads=Reads("layer_output", block=-1, unbatched=True),
+        pattern_unavailable=QWEN_PER_IMAGE,
+        deepstack_taps=1,
+        vision_unavailable=NO_WINDOWS,
+        text_gaps={"deepstack_output": (1,), "mlp.router_logits": (1,)},
+        rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
+               *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
+    ),
+}

@@ -34,6 +34,7 @@ from transformers import (
     VideoLlama3VideoProcessor,
 )
 
+from .contract import PACKED_SIGLIP_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -96,3 +97,24 @@ def build_video_llama_3() -> tuple[PreTrainedModel, ProcessorMixin]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"video_llama_3": build_video_llama_3}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/video_llama_3.py: a packed SigLIP-shaped tower of 8 px patches, 2 blocks, post_layernorm; images at
+    # merge_size 1, so every patch is one token: 32x32 is 16 patches and 16 tokens, 48x64 is 48 and 48; the tower
+    # resamples each image's grid by 1 / merge_size after its norm, here to itself, so the projector reads
+    # tower_output as it is (tests/test_paddleocr_vl_video_llama_3.py).
+    "video_llama_3": Row(
+        loads=Loads(("VideoLlama3ForConditionalGeneration", "VideoLlama3Processor", "TokenizersBackend")),
+        image_tokens=(16, 48),
+        sizes=Sizes(num_layers=2, patch_size=8, image_size="image_grid_thw", **SIGLIP),
+        stream=packed(16, 48),
+        projected=flat((1, 16), (1, 48)),
+        projector_reads=Reads("tower_output", unbatched=True),
+        final_norm=True,
+        pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
+        rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
+    ),
+}

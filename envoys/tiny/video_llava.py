@@ -18,6 +18,7 @@ from transformers import (
     VideoLlavaVideoProcessor,
 )
 
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, batched, scatter
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, PATCH_SIZE, VICUNA_TEMPLATE, clip_tower, vicuna_tokenizer
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -70,3 +71,22 @@ def build_video_llava() -> tuple[VideoLlavaForConditionalGeneration, VideoLlavaP
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"video_llava": build_video_llava}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/video_llava.py: llava-clip's CLIP tower (1 + 16 positions, 3 blocks) as the image tower, its
+    # processor's sizes (32x32 crops, 16 image tokens an image); the projector reads block -2 without its CLS token and
+    # the host scatters its output as it is.
+    "video_llava": Row(
+        loads=Loads(("VideoLlavaForConditionalGeneration", "VideoLlavaProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=Reads("layer_output", block=-2, drop_first=1),
+        prefix=1,
+        rules=(scatter("video_llava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
+}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from transformers import LlamaConfig, LlavaProcessor, VipLlavaConfig, VipLlavaForConditionalGeneration
 
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, batched, scatter
 from .llava import IMAGE_TOKENS, clip_processor, clip_tower, vicuna_tokenizer
 from .sizes import text_sizes
 
@@ -47,3 +48,21 @@ def build_vipllava() -> tuple[VipLlavaForConditionalGeneration, LlavaProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"vipllava": build_vipllava}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
+#: configurations above, never off the code under test.
+CONTRACTS = {
+    # envoys/tiny/vipllava.py: llava-clip's CLIP tower (1 + 16 positions, 3 blocks) and processor (16 image tokens);
+    # the projector reads two tower states joined on the feature axis (tests/test_vipllava.py says how).
+    "vipllava": Row(
+        loads=Loads(("VipLlavaForConditionalGeneration", "LlavaProcessor", "TokenizersBackend")),
+        image_tokens=(16, 16),
+        sizes=Sizes(num_layers=3, patch_size=8, image_size=32, **SIGLIP),
+        stream=batched((1, 17), (1, 17)),
+        projected=batched((1, 16), (1, 16)),
+        projector_reads=None,
+        prefix=1,
+        rules=(scatter("vipllava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+    ),
+}
