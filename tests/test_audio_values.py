@@ -12,7 +12,6 @@ thinkers scatter the audio first, Gemma 4 and Nemotron-H Omni last).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import pytest
 import torch
@@ -21,39 +20,18 @@ from family_inputs import family_of
 from envoys import StandardizedTransformer
 from envoys.audio import AudioLayer, ConformerLayer
 from envoys.core.values import Unavailable
-from envoys.tiny import NAMES, chat_prompt, noise_audio, noise_image
+from envoys.tiny import CONTRACTS, NAMES, chat_prompt, noise_audio, noise_image
 
 CLIP = noise_audio(1.0, seed=21)
 IMAGE = noise_image(32, 32, seed=22)
 
 
-@dataclass(frozen=True)
-class AudioRow:
-    """A checkpoint's second of audio: its placeholder tokens, the shape of an audio block's output on it, and of the
-    audio tower's output (where the tower pools after its blocks, fewer frames)."""
-
-    tokens: int
-    stream: tuple[int, ...]
-    output: tuple[int, ...]
-
-
-AUDIO: dict[str, AudioRow] = {
-    # envoys/tiny/gemma4.py: 99 mel frames, two stride-2 convolutions before the blocks: 25 frames, 25 tokens.
-    "gemma4": AudioRow(tokens=25, stream=(1, 25, 32), output=(1, 25, 32)),
-    # envoys/tiny/nemotron_h_omni.py: Parakeet, 101 mel frames subsampled 8x before the blocks: 13 frames and tokens.
-    "nemotron_h_omni": AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
-    # envoys/tiny/qwen2_5_omni_thinker.py: 100 frames of the clip, a stride-2 convolution before the blocks (50 rows,
-    # the clip's chunks packed in one row), average-pooled 2x after them, then projected: 25 tokens.
-    "qwen2_5_omni_thinker": AudioRow(tokens=25, stream=(1, 50, 32), output=(1, 25, 32)),
-    # envoys/tiny/qwen3_omni_moe_thinker.py: three stride-2 convolutions before the blocks: 13 rows and tokens.
-    "qwen3_omni_moe_thinker": AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
-}
-
 BUILDERS = [name for name in NAMES if "audio" in family_of(name).media]
 
 
-def test_every_checkpoint_of_a_family_that_takes_audio_has_a_row():
-    assert set(BUILDERS) == set(AUDIO), set(BUILDERS) ^ set(AUDIO)
+def test_a_checkpoint_has_an_audio_row_exactly_where_its_family_takes_audio():
+    rows = {name for name, row in CONTRACTS.items() if row.audio is not None}
+    assert set(BUILDERS) == rows, set(BUILDERS) ^ rows
 
 
 @pytest.fixture(scope="module", params=BUILDERS)
@@ -68,7 +46,7 @@ def model(name, tiny_checkpoint):
 
 @pytest.fixture(scope="module")
 def row(name):
-    return AUDIO[name]
+    return CONTRACTS[name].audio
 
 
 def audio_prompt(model, images: int = 0) -> str:

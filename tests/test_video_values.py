@@ -1,4 +1,4 @@
-"""Video values on every checkpoint whose family serves videos (tests/video_table.py): where the frames meet the
+"""Video values on every checkpoint whose family serves videos (its row's ``video``): where the frames meet the
 text model, the tower's run on them, writes, and the reasons a video value is unavailable.
 
 Reads follow the forward: the masks, the tower's runs (the images' before the
@@ -16,20 +16,20 @@ import torch
 from family_inputs import family_of
 from nnsight.intervention.interleaver import OutOfOrderError
 from rounding import assert_batch_close
-from video_table import FRAMES, SIDE, VIDEOS
 
 from envoys import StandardizedTransformer
 from envoys.core.values import Unavailable
 from envoys.image.grids import GridError
-from envoys.tiny import ABSENT, NAMES, chat_prompt, noise_image, noise_video
+from envoys.tiny import CONTRACTS, NAMES, chat_prompt, noise_image, noise_video
+from envoys.tiny.contract import FRAMES, SIDE
 
 BUILDERS = [name for name in NAMES if "video" in family_of(name).media]
 IMAGE = noise_image(32, 32, seed=11)
 VIDEO = noise_video(FRAMES, SIDE, SIDE, seed=12)
 
 
-def test_every_checkpoint_of_a_family_that_takes_videos_has_a_row():
-    rows = set(VIDEOS) - set(ABSENT)  # the rows of models the installed transformers has
+def test_a_checkpoint_has_a_video_row_exactly_where_its_family_takes_videos():
+    rows = {name for name, row in CONTRACTS.items() if row.video is not None}
     assert set(BUILDERS) == rows, set(BUILDERS) ^ rows
 
 
@@ -45,7 +45,7 @@ def model(name, tiny_checkpoint):
 
 @pytest.fixture(scope="module")
 def row(name):
-    return VIDEOS[name]
+    return CONTRACTS[name].video
 
 
 def video_prompt(model, images: int = 0) -> str:

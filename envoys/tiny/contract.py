@@ -151,6 +151,39 @@ class Loads:
     also_written: tuple[str, ...] = ()
 
 
+#: The test video: 4 frames of 32 x 32 pixels.
+FRAMES, SIDE = 4, 32
+
+
+@dataclass(frozen=True)
+class VideoRow:
+    """A checkpoint's video (``noise_video(FRAMES, SIDE, SIDE)``, the video tests' in tests/test_video_values.py):
+    its placeholder tokens, the tower's stream on it, and each frame's token grid.
+
+    ``stream`` is the shape of a tower block's output on the video (the
+    tower's run on the videos); ``grid`` is ``(frames, rows, columns)`` of the
+    video tokens laid out per frame (``vision.video_grid``), the grid's
+    frames being the tower's temporal units.
+    """
+
+    tokens: int
+    stream: tuple[int, ...]
+    grid: tuple[int, int, int]
+    #: tower_output's shape where the tower drops rows of its stream after the last block (each frame's CLS row)
+    tower: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class AudioRow:
+    """A checkpoint's second of audio (``noise_audio(1.0)``, the audio tests' in tests/test_audio_values.py): its
+    placeholder tokens, the shape of an audio block's output on it, and of the audio tower's output (where the tower
+    pools after its blocks, fewer frames)."""
+
+    tokens: int
+    stream: tuple[int, ...]
+    output: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class Row:
     """One checkpoint's expected numbers, for the first image alone and for both images."""
@@ -226,6 +259,10 @@ class Row:
     #: the rules that rewrite the checkpoint's forwards (`envoys.rules`, as ``python -m instrument.show`` names them):
     #: its host's scatter, the listed forwards it runs, and the kernel call and eager kernel of each attention class
     rules: tuple[str, ...] = ()
+    #: the checkpoint's video, where its family serves videos; None where it takes none
+    video: VideoRow | None = None
+    #: the checkpoint's second of audio, where its family serves audio; None where it takes none
+    audio: AudioRow | None = None
 
     @property
     def images(self) -> list[Any]:

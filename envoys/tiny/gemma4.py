@@ -56,7 +56,7 @@ from transformers import (
     Gemma4VisionConfig,
 )
 
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, flat, scatter
+from .contract import SIGLIP, AudioRow, Loads, Row, Sizes, VideoRow, attention, batched, flat, scatter
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -234,5 +234,10 @@ CONTRACTS = {
         projector_reads=None,
         padded=True,
         rules=(scatter("gemma4"), *attention("gemma4", "Gemma4TextAttention"), "gemma4.Gemma4VisionAttention"),
+        # envoys/tiny/gemma4.py: the video processor samples 2 frames; each is patchified like an image (280 padded
+        # patches of 4 px) and pooled 2x2: a 32x32 frame becomes 64x64 pixels, 8x8 tokens.
+        video=VideoRow(tokens=128, stream=(2, 280, 32), grid=(2, 8, 8)),
+        # envoys/tiny/gemma4.py: 99 mel frames, two stride-2 convolutions before the blocks: 25 frames, 25 tokens.
+        audio=AudioRow(tokens=25, stream=(1, 25, 32), output=(1, 25, 32)),
     ),
 }

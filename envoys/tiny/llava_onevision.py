@@ -21,7 +21,7 @@ from transformers import (
     LlavaOnevisionVideoProcessor,
 )
 
-from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, VideoRow, attention, batched, scatter
 from .llava import IMAGE_SIZE as TILE
 from .llava import INTERLEAVE_TEMPLATE, interleave_tokenizer, qwen2_text, siglip_tower
 from .llava import PATCH_SIZE as PATCH
@@ -112,5 +112,8 @@ CONTRACTS = {
         final_norm=True,
         features_are_projected=False,
         rules=(scatter("llava_onevision"), *SIGLIP_ATTENTION, *attention("qwen2", "Qwen2Attention")),
+        # envoys/tiny/llava_onevision.py: SigLIP (patch 8, no CLS) on every frame, 16 rows; pooled 2x2 to 2x2 tokens a
+        # frame, then one image_newline after the last frame (16 + 1 tokens; the newline is on no frame's grid).
+        video=VideoRow(tokens=17, stream=(4, 16, 32), grid=(4, 2, 2)),
     ),
 }

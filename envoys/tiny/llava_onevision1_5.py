@@ -26,7 +26,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, Loads, Row, Sizes, attention, flat, packed, scatter
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, Loads, Row, Sizes, VideoRow, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import (
     CHAT_TEMPLATE,
@@ -99,5 +99,8 @@ CONTRACTS = {
         pattern_unavailable=QWEN_PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
         rules=(scatter("llava_onevision1_5"), "llava_onevision1_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
+        # envoys/tiny/llava_onevision1_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64),
+        # each after its CLS row in the blocks (68 rows), and 2x2 tokens each (16).
+        video=VideoRow(tokens=16, stream=(1, 4 + 64, 32), grid=(4, 2, 2), tower=(1, 64, 32)),
     ),
 }

@@ -54,7 +54,7 @@ from transformers import (
 )
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
-from .contract import RADIO_PER_IMAGE, SIGLIP, Loads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import RADIO_PER_IMAGE, SIGLIP, AudioRow, Loads, Row, Sizes, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -248,5 +248,7 @@ CONTRACTS = {
         text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
         rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention"),
                router("nemotron_h", "NemotronHTopkRouter"), *attention("parakeet", "ParakeetEncoderAttention")),
+        # envoys/tiny/nemotron_h_omni.py: Parakeet, 101 mel frames subsampled 8x before the blocks: 13 frames and tokens.
+        audio=AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
     ),
 }

@@ -32,7 +32,7 @@ from transformers import (
     Ovis2_5VideoProcessor,
 )
 
-from .contract import OVIS2_5_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import OVIS2_5_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -150,5 +150,8 @@ CONTRACTS = {
         pattern_unavailable=OVIS2_5_PER_IMAGE,
         rules=(scatter("ovis2_5"), "ovis2_5.merge-visual-features", "ovis2_5.vision-windows",
                "ovis2_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
+        # envoys/tiny/ovis2_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64, one window
+        # each), 2x2 tokens each (16).
+        video=VideoRow(tokens=16, stream=(1, 64, 32), grid=(4, 2, 2)),
     ),
 }

@@ -34,7 +34,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, scatter
 from .rope import rope
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, as_the_processor_takes, byte_level_tokenizer, word_level_tokenizer
@@ -353,6 +353,9 @@ CONTRACTS = {
         pattern_unavailable=QWEN_PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
         rules=(scatter("qwen2_vl"), "qwen2_vl.vision-attention", *attention("qwen2_vl", "Qwen2VLAttention")),
+        # envoys/tiny/qwen.py: patch 8, temporal patch 2, merge 2x2: 4 frames are 2 temporal units of 4x4 patches
+        # (32 patches, packed) and 2x2 tokens each (8).
+        video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     ),
     # envoys/tiny/qwen.py: patch 4: 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; the blocks and the merger
     # run in window order, restored after the merger, so image_features is not the merger's output as it is.
@@ -367,6 +370,8 @@ CONTRACTS = {
         features_are_projected=False,
         rules=(scatter("qwen2_5_vl"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
                *attention("qwen2_5_vl", "Qwen2_5_VLAttention")),
+        # patch 4: 2 units of 8x8 patches (128) and 4x4 tokens (32).
+        video=VideoRow(tokens=32, stream=(1, 128, 32), grid=(2, 4, 4)),
     ),
     # envoys/tiny/qwen.py: 3 blocks, patch 8; DeepStack taps after text blocks 0 and 1 of 4.
     "qwen3_vl": Row(
@@ -382,6 +387,7 @@ CONTRACTS = {
         text_gaps={"deepstack_output": (2, 3)},
         rules=(scatter("qwen3_vl"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
                *attention("qwen3_vl", "Qwen3VLTextAttention")),
+        video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.
@@ -397,5 +403,6 @@ CONTRACTS = {
         text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
         rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
                *attention("qwen3_5", "Qwen3_5Attention")),
+        video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     ),
 }

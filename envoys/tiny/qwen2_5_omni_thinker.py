@@ -37,7 +37,7 @@ from transformers import (
     WhisperFeatureExtractor,
 )
 
-from .contract import QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import QWEN_PER_IMAGE, SIGLIP, AudioRow, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, scatter
 from .norms import randomise_norms
 from .qwen import MERGE, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, _image_processor, _pixels, _text, _video_processor
 from .rope import rope
@@ -194,5 +194,11 @@ CONTRACTS = {
         features_are_projected=False,
         rules=(scatter("qwen2_5_omni"), "qwen2_5_omni.vision-attention", "qwen2_5_omni.audio-attention",
                "qwen2_5_omni.vision-windows", *attention("qwen2_5_omni", "Qwen2_5OmniAttention")),
+        # envoys/tiny/qwen2_5_omni_thinker.py: Qwen2.5-VL's tower (patch 4) within the image processor's pixel bounds: 2
+        # temporal units of 8x8 patches (128) and 4x4 tokens (32).
+        video=VideoRow(tokens=32, stream=(1, 128, 32), grid=(2, 4, 4)),
+        # envoys/tiny/qwen2_5_omni_thinker.py: 100 frames of the clip, a stride-2 convolution before the blocks (50 rows,
+        # the clip's chunks packed in one row), average-pooled 2x after them, then projected: 25 tokens.
+        audio=AudioRow(tokens=25, stream=(1, 50, 32), output=(1, 25, 32)),
     ),
 }

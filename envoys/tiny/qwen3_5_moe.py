@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, Qwen3VLProcessor
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .qwen import _qwen3_processor, _qwen3_vision, _text, _token_ids, _tokenizer
 from .rope import rope
@@ -98,5 +98,6 @@ CONTRACTS = {
         text_gaps={"attention_output": (0,), "self_attn.": (0,), "linear_attn.": (1,)},
         rules=(scatter("qwen3_5_moe"), "qwen3_5_moe.vision-attention", "qwen3_5_moe.gated-deltanet",
                *attention("qwen3_5_moe", "Qwen3_5MoeAttention"), router("qwen3_5_moe", "Qwen3_5MoeTopKRouter")),
+        video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     ),
 }

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3OmniMoeProcessor, Qwen3OmniMoeThinkerConfig, Qwen3OmniMoeThinkerForConditionalGeneration
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, AudioRow, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .qwen import HALF, _qwen3_vision, _text
 from .qwen2_5_omni_thinker import audio_config, omni_processor, omni_template, omni_tokenizer
@@ -124,5 +124,9 @@ CONTRACTS = {
         rules=(scatter("qwen3_omni_moe"), "qwen3_omni_moe.vision-attention", "qwen3_omni_moe.audio-attention",
                "qwen3_omni_moe.deepstack", *attention("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextAttention"),
                router("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextTopKRouter")),
+        # envoys/tiny/qwen3_omni_moe_thinker.py: Qwen3-VL's tower (patch 8): 2 units of 4x4 patches (32) and 2x2 tokens (8).
+        video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
+        # envoys/tiny/qwen3_omni_moe_thinker.py: three stride-2 convolutions before the blocks: 13 rows and tokens.
+        audio=AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
     ),
 }

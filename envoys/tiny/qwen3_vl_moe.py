@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, Qwen3VLProcessor
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, router, scatter
 from .norms import randomise_norms
 from .qwen import _qwen3_processor, _qwen3_vision, _text, _token_ids, _tokenizer
 from .rope import rope
@@ -87,5 +87,6 @@ CONTRACTS = {
         text_gaps={"deepstack_output": (1,), "mlp.router_logits": (1,)},
         rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
                *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
+        video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
     ),
 }

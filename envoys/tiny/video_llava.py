@@ -18,7 +18,7 @@ from transformers import (
     VideoLlavaVideoProcessor,
 )
 
-from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, batched, scatter
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, batched, scatter
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, PATCH_SIZE, VICUNA_TEMPLATE, clip_tower, vicuna_tokenizer
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -88,5 +88,8 @@ CONTRACTS = {
         projector_reads=Reads("layer_output", block=-2, drop_first=1),
         prefix=1,
         rules=(scatter("video_llava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+        # envoys/tiny/video_llava.py: the video tower (CLIP, patch 8) on every frame, CLS kept: 17 tokens a frame, the
+        # CLS on no grid cell.
+        video=VideoRow(tokens=68, stream=(4, 17, 32), grid=(4, 4, 4)),
     ),
 }
