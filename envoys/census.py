@@ -30,6 +30,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
+from instrument.calls import callees, calls, defining_class, innermost
+from rewrites.attention import model_type_of
+
+from . import tiny
+from .families import families
+
 SUPPORTED = "supported"
 SCATTERS = "scatters"
 ELSEWHERE = "elsewhere"
@@ -182,15 +188,11 @@ def inner_model_class_of(model_type: str, root: type) -> type | None:
     of the root's modeling module (a model_type served by another's classes, ShieldGemma 2 by Gemma 3's)."""
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-    from rewrites.attention import model_type_of
-
     return _class(MODEL_MAPPING_NAMES.get(model_type)) or _class(MODEL_MAPPING_NAMES.get(model_type_of(root.__module__)))
 
 
 def _scatters(function: object) -> Counter[str]:
     """The scatter calls (``x.masked_scatter``) a function's source makes, by callee."""
-    from instrument.calls import callees, innermost
-
     function = innermost(function)
     found = callees(function) if function is not None else Counter()
     return Counter({name: count for name, count in found.items() if name.rpartition(".")[2] == "masked_scatter"})
@@ -198,8 +200,6 @@ def _scatters(function: object) -> Counter[str]:
 
 def scatter_in(host: type) -> str | None:
     """Where ``host``'s forward scatters: its own calls, or a helper it calls on ``self`` that does; None if neither."""
-    from instrument.calls import calls, defining_class, innermost
-
     owner = defining_class(host)
     forward = owner.__dict__["forward"] if owner is not None else None
     own = _scatters(forward)
@@ -231,8 +231,6 @@ def _default_config(model_type: str):
 
 def served_towers() -> dict[str, tuple[str, ...]]:
     """The tower model_types the tiny checkpoints hold -> the supported families holding them."""
-    from . import tiny
-
     towers: dict[str, dict[str, None]] = {}
     for name in tiny.NAMES:
         model, _ = tiny.build(name)
@@ -282,8 +280,6 @@ def entry(model_type: str, class_name: str, supported: Iterable[str], towers: di
 
 def census() -> list[Entry]:
     """Every image-text-to-text model_type of the installed transformers, in name order."""
-    from .families import families
-
     supported = [family.model_type for family in families()]
     towers = served_towers()
     return [entry(model_type, name, supported, towers) for model_type, name in image_text_to_text_classes().items()]

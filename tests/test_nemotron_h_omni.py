@@ -23,7 +23,7 @@ from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.tiny import chat_prompt, noise_audio, noise_image, noise_video
-from envoys.vision.tower import scatter_host
+from envoys.vision.scatter_host import scatter_host
 
 NAME = "nemotron_h_omni"
 ONE = [noise_image(32, 32, seed=0)]

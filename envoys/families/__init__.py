@@ -35,9 +35,12 @@ from rewrites.image_scatter import Scatter
 from ..blocks.moe import RoutedMlp, routes
 from ..core.bugs import KnownBug
 from ..core.standard import Blocks
+from ..core.values import standard_values
 from ..image.grids import GridLayout
 from ..text.blocks import Attention, Layer, Mlp, TextModel
-from ..vision.tower import ImageScatter
+from ..vision.scatter_host import ImageScatter
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
+from ..vision.visual_tokens import VisualTokenizerProjector
 
 
 def inner_model_class(model: torch.nn.Module) -> type | None:
@@ -221,11 +224,10 @@ def families() -> tuple[Family, ...]:
 
 def place_of(envoy_class: type) -> str:
     """Where an envoy of ``envoy_class`` is, spelled from the root: ``model.vision.layers[i].self_attn``."""
-    from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
-
     places = (
         (VisionAttention, "model.vision.layers[i].self_attn"), (VisionMlp, "model.vision.layers[i].mlp"),
         (VisionLayer, "model.vision.layers[i]"), (Vision, "model.vision"), (ImageScatter, "the image scatter's host"),
+        (VisualTokenizerProjector, "model.projector"),
         (Attention, "model.layers[i].self_attn"), (Mlp, "model.layers[i].mlp"), (Layer, "model.layers[i]"),
         (TextModel, "the text model"),
     )
@@ -239,8 +241,6 @@ def families_with(value: str) -> dict[str, list[str]]:
     router's (`RoutedMlp`) under the text models with a mixture of experts; a value most families have, under
     ``"every family but ..."``.
     """
-    from ..core.values import standard_values
-
     found: dict[str, list[str]] = {}
     shared = {TextModel: "every family", Layer: "every family", Attention: "every family", Mlp: "every family",
               RoutedMlp: "text models with a mixture of experts"}

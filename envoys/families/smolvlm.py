@@ -25,7 +25,8 @@ from rewrites.image_scatter import INPUTS_MERGER, SMOLVLM_BEFORE_5_21, Scatter
 
 from ..core.values import Argument
 from ..towers.idefics import TEXT_LAYERS, TILED_RENAME, TiledGrids, TiledVision
-from ..vision.tower import ImageScatter, VisionAttention, VisionLayer, VisionMlp, features_argument
+from ..vision.scatter_host import ImageScatter, features_argument
+from ..vision.tower import VisionAttention, VisionLayer, VisionMlp
 from . import Family
 
 RENAME = dict(TILED_RENAME)

@@ -30,7 +30,8 @@ from ..core.values import Unavailable, standard_values
 from ..image.grids import GridError, ImageInputs, given_sizes, image_inputs_of
 from ..towers.per_image import per_call_site
 from ..vision.media import CARRIERS, carries, scatter_location
-from ..vision.tower import IMAGE_INPUTS, Vision, image_token_id, scatter_host
+from ..vision.scatter_host import scatter_host
+from ..vision.tower import IMAGE_INPUTS, Vision, image_token_id
 from .batcher import InvokeBatcher, LocatingInterleaver
 from .inputs import InvokeInputError, JoinedInputs, Span, encode_invoke, join, positions_supplied
 from .layout import InvokeLayout, InvokeParts

@@ -27,6 +27,7 @@ from rewrites.image_scatter import MEDIA
 
 from ..core.standard import missing_site
 from ..core.values import Argument, EProperty
+from .scatter_host import scatter_host
 
 #: What carries each medium in a trace: the processor's keyword, then the forward's arguments (Video-LLaVA's
 #: processor names the images ``pixel_values_images``; a family that encodes the image before the forward passes
@@ -126,7 +127,6 @@ def placeholder_id(root: Any, medium: str) -> int:
 
 def not_served(root: Any, medium: str) -> str | None:
     """Why ``medium``'s values are not served on ``root``'s model, whatever the forward; None where they are."""
-    from .tower import scatter_host  # the image's host, which every medium shares
 
     family = getattr(root, "family", None)
     if getattr(root, "processor", None) is None:
@@ -195,7 +195,6 @@ def token_mask(medium: str, layout: type, reason: Callable[[Any], str | None] | 
 def scatter_site(root: Any, medium: str) -> tuple[Any, str, Argument]:
     """``(host envoy, site, argument)`` of ``medium``'s scatter call: the image's as its host says (a release whose
     forward scatters through a helper, SmolVLM's before 5.21), another medium's as the family's `Scatter` says."""
-    from .tower import scatter_host
 
     host, operation, argument = scatter_host(root)
     return (host, operation, argument) if medium == "image" else (host, root.family.scatter.site_of(medium), argument)

@@ -27,11 +27,9 @@ from typing import Any
 
 import torch
 
-from rewrites.image_scatter import Scatter
-
 from ..core.layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches, VideoFeatures, VideoTokenMask
 from ..core.standard import Standard, child, rows_over
-from ..core.values import Argument, EProperty, Field, Unavailable
+from ..core.values import EProperty, Field, Unavailable
 from ..image.frames import video_grid
 from ..image.grids import gather, image_grid, place, token_rows, tower_rows
 from ..text.blocks import interior_values, own_output, stream_values, value
@@ -46,6 +44,7 @@ from .media import (
     token_id,
     token_mask,
 )
+from .scatter_host import scatter_host
 
 #: The forward arguments that carry an image (pixels, or what the tower made of them; Video-LLaVA's processor names
 #: the pixels ``pixel_values_images``).
@@ -136,47 +135,6 @@ def never_an_image(envoy: Any) -> str | None:
         return "this model's family names no module that scatters the image features into the text stream"
     family = getattr(root, "family", None)
     return family.unserved(envoy) if family is not None else None
-
-
-def features_argument(scatter: Scatter) -> Argument:
-    """The argument of the scatter's call that is the image features, as its `Scatter` says."""
-    return Argument(*scatter.argument)
-
-
-class ImageScatter(Standard):
-    """The module whose forward scatters the image features into the token embeddings (the scatter host).
-
-    ``scatter_operation`` is the site of the image's call in its forward
-    (``inputs_embeds_masked_scatter_0`` for ``inputs_embeds.masked_scatter(mask,
-    features)``) and ``scatter_argument`` which argument is the features, both
-    as the family's `Scatter` says (`rewrites.image_scatter`). Carries no
-    values of its own.
-    """
-
-    @property
-    def scatter_operation(self) -> str:
-        return self.root.family.scatter.site
-
-    @property
-    def scatter_argument(self) -> Argument:
-        return features_argument(self.root.family.scatter)
-
-
-def scatter_host(root: Any) -> tuple[Any, str, Argument] | None:
-    """``(host envoy, operation, argument)`` of the image scatter, or None.
-
-    The root itself when its family's `Scatter` says the root scatters in its
-    own forward (``root_scatter``), else the root's child that is an
-    `ImageScatter`.
-    """
-    family = getattr(root, "family", None)
-    operation = getattr(family, "root_scatter", None)
-    if operation is not None:
-        return root, operation, features_argument(family.scatter)
-    for candidate in root._children:
-        if isinstance(candidate, ImageScatter):
-            return candidate, candidate.scatter_operation, candidate.scatter_argument
-    return None
 
 
 def no_patch_embed(vision: Any) -> str | None:
