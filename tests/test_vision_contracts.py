@@ -142,6 +142,43 @@ def bug_present(model) -> bool:
     return bug is not None and bug.present()
 
 
+# -- the names -------------------------------------------------------------------------------------------------------
+
+
+def standard_envoy(model, path: str):
+    """The envoy at the standard dotted ``path`` (a row's ``native`` key): attributes, a digit indexing a stack."""
+    envoy = model
+    for part in path.split("."):
+        envoy = envoy[int(part)] if part.isdigit() else getattr(envoy, part)
+    return envoy
+
+
+def native_names(model, row: Row):
+    """The row's ``native`` entries, each ``*`` made every block of its stack in turn: (standard, native) paths."""
+    for standard, native in row.native.items():
+        stack, star, rest = standard.partition(".*.")
+        if not star:
+            yield standard, native
+            continue
+        native_stack, _, native_rest = native.partition(".*.")
+        for index in range(len(standard_envoy(model, stack))):
+            yield f"{stack}.{index}.{rest}", f"{native_stack}.{index}.{native_rest}"
+
+
+def test_the_standard_names_reach_the_native_modules(model, row):
+    """Each name of the row's ``native``: the standard envoy's module is the native module, and a stack's blocks are
+    the native stack's, in order."""
+    assert row.native, "state the checkpoint's native names in its row's native (its builder module's CONTRACTS)"
+    required = {"vision", "projector", "layers"} | ({"vision.layers"} if row.sizes.num_layers else set())
+    assert required <= set(row.native), f"name these in the row's native: {sorted(required - set(row.native))}"
+    for standard, native in native_names(model, row):
+        envoy, module = standard_envoy(model, standard), model._module.get_submodule(native)
+        assert envoy._module is module, f"{standard} is not {native}"
+        if isinstance(module, torch.nn.ModuleList):
+            assert len(envoy) == len(module), standard
+            assert all(block._module is native_block for block, native_block in zip(envoy, module)), standard
+
+
 # -- the rewritten forwards ------------------------------------------------------------------------------------------
 
 

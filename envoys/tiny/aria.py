@@ -25,7 +25,7 @@ from transformers import AriaConfig, AriaForConditionalGeneration, AriaImageProc
 from transformers.models.aria.configuration_aria import AriaTextConfig
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 
-from .contract import SIGLIP, Loads, Reads, Row, Sizes, attention, batched, router, scatter
+from .contract import ENCODER_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, router, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import word_level_tokenizer
@@ -104,5 +104,12 @@ CONTRACTS = {
         padded=True,
         rules=(scatter("aria"), *attention("idefics3", "Idefics3VisionAttention"),
                *attention("aria", "AriaTextAttention"), router("aria", "AriaTextTopKRouter")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.norm": "model.vision_tower.post_layernorm",
+            "vision.patch_embed": "model.vision_tower.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_tower.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -28,7 +28,7 @@ from transformers import (
     SiglipVisionConfig,
 )
 
-from .contract import COHERE2_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, scatter, square
+from .contract import COHERE2_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, square, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -168,5 +168,10 @@ CONTRACTS = {
         projector_reads=Reads("layer_output", block=-1),
         final_norm=True,
         rules=(scatter("aya_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
+        native={
+            **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model", {"self_attn": "self_attn", "mlp": "mlp",
+                "input_layernorm": "input_layernorm", "post_attention_layernorm": "input_layernorm"}),
+        },
     ),
 }

@@ -41,7 +41,7 @@ from transformers import (
     OPTConfig,
 )
 
-from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, attention, batched, scatter
+from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -222,6 +222,17 @@ CONTRACTS = {
         text_alone=False,
         rules=(scatter("blip_2"), *attention("blip_2", "Blip2Attention"), "blip_2.Blip2QFormerMultiHeadAttention",
                *attention("opt", "OPTAttention")),
+        native={
+            "vision": "vision_model", "projector": "language_projection", "vision.norm": "vision_model.post_layernorm",
+            "vision.patch_embed": "vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "vision_model.encoder.layers", {"self_attn": "self_attn",
+                "self_attn.o_proj": "self_attn.projection", "input_layernorm": "layer_norm1",
+                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("language_model.model.decoder", {"self_attn": "self_attn",
+                "input_layernorm": "self_attn_layer_norm"}, norm="final_layer_norm"),
+            "lm_head": "language_model.lm_head",
+        },
     ),
     # envoys/tiny/blip_2.py, build_instructblip: blip-2's tower, Q-Former sizes and processor (4 image tokens an image,
     # one image a prompt); the Q-Former also reads the prompt; a Llama text model.
@@ -237,5 +248,14 @@ CONTRACTS = {
         text_alone=False,
         rules=(scatter("instructblip"), *attention("instructblip", "InstructBlipAttention"),
                "instructblip.InstructBlipQFormerMultiHeadAttention", *LLAMA_ATTENTION),
+        native={
+            "vision": "vision_model", "projector": "language_projection", "vision.norm": "vision_model.post_layernorm",
+            "vision.patch_embed": "vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "vision_model.encoder.layers", {"self_attn": "self_attn",
+                "self_attn.o_proj": "self_attn.projection", "input_layernorm": "layer_norm1",
+                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("language_model.model"), "lm_head": "language_model.lm_head",
+        },
     ),
 }

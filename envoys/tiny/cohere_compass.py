@@ -22,7 +22,22 @@ from transformers import (
 )
 
 from .aya_vision import TURN_TOKENS, cohere_template
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import (
+    NO_WINDOWS,
+    QWEN_PER_IMAGE,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .qwen import HALF, MERGE, _pixels, _qwen3_vision, _video_size
 from .sizes import text_sizes
@@ -123,5 +138,12 @@ CONTRACTS = {
         text_gaps={"deepstack_output": (1,)},
         rules=(scatter("cohere_compass"), "cohere_compass.vision-attention", "cohere_compass.deepstack",
                *attention("cohere_compass", "CohereCompassAttention")),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
+            **text_model("model.language_model", {"self_attn": "self_attn", "mlp": "mlp",
+                "input_layernorm": "input_layernorm", "post_attention_layernorm": "input_layernorm"}),
+        },
     ),
 }

@@ -16,6 +16,7 @@ family takes one whose tiling differs from the first's).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from typing import Any
 
 import transformers
 from packaging.version import Version
+from transformers import SiglipVisionModel
 
 from .images import noise_image
 
@@ -263,6 +265,13 @@ class Row:
     video: VideoRow | None = None
     #: the checkpoint's second of audio, where its family serves audio; None where it takes none
     audio: AudioRow | None = None
+    #: the native modules under the standard names: standard path -> native path, the first dotted from the standard
+    #: model (``vision.layers.0.self_attn.o_proj``: a digit indexes a stack of blocks; ``model.…`` reaches native names
+    #: the standard tree keeps), the second from the transformers root (``model._module.get_submodule``). Every row
+    #: names at least ``vision``, ``projector`` and ``layers``, and ``vision.layers`` where the tower has blocks; a stack's
+    #: entry asserts its blocks are the native stack's, in order; a ``*`` for the block index stands for every block of
+    #: the stack (`blocks`). Read off the family's native module tree and the family module's RENAME.
+    native: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def images(self) -> list[Any]:
@@ -323,3 +332,58 @@ COHERE2_ATTENTION = attention("cohere2", "Cohere2Attention")
 
 #: SigLIP and CLIP towers: width 32, 2 heads of 16, MLP 64 wide.
 SIGLIP = {"vision_hidden_size": 32, "num_heads": 2, "head_dim": 16, "intermediate_size": 64}
+
+
+# -- native names (Row.native) ---------------------------------------------------------------------------------------
+
+#: Whether the installed transformers' ``SiglipVisionModel`` keeps its embeddings, encoder and final norm one level
+#: down, in a ``vision_model`` (4.57 to 5.2 at least), as its ``__init__`` says; ``CLIPVisionModel`` moved with it.
+NESTED_VISION_MODEL = "self.vision_model" in inspect.getsource(SiglipVisionModel.__init__)
+
+
+def tower_body(tower: str) -> str:
+    """The native path of the module that holds a SigLIP / CLIP vision model's embeddings, encoder and final norm:
+    ``tower`` itself, or its ``vision_model`` where the installed transformers nests one."""
+    return f"{tower}.vision_model" if NESTED_VISION_MODEL else tower
+
+
+#: A SigLIP / CLIP encoder block: layer_norm1 before the attention, layer_norm2 before the MLP, out_proj, fc1 / fc2.
+ENCODER_BLOCK = {
+    "self_attn": "self_attn", "self_attn.o_proj": "self_attn.out_proj", "input_layernorm": "layer_norm1",
+    "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.fc1", "mlp.down_proj": "mlp.fc2",
+}
+#: A Qwen ViT style block: norm1, attn (its output projection proj), norm2, mlp (whose projections' names differ).
+QWEN_VIT_BLOCK = {
+    "self_attn": "attn", "self_attn.o_proj": "attn.proj", "input_layernorm": "norm1", "post_attention_layernorm": "norm2",
+    "mlp": "mlp",
+}
+#: A Pixtral tower block: attention_norm, attention, ffn_norm, feed_forward.
+PIXTRAL_BLOCK = {
+    "self_attn": "attention", "self_attn.o_proj": "attention.o_proj", "input_layernorm": "attention_norm",
+    "post_attention_layernorm": "ffn_norm", "mlp": "feed_forward", "mlp.up_proj": "feed_forward.up_proj",
+    "mlp.down_proj": "feed_forward.down_proj",
+}
+#: A Llama-style text block: its sublayers and pre-norms under the standard names themselves.
+TEXT_BLOCK = {name: name for name in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm")}
+
+
+def blocks(standard: str, native: str, names: Mapping[str, str] = TEXT_BLOCK) -> dict[str, str]:
+    """A stack of blocks at ``native`` under the standard ``standard``, and ``names`` (standard -> native, within a
+    block) on every block: ``{standard}.*.{name}`` -> ``{native}.*.{names[name]}``."""
+    return {standard: native, **{f"{standard}.*.{name}": f"{native}.*.{path}" for name, path in names.items()}}
+
+
+def encoder_tower(tower: str, *, norm: bool = True) -> dict[str, str]:
+    """A SigLIP / CLIP vision model at ``tower``: the tower, its patch embedding and blocks (`ENCODER_BLOCK`) in its
+    body (`tower_body`), and, where ``norm``, its ``post_layernorm`` over every patch (a CLIP tower's normalises its CLS
+    row alone, no standard name's)."""
+    body = tower_body(tower)
+    names = {"vision": tower, "vision.patch_embed": f"{body}.embeddings.patch_embedding",
+             **blocks("vision.layers", f"{body}.encoder.layers", ENCODER_BLOCK)}
+    return {**names, "vision.norm": f"{body}.post_layernorm"} if norm else names
+
+
+def text_model(root: str, block: Mapping[str, str] = TEXT_BLOCK, *, norm: str = "norm",
+               embed_tokens: str = "embed_tokens") -> dict[str, str]:
+    """A text model at ``root``: its token embedding, its final norm, its blocks (``layers``) with ``block``'s names."""
+    return {"embed_tokens": f"{root}.{embed_tokens}", "norm": f"{root}.{norm}", **blocks("layers", f"{root}.layers", block)}

@@ -14,7 +14,22 @@ from __future__ import annotations
 
 from transformers import Cosmos3OmniConfig, Cosmos3OmniForConditionalGeneration, Qwen3VLProcessor
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import (
+    NO_WINDOWS,
+    QWEN_PER_IMAGE,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .qwen import QWEN3_VL_PATCH, _qwen3_processor, _tokenizer, qwen3_vl_settings
 
@@ -59,5 +74,11 @@ CONTRACTS = {
         text_gaps={"deepstack_output": (2, 3)},
         rules=(scatter("cosmos3_omni"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
                *attention("qwen3_vl", "Qwen3VLTextAttention")),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

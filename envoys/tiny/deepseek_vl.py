@@ -21,7 +21,7 @@ from transformers import (
     LlamaConfig,
 )
 
-from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, scatter
+from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, text_model
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -115,5 +115,8 @@ CONTRACTS = {
         projector_reads=Reads("tower_output"),
         final_norm=True,
         rules=(scatter("deepseek_vl"), *SIGLIP_ATTENTION, *LLAMA_ATTENTION),
+        native={
+            **encoder_tower("model.vision_model"), "projector": "model.aligner", **text_model("model.language_model"),
+        },
     ),
 }

@@ -23,7 +23,7 @@ from transformers import (
     SamVisionConfig,
 )
 
-from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, scatter
+from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, text_model
 from .deepseek_vl import DEEPSEEK_TEMPLATE, deepseek_tokenizer, llama_text
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
@@ -109,5 +109,13 @@ CONTRACTS = {
         final_norm=True,
         rules=(scatter("deepseek_vl_hybrid"), "sam.vision-attention", "sam.vision-windows", *SIGLIP_ATTENTION,
                *LLAMA_ATTENTION),
+        native={
+            **encoder_tower("model.vision_model"), "projector": "model.aligner", **text_model("model.language_model"),
+            "high_res_vision": "model.high_res_vision_model",
+            "high_res_vision.patch_embed": "model.high_res_vision_model.vision_encoder.patch_embed",
+            "high_res_vision.neck": "model.high_res_vision_model.vision_encoder.neck",
+            "high_res_vision.layers": "model.high_res_vision_model.vision_encoder.layers",
+            "high_res_vision.layers.*.self_attn": "model.high_res_vision_model.vision_encoder.layers.*.attn",
+        },
     ),
 }

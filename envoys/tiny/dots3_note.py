@@ -42,7 +42,23 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from .contract import DOTS_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import (
+    DOTS_PER_IMAGE,
+    NO_WINDOWS,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .qwen import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, _pixels, _video_size
 from .sizes import text_sizes
@@ -180,5 +196,14 @@ CONTRACTS = {
         rules=(scatter("dots3_note"), "dots3_note.vision-attention", *attention("dots3_note", "Dots3NoteTextAttention"),
                router("dots3_note", "Dots3NoteTextTopkRouter"), router("dots3_note", "Dots3NoteVisionTopKRouter"),
                "dots3_note.Dots3NoteAudioAttention"),
+        native={
+            "vision": "model.vision_tower", "projector": "model.vision_tower.merger",
+            "vision.norm": "model.vision_tower.norm", "vision.patch_embed": "model.vision_tower.patch_embed",
+            **blocks("vision.layers", "model.vision_tower.blocks", QWEN_VIT_BLOCK),
+            **text_model("model.language_model"),
+            "vision.layers.0.mlp.up_proj": "model.vision_tower.blocks.0.mlp.up_proj",
+            "vision.layers.0.mlp.down_proj": "model.vision_tower.blocks.0.mlp.down_proj",
+            "model.audio_tower.layers.0": "model.audio_tower.layers.0",
+        },
     ),
 }

@@ -46,7 +46,7 @@ from transformers import (
     Ernie4_5_VLMoeVideoProcessor,
 )
 
-from .contract import NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import NO_WINDOWS, QWEN_VIT_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -160,5 +160,14 @@ CONTRACTS = {
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("ernie4_5_vl_moe"), "ernie4_5_vl_moe.vision-attention",
                *attention("ernie4_5_vl_moe", "Ernie4_5_VLMoeTextAttention"), router("ernie4_5_vl_moe", "Ernie4_5_VLMoeMoeTopKRouter")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.resampler_model",
+            "vision.norm": "model.vision_tower.ln", "vision.patch_embed": "model.vision_tower.patch_embed",
+            **blocks("vision.layers", "model.vision_tower.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("model.language_model"),
+            "layers.1.mlp.text_moe.gate": "model.language_model.layers.1.mlp.text_moe.gate",
+            "layers.1.mlp.vision_moe.gate": "model.language_model.layers.1.mlp.vision_moe.gate",
+        },
     ),
 }

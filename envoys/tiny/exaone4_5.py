@@ -27,7 +27,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
-from .contract import QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import QWEN_PER_IMAGE, QWEN_VIT_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, HALF, MERGE, _image_processor, _text, _token_ids, _tokenizer, _video_processor
 from .rope import rope
@@ -90,5 +90,13 @@ CONTRACTS = {
         features_are_projected=False,
         rules=(scatter("exaone4_5"), "exaone4_5.vision-attention", "exaone4_5.vision-windows",
                *attention("exaone4", "Exaone4Attention")),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.up_proj",
+                "mlp.down_proj": "mlp.down_proj"}),
+            **text_model("model.language_model", {"self_attn": "self_attn", "mlp": "mlp",
+                "attention_output_norm": "post_attention_layernorm", "mlp_output_norm": "post_feedforward_layernorm"}),
+        },
     ),
 }

@@ -21,7 +21,7 @@ from transformers import (
 )
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
-from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, SIGLIP_ATTENTION, TEXT_BLOCK, Loads, Reads, Row, Sizes, attention, batched, encoder_tower, scatter, text_model
 from .sizes import text_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
 
@@ -160,5 +160,11 @@ CONTRACTS = {
         projector_reads=Reads("tower_output"),
         final_norm=True,
         rules=(scatter("gemma3"), *SIGLIP_ATTENTION, *attention("gemma3", "Gemma3Attention")),
+        native={
+            **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model", {**TEXT_BLOCK,
+                "pre_feedforward_layernorm": "pre_feedforward_layernorm",
+                "attention_output_norm": "post_attention_layernorm", "mlp_output_norm": "post_feedforward_layernorm"}),
+        },
     ),
 }

@@ -56,7 +56,7 @@ from transformers import (
     Gemma4VisionConfig,
 )
 
-from .contract import SIGLIP, AudioRow, Loads, Row, Sizes, VideoRow, attention, batched, flat, scatter
+from .contract import SIGLIP, TEXT_BLOCK, AudioRow, Loads, Row, Sizes, VideoRow, attention, batched, blocks, flat, scatter, text_model
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -239,5 +239,13 @@ CONTRACTS = {
         video=VideoRow(tokens=128, stream=(2, 280, 32), grid=(2, 8, 8)),
         # envoys/tiny/gemma4.py: 99 mel frames, two stride-2 convolutions before the blocks: 25 frames, 25 tokens.
         audio=AudioRow(tokens=25, stream=(1, 25, 32), output=(1, 25, 32)),
+        native={
+            "vision": "model.vision_tower", "projector": "model.embed_vision",
+            "vision.patch_embed": "model.vision_tower.patch_embedder",
+            **blocks("vision.layers", "model.vision_tower.encoder.layers", {**TEXT_BLOCK,
+                "self_attn.o_proj": "self_attn.o_proj", "mlp.up_proj": "mlp.up_proj",
+                "mlp.down_proj": "mlp.down_proj"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -33,7 +33,7 @@ from transformers import (
     Gemma4UnifiedVisionConfig,
 )
 
-from .contract import NO_BLOCKS, Loads, Row, Sizes, attention, batched, scatter
+from .contract import NO_BLOCKS, Loads, Row, Sizes, attention, batched, scatter, text_model
 from .gemma4 import CHAT_TEMPLATE, MAX_SOFT_TOKENS, PATCH_SIZE, POOLING_KERNEL_SIZE, _tokenizer
 from .norms import randomise_norms
 
@@ -144,5 +144,9 @@ CONTRACTS = {
             "self_attn.attention_head_outputs", "mlp.mlp_output")},
         text_gaps={"per_layer_input": (0, 1, 2, 3), "per_layer_output": (0, 1, 2, 3)},
         rules=(scatter("gemma4_unified"), *attention("gemma4_unified", "Gemma4UnifiedTextAttention")),
+        native={
+            "vision": "model.embed_vision", "projector": "model.embed_vision.multimodal_embedder",
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -47,7 +47,7 @@ from transformers import (
     ProcessorMixin,
 )
 
-from .contract import GLM_PER_IMAGE, NO_WINDOWS, Loads, Row, Sizes, attention, flat, packed, scatter
+from .contract import GLM_PER_IMAGE, NO_WINDOWS, QWEN_VIT_BLOCK, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -211,6 +211,15 @@ BUILDERS = {
 }
 
 
+#: The native names of every GLM checkpoint here (Row.native): the GLM ViT, its merger, the sandwich-norm text blocks.
+NATIVE = {
+    "vision": "model.visual", "projector": "model.visual.merger", "vision.norm": "model.visual.post_layernorm",
+    "vision.patch_embed": "model.visual.patch_embed",
+    **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.up_proj", "mlp.down_proj": "mlp.down_proj"}),
+    **text_model("model.language_model", {**TEXT_BLOCK, "attention_output_norm": "post_self_attn_layernorm",
+                                          "mlp_output_norm": "post_mlp_layernorm"}),
+}
+
 #: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
 #: configurations above, never off the code under test.
 CONTRACTS = {
@@ -230,6 +239,7 @@ CONTRACTS = {
         pattern_unavailable=GLM_PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
         rules=(scatter(host), f"{tower}.vision-attention", *attention(name if name == "glm_ocr" else "glm4v", text)),
+        native=NATIVE,
     ) for name, model_class, processor_class, host, tower, text, width in (
         ("glm4v", "Glm4vForConditionalGeneration", "Glm4vProcessor", "glm4v", "glm4v", "Glm4vTextAttention", 32),
         ("glm46v", "Glm46VForConditionalGeneration", "Glm46VProcessor", "glm46v", "glm4v", "Glm4vTextAttention", 32),

@@ -18,7 +18,7 @@ from transformers import (
     Glm4vVideoProcessor,
 )
 
-from .contract import GLM_PER_IMAGE, NO_WINDOWS, Loads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import GLM_PER_IMAGE, NO_WINDOWS, QWEN_VIT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
 from .glm import CHAT_TEMPLATE, _processing, _text, _token_ids, _tokenizer, _vision
 from .norms import randomise_norms
 
@@ -98,5 +98,13 @@ CONTRACTS = {
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("glm4v_moe"), "glm4v_moe.vision-attention", *attention("glm4v_moe", "Glm4vMoeTextAttention"),
                router("glm4v_moe", "Glm4vMoeTextTopkRouter")),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger", "vision.norm": "model.visual.post_layernorm",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.up_proj",
+                "mlp.down_proj": "mlp.down_proj"}),
+            **text_model("model.language_model"), "layers.1.mlp.gate": "model.language_model.layers.1.mlp.gate",
+            "layers.1.mlp.shared_experts": "model.language_model.layers.1.mlp.shared_experts",
+        },
     ),
 }

@@ -20,7 +20,7 @@ import torch
 from transformers import GotOcr2Config, GotOcr2ForConditionalGeneration, GotOcr2Processor, GotOcr2VisionConfig
 from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .llava import qwen2_text
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -130,5 +130,14 @@ CONTRACTS = {
         pattern_rows={0: (50, 196), 1: (50, 196)},
         rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
                *attention("qwen2", "Qwen2Attention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.patch_embed",
+            **blocks("vision.layers", "model.vision_tower.layers", {"self_attn": "attn",
+                "self_attn.o_proj": "attn.proj", "input_layernorm": "layer_norm1",
+                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.lin1",
+                "mlp.down_proj": "mlp.lin2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -30,7 +30,7 @@ from transformers.models.granite_docling.configuration_granite_docling import (
     GraniteDoclingVisionConfig,
 )
 
-from .contract import SIGLIP, Loads, Reads, Row, Sizes, attention, batched, flat, scatter
+from .contract import ENCODER_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, flat, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -140,5 +140,12 @@ CONTRACTS = {
         text_gaps={"deepstack_output": (2,)},
         rules=(scatter("granite_docling"), "granite_docling.deepstack",
                *attention("granite_docling", "GraniteDoclingVisionAttention"), "granite_docling.GraniteDoclingTextAttention"),
+        native={
+            "vision": "model.vision_model", "projector": "model.vision_model.connector",
+            "vision.norm": "model.vision_model.post_layernorm",
+            "vision.patch_embed": "model.vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_model.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.text_model"), "model.density_router": "model.density_router",
+        },
     ),
 }

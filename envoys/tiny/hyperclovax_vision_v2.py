@@ -26,7 +26,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
-from .contract import QWEN_PER_IMAGE, SIGLIP, Loads, Row, Sizes, attention, flat, packed, scatter
+from .contract import QWEN_PER_IMAGE, QWEN_VIT_BLOCK, SIGLIP, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import (
     CHAT_TEMPLATE,
@@ -109,5 +109,14 @@ CONTRACTS = {
         embedding_multiplier=10.0,
         rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
                *attention("hyperclovax", "HyperCLOVAXAttention")),
+        native={
+            "vision": "model.vision_model", "projector": "model.projector",
+            "vision.patch_embed": "model.vision_model.patch_embed",
+            **blocks("vision.layers", "model.vision_model.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.up_proj",
+                "mlp.down_proj": "mlp.down_proj"}),
+            **text_model("model.language_model", {**TEXT_BLOCK, "attention_output_norm": "post_norm1",
+                "mlp_output_norm": "post_norm2"}),
+            "vision.merger": "model.vision_model.merger",
+        },
     ),
 }

@@ -28,7 +28,7 @@ from transformers import (
 )
 from transformers.models.idefics2.configuration_idefics2 import Idefics2PerceiverConfig, Idefics2VisionConfig
 
-from .contract import MISTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, scatter
+from .contract import ENCODER_BLOCK, MISTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .idefics3 import IDEFICS3_TEMPLATE
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
@@ -108,5 +108,12 @@ CONTRACTS = {
         padded=True,
         rules=(scatter("idefics2"), *attention("idefics2", "Idefics2VisionAttention"),
                "idefics2.Idefics2PerceiverAttention", *MISTRAL_ATTENTION),
+        native={
+            "vision": "model.vision_model", "projector": "model.connector",
+            "vision.norm": "model.vision_model.post_layernorm",
+            "vision.patch_embed": "model.vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_model.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.text_model"),
+        },
     ),
 }

@@ -35,7 +35,7 @@ from transformers import (
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 from transformers.models.smolvlm.configuration_smolvlm import SmolVLMVisionConfig
 
-from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, scatter
+from .contract import ENCODER_BLOCK, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .sizes import text_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
 
@@ -180,6 +180,13 @@ CONTRACTS = {
         second_image=(64, 32),
         final_norm=True,
         rules=(scatter("idefics3"), *attention("idefics3", "Idefics3VisionAttention"), *LLAMA_ATTENTION),
+        native={
+            "vision": "model.vision_model", "projector": "model.connector",
+            "vision.norm": "model.vision_model.post_layernorm",
+            "vision.patch_embed": "model.vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_model.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.text_model"),
+        },
     ),
     # envoys/tiny/idefics3.py: SmolVLM has Idefics 3's sizes.
     "smolvlm": Row(
@@ -192,5 +199,12 @@ CONTRACTS = {
         second_image=(64, 32),
         final_norm=True,
         rules=(scatter("smolvlm"), *attention("smolvlm", "SmolVLMVisionAttention"), *LLAMA_ATTENTION),
+        native={
+            "vision": "model.vision_model", "projector": "model.connector",
+            "vision.norm": "model.vision_model.post_layernorm",
+            "vision.patch_embed": "model.vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_model.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.text_model"),
+        },
     ),
 }

@@ -26,7 +26,7 @@ from transformers import (
 )
 
 from .aya_vision import DOWNSAMPLE, PATCH, TILE, TOKENS_PER_TILE, gotocr2_tiles
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .llava import INTERLEAVE_TEMPLATE, qwen2_text
 from .norms import randomise_norms
 from .sizes import vision_sizes
@@ -126,5 +126,14 @@ CONTRACTS = {
         prefix=1,
         rules=(scatter("internvl"), *attention("internvl", "InternVLVisionAttention"),
                *attention("qwen2", "Qwen2Attention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.embeddings.patch_embeddings.projection",
+            **blocks("vision.layers", "model.vision_tower.encoder.layer", {"self_attn": "attention",
+                "self_attn.o_proj": "attention.projection_layer", "input_layernorm": "layernorm_before",
+                "post_attention_layernorm": "layernorm_after", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -41,7 +41,22 @@ from transformers import (
     Kimi_K25VideoProcessor,
 )
 
-from .contract import KIMI_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Row, Sizes, attention, batched, packed, router, scatter
+from .contract import (
+    KIMI_PER_IMAGE,
+    NO_WINDOWS,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    Row,
+    Sizes,
+    attention,
+    batched,
+    blocks,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -156,5 +171,12 @@ CONTRACTS = {
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", *attention("deepseek_v3", "DeepseekV3Attention"),
                router("deepseek_v3", "DeepseekV3TopkRouter")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.mm_projector",
+            "vision.norm": "model.vision_tower.final_layernorm", "vision.patch_embed": "model.vision_tower.patch_embed",
+            **blocks("vision.layers", "model.vision_tower.layers", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

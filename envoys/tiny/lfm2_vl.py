@@ -27,7 +27,7 @@ from transformers import (
     Siglip2VisionConfig,
 )
 
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter, slots
+from .contract import ENCODER_BLOCK, SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, slots, text_model
 from .llava import INTERLEAVE_TEMPLATE
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
@@ -134,5 +134,15 @@ CONTRACTS = {
         features_are_projected=False,
         text_gaps={"attention_output": (0,), "self_attn.": (0,)},
         rules=(scatter("lfm2_vl"), *attention("siglip2", "Siglip2Attention"), *attention("lfm2", "Lfm2Attention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.norm": "model.vision_tower.post_layernorm",
+            "vision.patch_embed": "model.vision_tower.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_tower.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.language_model", {"mlp": "feed_forward", "input_layernorm": "operator_norm",
+                "post_attention_layernorm": "ffn_norm"}, norm="embedding_norm"),
+            "layers.1.self_attn": "model.language_model.layers.1.self_attn",
+            "layers.1.self_attn.q_norm": "model.language_model.layers.1.self_attn.q_layernorm",
+        },
     ),
 }

@@ -41,7 +41,7 @@ from transformers import (
 )
 from transformers.models.lfm3_vl.configuration_lfm3_vl import Lfm3VlVisionConfig
 
-from .contract import LFM3_VL_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import LFM3_VL_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, HALF, MERGE, _image_processor, _video_processor
 from .sizes import text_sizes, vision_sizes
@@ -128,5 +128,20 @@ CONTRACTS = {
         tower_mixers={1: "conv"},
         text_gaps={"attention_output": (0,), "self_attn.": (0,)},
         rules=(scatter("lfm3_vl"), "lfm3_vl.vision-attention", *attention("lfm3", "Lfm3Attention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.patch_embed",
+            **blocks("vision.layers", "model.vision_tower.layers", {"input_layernorm": "operator_norm",
+                "post_attention_layernorm": "ffn_norm", "mlp": "feed_forward"}),
+            **text_model("model.language_model", {"mlp": "feed_forward", "input_layernorm": "operator_norm",
+                "post_attention_layernorm": "ffn_norm", "attention_output_norm": "post_operator_norm",
+                "mlp_output_norm": "post_ffn_norm"}, norm="embedding_norm"),
+            "vision.layers.0.self_attn": "model.vision_tower.layers.0.self_attn",
+            "vision.layers.0.self_attn.o_proj": "model.vision_tower.layers.0.self_attn.out_proj",
+            "layers.1.self_attn": "model.language_model.layers.1.self_attn",
+            "layers.2.self_attn": "model.language_model.layers.2.self_attn",
+            "vision.embedding_norm": "model.vision_tower.embedding_norm",
+            "vision.layers.1.conv": "model.vision_tower.layers.1.conv",
+        },
     ),
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from transformers import LightOnOcrConfig, LightOnOcrForConditionalGeneration, LightOnOcrProcessor, Qwen3Config
 
-from .contract import PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import PIXTRAL_ATTENTION, PIXTRAL_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .mistral3 import pixtral_image_processor, pixtral_tower
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE
@@ -103,5 +103,11 @@ CONTRACTS = {
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("tower_output", unbatched=True),
         rules=(scatter("lighton_ocr"), *PIXTRAL_ATTENTION, *attention("qwen3", "Qwen3Attention")),
+        native={
+            "vision": "model.vision_encoder", "projector": "model.vision_projection",
+            "vision.patch_embed": "model.vision_encoder.patch_conv",
+            **blocks("vision.layers", "model.vision_encoder.transformer.layers", PIXTRAL_BLOCK),
+            **text_model("model.language_model"),
+        },
     ),
 }

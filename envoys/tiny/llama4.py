@@ -28,7 +28,7 @@ except ImportError:  # older releases (4.57 to 5.2 at least) name the same proce
 from packaging.version import Version
 from transformers.models.llama4.processing_llama4 import chat_template as LLAMA4_CHAT_TEMPLATE
 
-from .contract import TRANSFORMERS, Loads, Row, Sizes, attention, batched, flat, router, scatter
+from .contract import TEXT_BLOCK, TRANSFORMERS, Loads, Row, Sizes, attention, batched, blocks, flat, router, scatter, text_model
 from .rope import rope
 from .tokenizer import word_level_tokenizer
 
@@ -160,5 +160,14 @@ CONTRACTS = {
         rules=(scatter("llama4"), "llama4.text-block", *attention("llama4", "Llama4TextAttention"),
                *attention("llama4", "Llama4VisionAttention", kernel="vision-eager-attention"),
                router("llama4", "Llama4Router")),
+        native={
+            "vision": "vision_model", "projector": "multi_modal_projector",
+            "vision.norm": "vision_model.layernorm_post", "vision.patch_embed": "vision_model.patch_embedding",
+            **blocks("vision.layers", "vision_model.model.layers", {**TEXT_BLOCK,
+                "self_attn.o_proj": "self_attn.o_proj"}),
+            **text_model("language_model.model", {"self_attn": "self_attn", "mlp": "feed_forward",
+                "input_layernorm": "input_layernorm", "post_attention_layernorm": "post_attention_layernorm"}),
+            "lm_head": "language_model.lm_head",
+        },
     ),
 }

@@ -21,7 +21,21 @@ from transformers import (
     SiglipVisionConfig,
 )
 
-from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
+from .contract import (
+    CLIP_ATTENTION,
+    LLAMA_ATTENTION,
+    SIGLIP,
+    SIGLIP_ATTENTION,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    attention,
+    batched,
+    encoder_tower,
+    scatter,
+    text_model,
+)
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -207,6 +221,10 @@ CONTRACTS = {
         projector_reads=Reads("layer_output", block=-1),
         final_norm=True,
         rules=(scatter("llava"), *SIGLIP_ATTENTION, *attention("qwen2", "Qwen2Attention")),
+        native={
+            **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
     # envoys/tiny/llava.py: CLIP, CLS first (1 + 16 positions), 3 blocks, no norm over the patches; the projector reads
     # block -2 without its CLS token: 16 image tokens an image.
@@ -219,5 +237,9 @@ CONTRACTS = {
         projector_reads=Reads("layer_output", block=-2, drop_first=1),
         prefix=1,
         rules=(scatter("llava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+        native={
+            **encoder_tower("model.vision_tower", norm=False), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
 }

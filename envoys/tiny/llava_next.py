@@ -19,7 +19,7 @@ from transformers import (
     MistralConfig,
 )
 
-from .contract import CLIP_ATTENTION, MISTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, batched, scatter
+from .contract import CLIP_ATTENTION, MISTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, text_model
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -140,5 +140,9 @@ CONTRACTS = {
         prefix=1,
         features_are_projected=False,
         rules=(scatter("llava_next"), *CLIP_ATTENTION, *MISTRAL_ATTENTION),
+        native={
+            **encoder_tower("model.vision_tower", norm=False), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
 }

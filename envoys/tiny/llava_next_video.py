@@ -18,7 +18,7 @@ from transformers import (
     LlavaNextVideoVideoProcessor,
 )
 
-from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, batched, scatter
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, batched, encoder_tower, scatter, text_model
 from .llava import PATCH_SIZE, VICUNA_TEMPLATE, clip_tower, vicuna_tokenizer
 from .llava_next import GRID_PINPOINTS, TILE_SIZE, anyres_image_processor
 from .norms import randomise_norms
@@ -96,5 +96,9 @@ CONTRACTS = {
         # envoys/tiny/llava_next_video.py: the CLIP tower (patch 8, CLS first) on every frame, 1 + 16 rows; block -2's
         # 4x4 patches average-pooled 2x2: 2x2 tokens a frame.
         video=VideoRow(tokens=16, stream=(4, 17, 32), grid=(4, 2, 2)),
+        native={
+            **encoder_tower("model.vision_tower", norm=False), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -21,7 +21,7 @@ from transformers import (
     LlavaOnevisionVideoProcessor,
 )
 
-from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, VideoRow, attention, batched, scatter
+from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, VideoRow, attention, batched, encoder_tower, scatter, text_model
 from .llava import IMAGE_SIZE as TILE
 from .llava import INTERLEAVE_TEMPLATE, interleave_tokenizer, qwen2_text, siglip_tower
 from .llava import PATCH_SIZE as PATCH
@@ -115,5 +115,9 @@ CONTRACTS = {
         # envoys/tiny/llava_onevision.py: SigLIP (patch 8, no CLS) on every frame, 16 rows; pooled 2x2 to 2x2 tokens a
         # frame, then one image_newline after the last frame (16 + 1 tokens; the newline is on no frame's grid).
         video=VideoRow(tokens=17, stream=(4, 16, 32), grid=(4, 2, 2)),
+        native={
+            **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
 }

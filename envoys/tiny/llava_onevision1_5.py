@@ -26,7 +26,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, Loads, Row, Sizes, VideoRow, attention, flat, packed, scatter
+from .contract import NO_WINDOWS, QWEN_PER_IMAGE, QWEN_VIT_BLOCK, Loads, Row, Sizes, VideoRow, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import (
     CHAT_TEMPLATE,
@@ -102,5 +102,12 @@ CONTRACTS = {
         # envoys/tiny/llava_onevision1_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64),
         # each after its CLS row in the blocks (68 rows), and 2x2 tokens each (16).
         video=VideoRow(tokens=16, stream=(1, 4 + 64, 32), grid=(4, 2, 2), tower=(1, 64, 32)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -23,7 +23,7 @@ from transformers import (
     PixtralProcessor,
 )
 
-from .contract import MISTRAL_ATTENTION, PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, packed, scatter
+from .contract import MISTRAL_ATTENTION, PIXTRAL_ATTENTION, PIXTRAL_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, blocks, packed, scatter, text_model
 from .mistral3 import mistral_tokenizer, pixtral_processor, pixtral_tower
 from .sizes import text_sizes
 
@@ -73,5 +73,11 @@ CONTRACTS = {
         projected=packed(16, 48),
         projector_reads=Reads("layer_output", block=-1),
         rules=(scatter("llava"), *PIXTRAL_ATTENTION, *MISTRAL_ATTENTION),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.patch_conv",
+            **blocks("vision.layers", "model.vision_tower.transformer.layers", PIXTRAL_BLOCK),
+            **text_model("model.language_model"),
+        },
     ),
 }

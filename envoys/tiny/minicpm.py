@@ -40,7 +40,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, ProcessorMixin
 
-from .contract import MINICPM_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import ENCODER_BLOCK, MINICPM_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -221,6 +221,18 @@ BUILDERS = {
 }
 
 
+#: The native names of every MiniCPM checkpoint here (Row.native): the tower's, the merger outside it, and the
+#: Qwen3.5 text model's (blocks 0 to 2 linear attention, block 3 full attention).
+NATIVE = {
+    "vision": "model.vision_tower", "projector": "model.merger", "vision.norm": "model.vision_tower.post_layernorm",
+    "vision.patch_embed": "model.vision_tower.embeddings.patch_embedding",
+    **blocks("vision.layers", "model.vision_tower.encoder.layers", ENCODER_BLOCK),
+    **text_model("model.language_model", {"mlp": "mlp", "input_layernorm": "input_layernorm",
+                                          "post_attention_layernorm": "post_attention_layernorm"}),
+    **{f"layers.{block}.linear_attn": f"model.language_model.layers.{block}.linear_attn" for block in (0, 1, 2)},
+    "layers.3.self_attn": "model.language_model.layers.3.self_attn",
+}
+
 #: What the contract suite expects of these checkpoints (`envoys.tiny.contract`), read off the builders' documented
 #: configurations above, never off the code under test.
 CONTRACTS = {
@@ -242,6 +254,7 @@ CONTRACTS = {
         pattern_unavailable=MINICPM_PER_IMAGE,
         text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
         rules=(scatter(name), f"{name}.vision-attention", "qwen3_5.gated-deltanet", *attention("qwen3_5", "Qwen3_5Attention")),
+        native={**NATIVE, "vision.vit_merger": "model.vision_tower.vit_merger"},
     ) for name, cls in (("minicpmv4_6", "MiniCPMV4_6"), ("minicpmv4_7", "MiniCPMV4_7"))},
     # envoys/tiny/minicpm.py, build_minicpm_ocr: the same tower downsampling 4x (no vit_merger): a 32x32 image is one
     # unit of 64 patches and 16 tokens; a 64x48 one a 24x32 source and 2x2 slices of 24x32 (5 units of 48 patches, 12
@@ -259,5 +272,6 @@ CONTRACTS = {
         text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
         rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", "qwen3_5.gated-deltanet",
                *attention("qwen3_5", "Qwen3_5Attention")),
+        native=NATIVE,
     ),
 }

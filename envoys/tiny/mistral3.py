@@ -26,7 +26,7 @@ from transformers import (
     PixtralVisionConfig,
 )
 
-from .contract import MISTRAL_ATTENTION, PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, flat, packed, scatter
+from .contract import MISTRAL_ATTENTION, PIXTRAL_ATTENTION, PIXTRAL_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, blocks, flat, packed, scatter, text_model
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -140,5 +140,11 @@ CONTRACTS = {
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
         rules=(scatter("mistral3"), *PIXTRAL_ATTENTION, *MISTRAL_ATTENTION),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.patch_conv",
+            **blocks("vision.layers", "model.vision_tower.transformer.layers", PIXTRAL_BLOCK),
+            **text_model("model.language_model"),
+        },
     ),
 }

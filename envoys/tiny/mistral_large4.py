@@ -29,7 +29,7 @@ from transformers import (
     PixtralProcessor,
 )
 
-from .contract import PIXTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import PIXTRAL_ATTENTION, PIXTRAL_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
 from .mistral3 import PATCH_SIZE, WRAPPER, mistral_tokenizer, pixtral_processor, pixtral_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -118,5 +118,11 @@ CONTRACTS = {
         rules=(scatter("mistral_large4"), *PIXTRAL_ATTENTION,
                *attention("mistral_large4", "MistralLarge4TextAttention"),
                router("mistral_large4", "MistralLarge4TextTopkRouter")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.patch_conv",
+            **blocks("vision.layers", "model.vision_tower.transformer.layers", PIXTRAL_BLOCK),
+            **text_model("model.language_model"),
+        },
     ),
 }

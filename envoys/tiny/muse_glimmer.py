@@ -21,7 +21,7 @@ from transformers import (
     MuseGlimmerVideoProcessor,
 )
 
-from .contract import MUSE_PER_IMAGE, SIGLIP, Loads, Row, Sizes, attention, flat, packed, scatter
+from .contract import MUSE_PER_IMAGE, QWEN_VIT_BLOCK, SIGLIP, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -151,5 +151,12 @@ CONTRACTS = {
         pattern_unavailable=MUSE_PER_IMAGE,
         rules=(scatter("muse_glimmer"), "muse_glimmer.vision-windows", "muse_glimmer.vision-attention",
                *attention("muse_glimmer", "MuseGlimmerTextAttention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.vision_projection",
+            "vision.norm": "model.vision_tower.ln_post",
+            **blocks("vision.layers", "model.vision_tower.layers", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("model.language_model", {**TEXT_BLOCK, "attention_output_norm": "post_attention_layernorm"}),
+        },
     ),
 }

@@ -54,7 +54,7 @@ from transformers import (
 )
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
-from .contract import RADIO_PER_IMAGE, SIGLIP, AudioRow, Loads, Row, Sizes, attention, flat, packed, router, scatter
+from .contract import RADIO_PER_IMAGE, SIGLIP, AudioRow, Loads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -250,5 +250,20 @@ CONTRACTS = {
                router("nemotron_h", "NemotronHTopkRouter"), *attention("parakeet", "ParakeetEncoderAttention")),
         # envoys/tiny/nemotron_h_omni.py: Parakeet, 101 mel frames subsampled 8x before the blocks: 13 frames and tokens.
         audio=AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
+        native={
+            "vision": "vision_model", "projector": "multi_modal_projector",
+            "vision.patch_embed": "vision_model.embeddings.patch_projection",
+            **blocks("vision.layers", "vision_model.encoder.layer", {"self_attn": "attention",
+                "self_attn.o_proj": "attention.o_proj", "input_layernorm": "norm1", "post_attention_layernorm": "norm2",
+                "mlp": "mlp", "mlp.up_proj": "mlp.fc1", "mlp.down_proj": "mlp.fc2"}),
+            **text_model("language_model.model", {}, norm="norm_f", embed_tokens="embeddings"),
+            "layers.2.self_attn": "language_model.model.layers.2.mixer",
+            "layers.1.mlp": "language_model.model.layers.1.mixer",
+            "layers.3.mlp": "language_model.model.layers.3.mixer",
+            "layers.2.input_layernorm": "language_model.model.layers.2.norm",
+            "layers.1.post_attention_layernorm": "language_model.model.layers.1.norm",
+            "layers.3.post_attention_layernorm": "language_model.model.layers.3.norm",
+            "lm_head": "language_model.lm_head",
+        },
     ),
 }

@@ -24,7 +24,7 @@ from transformers import (
     Ovis2VisionConfig,
 )
 
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, _text
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -116,5 +116,15 @@ CONTRACTS = {
         projector_reads=None,
         final_norm=True,
         rules=(scatter("ovis2"), *attention("ovis2", "Ovis2VisionAttention"), *attention("qwen2", "Qwen2Attention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.visual_embeddings_table",
+            "vision.norm": "model.vision_tower.transformer.rms_norm",
+            "vision.patch_embed": "model.vision_tower.transformer.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_tower.transformer.encoder.layers", {"self_attn": "attention",
+                "self_attn.o_proj": "attention.out_proj", "input_layernorm": "rms_norm1",
+                "post_attention_layernorm": "rms_norm2", "mlp": "ffn", "mlp.up_proj": "ffn.up_proj",
+                "mlp.down_proj": "ffn.down_proj"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

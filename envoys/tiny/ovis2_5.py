@@ -32,7 +32,22 @@ from transformers import (
     Ovis2_5VideoProcessor,
 )
 
-from .contract import OVIS2_5_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, scatter
+from .contract import (
+    ENCODER_BLOCK,
+    OVIS2_5_PER_IMAGE,
+    SIGLIP,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    VideoRow,
+    attention,
+    blocks,
+    flat,
+    packed,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -153,5 +168,11 @@ CONTRACTS = {
         # envoys/tiny/ovis2_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64, one window
         # each), 2x2 tokens each (16).
         video=VideoRow(tokens=16, stream=(1, 64, 32), grid=(4, 2, 2)),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.norm": "model.vision_tower.post_layernorm",
+            "vision.patch_embed": "model.vision_tower.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_tower.layers", ENCODER_BLOCK), **text_model("model.language_model"),
+        },
     ),
 }

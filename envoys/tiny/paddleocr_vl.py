@@ -32,7 +32,7 @@ from transformers import (
     ProcessorMixin,
 )
 
-from .contract import PACKED_SIGLIP_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import ENCODER_BLOCK, PACKED_SIGLIP_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -122,5 +122,12 @@ CONTRACTS = {
         final_norm=True,
         pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
         rules=(scatter("paddleocr_vl"), "paddleocr_vl.vision-attention", *attention("paddleocr_vl", "PaddleOCRAttention")),
+        native={
+            "vision": "model.visual", "projector": "model.projector",
+            "vision.norm": "model.visual.vision_model.post_layernorm",
+            "vision.patch_embed": "model.visual.vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.visual.vision_model.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.language_model"),
+        },
     ),
 }

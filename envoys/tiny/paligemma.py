@@ -25,7 +25,7 @@ from transformers import (
 from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
 from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
 
-from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, attention, batched, encoder_tower, scatter, text_model
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -159,6 +159,10 @@ CONTRACTS = {
         projector_reads=Reads("tower_output"),
         final_norm=True,
         rules=(scatter("paligemma"), *SIGLIP_ATTENTION, *attention("gemma", "GemmaAttention")),
+        native={
+            **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
     # envoys/tiny/paligemma.py, build_paligemma2: build_paligemma's tower, projector and processor; Gemma 2 text.
     "paligemma-2": Row(
@@ -170,5 +174,9 @@ CONTRACTS = {
         projector_reads=Reads("tower_output"),
         final_norm=True,
         rules=(scatter("paligemma"), *SIGLIP_ATTENTION, *attention("gemma2", "Gemma2Attention")),
+        native={
+            **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -17,7 +17,7 @@ from transformers import GotOcr2ForConditionalGeneration, PPChart2TableConfig, P
 from transformers.models.pp_chart2table.configuration_pp_chart2table import PPChart2TableVisionConfig
 from transformers.models.pp_chart2table.image_processing_pp_chart2table import PPChart2TableImageProcessor
 
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .got_ocr2 import PATCH_SIZE, ocr_template, ocr_tokenizer, randomise_positions, sam_tower
 from .llava import qwen2_text
 
@@ -66,5 +66,14 @@ CONTRACTS = {
         pattern_rows={0: (18, 196)},
         rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
                *attention("qwen2", "Qwen2Attention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.patch_embed",
+            **blocks("vision.layers", "model.vision_tower.layers", {"self_attn": "attn",
+                "self_attn.o_proj": "attn.proj", "input_layernorm": "layer_norm1",
+                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.lin1",
+                "mlp.down_proj": "mlp.lin2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -26,7 +26,7 @@ from transformers import (
 )
 
 from .aya_vision import DOWNSAMPLE, TOKENS_PER_TILE, gotocr2_tiles
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, scatter
+from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .internvl import IMAGE_TOKENS, internvit, internvl_tokenizer, randomise_internvit
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -88,5 +88,14 @@ CONTRACTS = {
         prefix=1,
         rules=(scatter("qianfan_ocr"), *attention("qianfan_ocr", "QianfanOCRVisionAttention"),
                *attention("qwen3", "Qwen3Attention")),
+        native={
+            "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_tower.embeddings.patch_embeddings.projection",
+            **blocks("vision.layers", "model.vision_tower.layers", {"self_attn": "attention",
+                "self_attn.o_proj": "attention.projection_layer", "input_layernorm": "layernorm_before",
+                "post_attention_layernorm": "layernorm_after", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

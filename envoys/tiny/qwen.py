@@ -34,7 +34,23 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, scatter
+from .contract import (
+    NO_WINDOWS,
+    QWEN_PER_IMAGE,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    VideoRow,
+    attention,
+    blocks,
+    flat,
+    packed,
+    scatter,
+    text_model,
+)
 from .rope import rope
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, as_the_processor_takes, byte_level_tokenizer, word_level_tokenizer
@@ -356,6 +372,13 @@ CONTRACTS = {
         # envoys/tiny/qwen.py: patch 8, temporal patch 2, merge 2x2: 4 frames are 2 temporal units of 4x4 patches
         # (32 patches, packed) and 2x2 tokens each (8).
         video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.fc1",
+                "mlp.down_proj": "mlp.fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
     # envoys/tiny/qwen.py: patch 4: 32x32 is 64 patches and 16 tokens, 48x64 is 192 and 48; the blocks and the merger
     # run in window order, restored after the merger, so image_features is not the merger's output as it is.
@@ -372,6 +395,13 @@ CONTRACTS = {
                *attention("qwen2_5_vl", "Qwen2_5_VLAttention")),
         # patch 4: 2 units of 8x8 patches (128) and 4x4 tokens (32).
         video=VideoRow(tokens=32, stream=(1, 128, 32), grid=(2, 4, 4)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.up_proj",
+                "mlp.down_proj": "mlp.down_proj"}),
+            **text_model("model.language_model"),
+        },
     ),
     # envoys/tiny/qwen.py: 3 blocks, patch 8; DeepStack taps after text blocks 0 and 1 of 4.
     "qwen3_vl": Row(
@@ -388,6 +418,12 @@ CONTRACTS = {
         rules=(scatter("qwen3_vl"), "qwen3_vl.vision-attention", "qwen3_vl.deepstack",
                *attention("qwen3_vl", "Qwen3VLTextAttention")),
         video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
     # envoys/tiny/qwen.py: Qwen3-VL's tower without DeepStack, 2 blocks, patch 8; text blocks linear, linear, linear,
     # full attention.
@@ -404,5 +440,16 @@ CONTRACTS = {
         rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
                *attention("qwen3_5", "Qwen3_5Attention")),
         video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
+            **text_model("model.language_model", {"mlp": "mlp", "input_layernorm": "input_layernorm",
+                "post_attention_layernorm": "post_attention_layernorm"}),
+            "layers.3.self_attn": "model.language_model.layers.3.self_attn",
+            "layers.0.linear_attn": "model.language_model.layers.0.linear_attn",
+            "layers.1.linear_attn": "model.language_model.layers.1.linear_attn",
+            "layers.2.linear_attn": "model.language_model.layers.2.linear_attn",
+        },
     ),
 }

@@ -37,7 +37,23 @@ from transformers import (
     WhisperFeatureExtractor,
 )
 
-from .contract import QWEN_PER_IMAGE, SIGLIP, AudioRow, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, scatter
+from .contract import (
+    QWEN_PER_IMAGE,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    AudioRow,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    VideoRow,
+    attention,
+    blocks,
+    flat,
+    packed,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .qwen import MERGE, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, _image_processor, _pixels, _text, _video_processor
 from .rope import rope
@@ -200,5 +216,12 @@ CONTRACTS = {
         # envoys/tiny/qwen2_5_omni_thinker.py: 100 frames of the clip, a stride-2 convolution before the blocks (50 rows,
         # the clip's chunks packed in one row), average-pooled 2x after them, then projected: 25 tokens.
         audio=AudioRow(tokens=25, stream=(1, 50, 32), output=(1, 25, 32)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.up_proj": "mlp.up_proj",
+                "mlp.down_proj": "mlp.down_proj"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -14,7 +14,24 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, Qwen3VLProcessor
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, router, scatter
+from .contract import (
+    NO_WINDOWS,
+    QWEN_PER_IMAGE,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    VideoRow,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .qwen import _qwen3_processor, _qwen3_vision, _text, _token_ids, _tokenizer
 from .rope import rope
@@ -99,5 +116,15 @@ CONTRACTS = {
         rules=(scatter("qwen3_5_moe"), "qwen3_5_moe.vision-attention", "qwen3_5_moe.gated-deltanet",
                *attention("qwen3_5_moe", "Qwen3_5MoeAttention"), router("qwen3_5_moe", "Qwen3_5MoeTopKRouter")),
         video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
+            **text_model("model.language_model", {"mlp": "mlp", "input_layernorm": "input_layernorm",
+                "post_attention_layernorm": "post_attention_layernorm"}),
+            "layers.1.self_attn": "model.language_model.layers.1.self_attn",
+            "layers.0.linear_attn": "model.language_model.layers.0.linear_attn",
+            "layers.1.mlp.shared_expert_gate": "model.language_model.layers.1.mlp.shared_expert_gate",
+        },
     ),
 }

@@ -24,7 +24,25 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3OmniMoeProcessor, Qwen3OmniMoeThinkerConfig, Qwen3OmniMoeThinkerForConditionalGeneration
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, AudioRow, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, router, scatter
+from .contract import (
+    NO_WINDOWS,
+    QWEN_PER_IMAGE,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    AudioRow,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    VideoRow,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .qwen import HALF, _qwen3_vision, _text
 from .qwen2_5_omni_thinker import audio_config, omni_processor, omni_template, omni_tokenizer
@@ -128,5 +146,11 @@ CONTRACTS = {
         video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
         # envoys/tiny/qwen3_omni_moe_thinker.py: three stride-2 convolutions before the blocks: 13 rows and tokens.
         audio=AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -11,7 +11,24 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, Qwen3VLProcessor
 
-from .contract import NO_WINDOWS, QWEN_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, attention, flat, packed, router, scatter
+from .contract import (
+    NO_WINDOWS,
+    QWEN_PER_IMAGE,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    VideoRow,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .qwen import _qwen3_processor, _qwen3_vision, _text, _token_ids, _tokenizer
 from .rope import rope
@@ -88,5 +105,11 @@ CONTRACTS = {
         rules=(scatter("qwen3_vl_moe"), "qwen3_vl_moe.vision-attention", "qwen3_vl_moe.deepstack",
                *attention("qwen3_vl_moe", "Qwen3VLMoeTextAttention"), router("qwen3_vl_moe", "Qwen3VLMoeTextTopKRouter")),
         video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
+        native={
+            "vision": "model.visual", "projector": "model.visual.merger",
+            "vision.patch_embed": "model.visual.patch_embed",
+            **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
+            **text_model("model.language_model"), "layers.0.mlp.gate": "model.language_model.layers.0.mlp.gate",
+        },
     ),
 }

@@ -34,7 +34,7 @@ from transformers import (
     VideoLlama3VideoProcessor,
 )
 
-from .contract import PACKED_SIGLIP_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, flat, packed, scatter
+from .contract import ENCODER_BLOCK, PACKED_SIGLIP_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -116,5 +116,12 @@ CONTRACTS = {
         final_norm=True,
         pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
         rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
+        native={
+            "vision": "model.vision_model", "projector": "model.projector",
+            "vision.norm": "model.vision_model.post_layernorm",
+            "vision.patch_embed": "model.vision_model.embeddings.patch_embedding",
+            **blocks("vision.layers", "model.vision_model.encoder.layers", ENCODER_BLOCK),
+            **text_model("model.language_model"),
+        },
     ),
 }

@@ -18,7 +18,7 @@ from transformers import (
     VideoLlavaVideoProcessor,
 )
 
-from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, batched, scatter
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, VideoRow, batched, encoder_tower, scatter, text_model
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, PATCH_SIZE, VICUNA_TEMPLATE, clip_tower, vicuna_tokenizer
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -91,5 +91,9 @@ CONTRACTS = {
         # envoys/tiny/video_llava.py: the video tower (CLIP, patch 8) on every frame, CLS kept: 17 tokens a frame, the
         # CLS on no grid cell.
         video=VideoRow(tokens=68, stream=(4, 17, 32), grid=(4, 4, 4)),
+        native={
+            **encoder_tower("model.image_tower", norm=False), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"), "video": "model.video_tower",
+        },
     ),
 }

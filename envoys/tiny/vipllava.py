@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from transformers import LlamaConfig, LlavaProcessor, VipLlavaConfig, VipLlavaForConditionalGeneration
 
-from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, batched, scatter
+from .contract import CLIP_ATTENTION, LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, batched, encoder_tower, scatter, text_model
 from .llava import IMAGE_TOKENS, clip_processor, clip_tower, vicuna_tokenizer
 from .sizes import text_sizes
 
@@ -64,5 +64,9 @@ CONTRACTS = {
         projector_reads=None,
         prefix=1,
         rules=(scatter("vipllava"), *CLIP_ATTENTION, *LLAMA_ATTENTION),
+        native={
+            **encoder_tower("model.vision_tower", norm=False), "projector": "model.multi_modal_projector",
+            **text_model("model.language_model"),
+        },
     ),
 }
