@@ -73,7 +73,7 @@ class Media:
 
     served: tuple[str, ...] = ("image",)
     #: why a medium the host scatters is not served on this family, where that is not just "not yet": medium -> why
-    withheld: Mapping[str, str] = field(default_factory=dict)
+    not_served: Mapping[str, str] = field(default_factory=dict)
     #: the path from the root of a tower that runs on the videos alone (Video-LLaVA's ``model.video_tower``), or None:
     #: the image tower runs on the videos too, once for the images and once for the videos
     video_tower: str | None = None
@@ -146,7 +146,7 @@ class Family:
     grid_layout: GridLayout | None = None  #: where each image's rows are, for ``vision.patch_grid`` / ``token_grid``
     #: why an envoy of the tower's classes is not served, or None: a module of a served class that no image runs
     #: through (Video-LLaVA's video tower, a second CLIP tower), whose values are then all `Unavailable`
-    unserved: Callable[[Any], str | None] = field(default=lambda envoy: None)
+    not_served: Callable[[Any], str | None] = field(default=lambda envoy: None)
     media: Media = Media()  #: what it serves beside the images
     batching: Batching = Batching()  #: how its invokes share a batch
     quirks: Quirks = Quirks()  #: how its root loads, runs and generates

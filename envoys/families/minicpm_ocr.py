@@ -36,5 +36,5 @@ ENVOYS = {
     MiniCPMOcrVisionMLP: PackedVisionMlp,
 }
 
-FAMILY = Family("minicpm_ocr", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
+FAMILY = Family("minicpm_ocr", RENAME, ENVOYS, TEXT_LAYERS, not_served=vit_merger_skipped,
                 grid_layout=MINICPM_GRIDS, batching=MINICPM_BATCHING)

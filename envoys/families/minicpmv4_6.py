@@ -42,5 +42,5 @@ ENVOYS = {
     Qwen3_5GatedDeltaNet: GatedDeltaNet,
 }
 
-FAMILY = Family("minicpmv4_6", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
+FAMILY = Family("minicpmv4_6", RENAME, ENVOYS, TEXT_LAYERS, not_served=vit_merger_skipped,
                 grid_layout=MINICPM_GRIDS, batching=MINICPM_BATCHING)

@@ -37,5 +37,5 @@ ENVOYS = {
     MiniCPMV4_7VisionMLP: PackedVisionMlp,
 }
 
-FAMILY = Family("minicpmv4_7", RENAME, ENVOYS, TEXT_LAYERS, unserved=vit_merger_skipped,
+FAMILY = Family("minicpmv4_7", RENAME, ENVOYS, TEXT_LAYERS, not_served=vit_merger_skipped,
                 grid_layout=MINICPM_GRIDS, batching=MINICPM_BATCHING)

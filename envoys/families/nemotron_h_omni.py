@@ -158,5 +158,5 @@ GRIDS = RadioGrids(merge_of=lambda config: round(1 / config.downsample_ratio))
 FAMILY = Family(
     "nemotron_h_omni", RENAME, ENVOYS, "language_model.model.layers",
     scatter=ROOT_SCATTER, extra_rename=plain_mlp_blocks, text_model_types=("nemotron_h",), grid_layout=GRIDS,
-    media=Media(("image", "audio"), withheld={"video": VIDEO_AS_IMAGES}),
+    media=Media(("image", "audio"), not_served={"video": VIDEO_AS_IMAGES}),
 )

@@ -121,7 +121,7 @@ class MiniCPMVision(PackedVision):
 def vit_merger_skipped(envoy: Any) -> str | None:
     """Why ``envoy`` is not served: it is in the tower's ``vit_merger`` (its attention, keyed by class, is the blocks'
     kind) on a model that downsamples 4x, whose tower's forward skips the ``vit_merger``; None elsewhere (`Family`'s
-    ``unserved``)."""
+    ``not_served``)."""
     if "vit_merger" not in envoy.path.split(".") or envoy.root.config.downsample_mode != "4x":
         return None
     return ("this is the tower's vit_merger, which the tower's forward skips on a model that downsamples 4x "

@@ -135,8 +135,8 @@ def not_served(root: Any, medium: str) -> str | None:
         return "this model's family names no module that scatters features into the text stream"
     if medium in family.media:
         return None
-    if medium in family.media.withheld:
-        return f"{family.model_type}'s {medium} is not served: {family.media.withheld[medium]}"
+    if medium in family.media.not_served:
+        return f"{family.model_type}'s {medium} is not served: {family.media.not_served[medium]}"
     host, scatter = scatter_host(root)[0], family.scatter
     if medium in scatter.media and missing_site(host, scatter.site_of(medium)) is None:
         return (

@@ -126,7 +126,7 @@ def never_an_image(envoy: Any) -> str | None:
     """Why no image reaches the model ``envoy`` belongs to, or ``envoy`` itself, in any forward, or None.
 
     ``envoy`` itself: a module the tower's envoys reach by its class that no
-    image runs through, which its family does not serve (`Family.unserved`).
+    image runs through, which its family does not serve (`Family.not_served`).
     """
     root = envoy.root
     if getattr(root, "processor", None) is None:
@@ -134,7 +134,7 @@ def never_an_image(envoy: Any) -> str | None:
     if scatter_host(root) is None:
         return "this model's family names no module that scatters the image features into the text stream"
     family = getattr(root, "family", None)
-    return family.unserved(envoy) if family is not None else None
+    return family.not_served(envoy) if family is not None else None
 
 
 def no_patch_embed(vision: Any) -> str | None:
