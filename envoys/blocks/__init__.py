@@ -1,1 +1,2 @@
-"""Kinds of block: sandwich norms, hybrid mixers, DeltaNet, mixture-of-experts, indexers, DeepStack."""
+"""Kinds of block: sandwich norms (GLM-4's too), parallel blocks, OPT's, hybrid mixers, DeltaNet, mixture-of-experts, indexers,
+DeepStack."""

@@ -22,7 +22,8 @@ each grid tile, ``TILE_GLOBAL`` and the thumbnail's, ``<|END_OF_IMG|>``
 
 from __future__ import annotations
 
-from ..towers.cohere import SCATTER, TEXT_ENVOYS, TOWER_ENVOYS, AyaGrids
+from ..blocks.parallel import COHERE2_ENVOYS
+from ..towers.cohere import SCATTER, TOWER_ENVOYS, AyaGrids
 from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
 from ..towers.feature_layers import with_feature_layer_gradients
 from . import Family
@@ -30,6 +31,6 @@ from . import Family
 RENAME = dict(SIGLIP_WRAPPER_RENAME)
 
 #: The projector reads hidden_states[vision_feature_layer]: tower_output (after post_layernorm) has no gradient.
-ENVOYS = {**with_feature_layer_gradients(TOWER_ENVOYS), **TEXT_ENVOYS}
+ENVOYS = {**with_feature_layer_gradients(TOWER_ENVOYS), **COHERE2_ENVOYS}
 
 FAMILY = Family("aya_vision", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER, grid_layout=AyaGrids())

@@ -17,7 +17,7 @@ block's ``self_attn_layer_norm`` is its ``input_layernorm``, its attention's
 ``out_proj`` its ``o_proj``. OPT's block runs its MLP inline (``fc1``, the
 activation, ``fc2`` on the tokens flattened to ``[batch * seq, hidden_size]``,
 no MLP module), so ``mlp_output`` is Unavailable on every block with the
-reason (`envoys.towers.qformer.OptLayer`). OPT adds learned position embeddings
+reason (`envoys.blocks.opt.OptLayer`). OPT adds learned position embeddings
 (``embed_positions``) to the embeddings before its first block, so
 ``layers[0].input[image_token_mask] == image_features +
 embed_positions.output[image_token_mask]``: the image rows the text model's
@@ -43,7 +43,8 @@ from transformers.models.opt.modeling_opt import OPTDecoderLayer
 
 from rewrites.image_scatter import Scatter
 
-from ..towers.qformer import BLIP_RENAME, BlipGrids, OptLayer, blip_quirks
+from ..blocks.opt import OptLayer
+from ..towers.qformer import BLIP_RENAME, BlipGrids, blip_quirks
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from . import Batching, Family
 

@@ -17,13 +17,14 @@ last, then ``<|END_OF_IMG|>`` (`envoys.towers.cohere.Cohere2VisionGrids`).
 
 from __future__ import annotations
 
-from ..towers.cohere import SCATTER, TEXT_ENVOYS, TOWER_ENVOYS, Cohere2VisionGrids
+from ..blocks.parallel import COHERE2_ENVOYS
+from ..towers.cohere import SCATTER, TOWER_ENVOYS, Cohere2VisionGrids
 from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
 from . import Family
 
 RENAME = dict(SIGLIP_WRAPPER_RENAME)
 
-ENVOYS = {**TOWER_ENVOYS, **TEXT_ENVOYS}
+ENVOYS = {**TOWER_ENVOYS, **COHERE2_ENVOYS}
 
 FAMILY = Family("cohere2_vision", RENAME, ENVOYS, "model.language_model.layers", scatter=SCATTER,
                 grid_layout=Cohere2VisionGrids())

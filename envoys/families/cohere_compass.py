@@ -47,7 +47,7 @@ from transformers.models.cohere_compass.modeling_cohere_compass import (
 )
 
 from ..blocks.deepstack import DeepstackLayer
-from ..towers.cohere import ParallelLayer
+from ..blocks.parallel import ParallelLayer
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family

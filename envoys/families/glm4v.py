@@ -24,7 +24,8 @@ from transformers.models.glm4v.modeling_glm4v import (
     Glm4vVisionModel,
 )
 
-from ..towers.glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
+from ..blocks.glm import GlmAttention, GlmLayer, GlmMlp
+from ..towers.glm import GLM_RENAME, GlmVision, GlmVisionAttention
 from ..towers.qwen import QWEN_GRIDS
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family

@@ -25,7 +25,8 @@ from transformers.models.glm_ocr.modeling_glm_ocr import (
     GlmOcrVisionModel,
 )
 
-from ..towers.glm import GLM_RENAME, GlmAttention, GlmLayer, GlmMlp, GlmVision, GlmVisionAttention
+from ..blocks.glm import GlmAttention, GlmLayer, GlmMlp
+from ..towers.glm import GLM_RENAME, GlmVision, GlmVisionAttention
 from ..towers.qwen import QWEN_GRIDS
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family

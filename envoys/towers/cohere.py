@@ -30,10 +30,7 @@ raster order of its blocks. The patch at row ``r``, column ``c`` of a tile
 reaches only the token of block ``(r // downsample_factor, c //
 downsample_factor)`` of that tile.
 
-The text model is Cohere 2: parallel blocks (`ParallelLayer`: the attention
-and the MLP both read the one ``input_layernorm``'s output, and the block adds
-both to its input), sliding-window layers with rotary position embeddings and
-global layers without (`CohereAttention`), a LayerNorm without bias.
+The text model is Cohere 2, whose parallel blocks are `envoys.blocks.parallel`'s.
 """
 
 from __future__ import annotations
@@ -42,7 +39,6 @@ import importlib
 import re
 from typing import Any
 
-from transformers.models.cohere2.modeling_cohere2 import Cohere2Attention, Cohere2DecoderLayer
 from transformers.models.siglip.modeling_siglip import (
     SiglipAttention,
     SiglipEncoderLayer,
@@ -52,10 +48,8 @@ from transformers.models.siglip.modeling_siglip import (
 
 from rewrites.image_scatter import Scatter
 
-from ..core.standard import child
 from ..core.values import Unavailable
 from ..image.grids import GridError, ImageInputs, TiledImage, TiledLayout, TokenRun
-from ..text.blocks import Attention, Layer
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 
 
@@ -92,35 +86,6 @@ class ShuffleVision(Vision):
 TOWER_ENVOYS = {SiglipVisionModel: ShuffleVision, SiglipEncoderLayer: VisionLayer, SiglipAttention: VisionAttention,
                 SiglipMLP: VisionMlp}
 
-
-class ParallelLayer(Layer):
-    """A Cohere 2 text block, parallel: the attention and the MLP read the same normed input.
-
-    ``hidden = input_layernorm(layer_input)``, then ``layer_output =
-    layer_input + self_attn(hidden) + mlp(hidden)``, so ``layer_input +
-    attention_output + mlp_output == layer_output`` holds as on a sequential
-    block (the MLP does not see the attention's output). The block has one
-    norm: ``post_attention_layernorm`` answers as ``input_layernorm``, since
-    what the MLP receives is that norm's output.
-    """
-
-    @property
-    def post_attention_layernorm(self) -> Any:
-        """The norm whose output the MLP receives: this block's one norm, ``input_layernorm``."""
-        return child(self, "input_layernorm")
-
-
-class CohereAttention(Attention):
-    """A Cohere 2 text block's attention: the interior at the kernel call, causal, sliding-window or global.
-
-    On a sliding layer (``layer_types``) the queries and keys carry rotary
-    position embeddings and no query sees a key ``sliding_window`` or more
-    positions before it; a global layer applies no position embedding at all,
-    so its queries and keys are the projections as they are.
-    """
-
-
-TEXT_ENVOYS = {Cohere2DecoderLayer: ParallelLayer, Cohere2Attention: CohereAttention}
 
 #: The host flattens the projector's tile grids to [tiles, tokens, hidden] before it scatters them.
 SCATTER = Scatter(purpose="pixel-shuffled tiles, [tiles, tokens, hidden], scattered into the embeddings")

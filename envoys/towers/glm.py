@@ -28,22 +28,16 @@ Where it differs from the Qwen ViT, and what `GlmVision` serves:
   merge block in merge-block order, which is the order of the image tokens,
   so ``projector.output`` is ``image_features`` as it is.
 
-The text model's blocks (GLM-4's) norm each sublayer's output before it joins
-the stream: ``post_self_attn_layernorm`` after the attention and
-``post_mlp_layernorm`` after the MLP, while ``post_attention_layernorm`` is,
-as on a plain block, the MLP's pre-norm. `GlmLayer` serves the block's
-``attention_output`` and ``mlp_output`` at those post-norms (`envoys.blocks.sandwich`),
-so ``layer_input + attention_output + mlp_output == layer_output`` holds.
+The text model's blocks are GLM-4's (`envoys.blocks.glm`).
 """
 
 from __future__ import annotations
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
-from ..blocks.sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
-from ..core.layouts import Hidden, PackedPatches
+from ..core.layouts import PackedPatches
 from ..core.standard import child
-from ..text.blocks import Attention, Layer, Mlp, value
+from ..text.blocks import value
 from ..vision.tower import as_patches, from_patches, no_images
 from .per_image import per_image_pattern
 from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
@@ -55,12 +49,6 @@ PER_IMAGE = (
     "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the processor's "
     "image_grid_thw"
 )
-
-#: The native names of GLM-4's norms after the attention and after the MLP (``post_attention_layernorm`` is the MLP's
-#: pre-norm, as on a plain block).
-ATTENTION_POST_NORM = "post_self_attn_layernorm"
-MLP_POST_NORM = "post_mlp_layernorm"
-
 
 class GlmVisionAttention(QwenVisionAttention):
     """The GLM ViT's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image.
@@ -112,35 +100,8 @@ class GlmVision(QwenVision):
         return self._module.blocks[0].mlp.gate_proj.out_features
 
 
-class GlmLayer(SandwichNorms, Layer):
-    """A GLM-4 text block: ``layer_input + attention_output + mlp_output == layer_output``, each ``[batch, seq,
-    hidden_size]``, where ``attention_output`` is ``post_self_attn_layernorm``'s output and ``mlp_output`` is
-    ``post_mlp_layernorm``'s (``attention_output_norm`` and ``mlp_output_norm``); ``post_attention_layernorm`` is the
-    MLP's pre-norm, as on a plain block."""
-
-    attention_post_norm = ATTENTION_POST_NORM
-    mlp_post_norm = MLP_POST_NORM
-
-    layer_input, attention_output, mlp_output, layer_output = sandwich_stream_values(
-        Hidden, attention_norm=ATTENTION_POST_NORM, mlp_norm=MLP_POST_NORM)
-
-
-class GlmAttention(Attention):
-    """A GLM-4 block's attention: ``attention_output`` is what it adds to the stream, after
-    ``post_self_attn_layernorm``; the interior is `Attention`'s."""
-
-    attention_output = post_norm_output("attention_output", Hidden, "attention", ATTENTION_POST_NORM)
-
-
-class GlmMlp(Mlp):
-    """A GLM-4 block's MLP (``gate_up_proj`` fused): ``mlp_output`` is what it adds to the stream, after
-    ``post_mlp_layernorm``."""
-
-    mlp_output = post_norm_output("mlp_output", Hidden, "MLP", MLP_POST_NORM)
-
-
 #: The native names of the GLM ViT and GLM-4 text model under the standard ones, shared by the four families: the Qwen
 #: ViT's, and the tower's final norm.
 GLM_RENAME = {**QWEN_VIT_RENAME, "post_layernorm": "norm"}
 
-__all__ = ["GLM_RENAME", "PER_IMAGE", "GlmAttention", "GlmLayer", "GlmMlp", "GlmVision", "GlmVisionAttention"]
+__all__ = ["GLM_RENAME", "PER_IMAGE", "GlmVision", "GlmVisionAttention"]

@@ -79,11 +79,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.layouts import Hidden
 from ..core.values import Unavailable
 from ..families import Quirks
 from ..image.grids import Grid, ImageInputs, check_image
-from ..text.blocks import Layer, value
 from .fixed_tower import TileRows
 
 #: The tower's, the language projection's and the block's names, shared by both families; the text model's are
@@ -134,22 +132,6 @@ def encoder_decoder_text(config: dict[str, Any]) -> str | None:
         f"image_features has nothing to hold on); only checkpoints with a decoder-only text model "
         f"(OPT, Llama / Vicuna) are served"
     )
-
-
-def no_inline_mlp(block: Any) -> str:
-    return (
-        "OPT's block has no MLP module: it runs final_layer_norm, fc1, the activation and fc2 inline, on the tokens "
-        "flattened to [batch * seq, hidden_size], so no module's output is what the MLP adds in the stream's shape; "
-        "read layers[i].fc2.output and view it as [batch, seq, hidden_size]"
-    )
-
-
-class OptLayer(Layer):
-    """An OPT text block (BLIP-2's): ``layer_input``, ``attention_output`` and ``layer_output`` as on any block;
-    ``mlp_output`` is Unavailable, the MLP being inline (`no_inline_mlp`)."""
-
-    mlp_output = value("mlp_output", Hidden, "what the MLP adds to the stream",
-                       lambda block: f"{block.path}.fc2.output", None, no_inline_mlp)
 
 
 class BlipGrids:
