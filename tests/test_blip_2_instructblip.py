@@ -39,21 +39,6 @@ def prompts(model, count=2):
     return image_prompts(model.processor, count, "What is in the picture?")
 
 
-def test_the_standard_names_reach_the_roots_tower_projection_and_text_model(model):
-    root = model._module
-    text = root.language_model.model
-    text = getattr(text, "decoder", text)  # OPT's blocks are in its decoder
-    assert model.vision._module is root.vision_model and model.projector._module is root.language_projection
-    assert [layer._module for layer in model.vision.layers] == list(root.vision_model.encoder.layers)
-    assert model.vision.norm._module is root.vision_model.post_layernorm
-    assert model.vision.patch_embed._module is root.vision_model.embeddings.patch_embedding
-    assert [layer._module for layer in model.layers] == list(text.layers)
-    assert model.embed_tokens._module is text.embed_tokens
-    assert model.norm._module is getattr(text, "final_layer_norm", None) or text.norm
-    assert model.lm_head._module is root.language_model.lm_head
-    assert model.vision.layers[0].self_attn.o_proj._module is root.vision_model.encoder.layers[0].self_attn.projection
-
-
 def test_the_root_is_the_host_and_its_scatter_is_labelled_as_nnsight_labels_it(model):
     name = model.config.model_type
     assert model.family.root_scatter == SITES[name]

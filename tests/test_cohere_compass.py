@@ -37,13 +37,9 @@ def prompt(model) -> str:
     return chat_prompt(model.processor, len(IMAGES), "What is in the picture?")
 
 
-def test_the_names_are_cohere_compass_modules(model):
-    inner = model._module.model
-    assert model.vision._module is inner.visual and model.projector._module is inner.visual.merger
-    assert type(inner.visual).__name__ == "CohereCompassVisionModel"
+def test_the_modules_are_cohere_compass_classes(model):
+    assert type(model.vision._module).__name__ == "CohereCompassVisionModel"
     assert [type(block._module).__name__ for block in model.layers] == ["CohereCompassDecoderLayer"] * 2
-    assert model.layers[0].post_attention_layernorm._module is inner.language_model.layers[0].input_layernorm
-    assert model.vision.layers[0].self_attn.o_proj._module is inner.visual.blocks[0].attn.proj
 
 
 def test_the_tower_attends_per_image_at_cu_seqlens(model):

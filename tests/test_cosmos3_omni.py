@@ -42,8 +42,6 @@ def test_its_host_is_its_own_and_everything_else_is_qwen3_vls(model):
     inner = model._module.model
     assert type(inner) is Cosmos3OmniModel and type(model.processor).__name__ == "Qwen3VLProcessor"
     assert type(inner.visual) is Qwen3VLVisionModel and type(inner.language_model) is Qwen3VLTextModel
-    assert model.vision._module is inner.visual and model.projector._module is inner.visual.merger
-    assert [layer._module for layer in model.layers] == list(inner.language_model.layers)
     assert cosmos3_omni.RENAME is qwen3_vl.RENAME and cosmos3_omni.ENVOYS is qwen3_vl.ENVOYS
     assert list(installed(inner)) == ["cosmos3_omni.image-scatter"]  # its host's forward: a rule of its own
     assert list(installed(inner.language_model)) == ["qwen3_vl.deepstack"]

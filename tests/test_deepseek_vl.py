@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tower_body import tower_body
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image, patch_coloured_image
@@ -29,18 +28,6 @@ def model(tiny_checkpoint):
 
 def prompt(model, count=2):
     return chat_prompt(model.processor, count, "What is in the picture?")
-
-
-def test_the_standard_names_reach_the_inner_models_tower_aligner_and_text_model(model):
-    host = model._module.model
-    body = tower_body(host.vision_model)
-    assert model.vision._module is host.vision_model and model.projector._module is host.aligner
-    assert [layer._module for layer in model.vision.layers] == list(body.encoder.layers)
-    assert model.vision.norm._module is body.post_layernorm
-    assert model.vision.patch_embed._module is body.embeddings.patch_embedding
-    assert [layer._module for layer in model.layers] == list(host.language_model.layers)
-    assert model.embed_tokens._module is host.language_model.embed_tokens
-    assert model.norm._module is host.language_model.norm
 
 
 def test_the_aligner_projects_each_patch_of_the_normed_tower_output_to_one_image_token(model):

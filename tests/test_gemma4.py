@@ -79,16 +79,11 @@ def fixed_rows(model) -> int:
 # -- loading ---------------------------------------------------------------------------------------
 
 
-def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
+def test_loads_with_its_stock_processor_beside_its_audio_tower(model):
     native = model._module.model
     assert type(model.processor).__name__ == "Gemma4Processor"
     assert type(model.processor.image_processor).__name__ == "Gemma4ImageProcessor"
     assert type(native.audio_tower).__name__ == "Gemma4AudioModel"  # the builder's audio tower, beside the vision tower
-    assert model.vision._module is native.vision_tower and model.projector._module is native.embed_vision
-    assert [layer._module for layer in model.vision.layers] == list(native.vision_tower.encoder.layers)
-    assert model.vision.patch_embed._module is native.vision_tower.patch_embedder
-    assert [layer._module for layer in model.layers] == list(native.language_model.layers)
-    assert model.embed_tokens._module is native.language_model.embed_tokens
     tokenizer = model.processor.tokenizer
     for name in ("boa_token", "eoa_token", "audio_token", "boi_token", "eoi_token"):
         assert getattr(tokenizer, name) in tokenizer.get_vocab(), name

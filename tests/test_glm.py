@@ -54,23 +54,6 @@ def patches_per_image(model, images) -> list[int]:
 # -- names -----------------------------------------------------------------------------------------
 
 
-def test_the_standard_names_reach_the_native_modules(model):
-    visual = model._module.model.visual
-    assert model.vision._module is visual and model.projector._module is visual.merger
-    assert model.vision.norm._module is visual.post_layernorm  # the tower's final norm
-    block, first = model.vision.layers[0], visual.blocks[0]
-    assert [layer._module for layer in model.vision.layers] == list(visual.blocks)
-    assert block.self_attn._module is first.attn and block.self_attn.o_proj._module is first.attn.proj
-    assert block.input_layernorm._module is first.norm1 and block.post_attention_layernorm._module is first.norm2
-    assert block.mlp.down_proj._module is first.mlp.down_proj
-    text = model._module.model.language_model
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
-    layer, native = model.layers[0], text.layers[0]
-    assert layer.post_attention_layernorm._module is native.post_attention_layernorm  # the MLP's pre-norm
-    assert layer.attention_output_norm._module is native.post_self_attn_layernorm
-    assert layer.mlp_output_norm._module is native.post_mlp_layernorm
-
-
 def test_glm46v_and_glmga_run_glm4v_s_tower_and_text_under_glm46v_s_host(load):
     for name in ("glm46v", "glmga"):
         model = load(name)

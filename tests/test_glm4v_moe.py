@@ -42,17 +42,13 @@ def model(tiny_checkpoint) -> StandardizedTransformer:
                                    attn_implementation="eager")
 
 
-def test_the_names_are_the_copys_modules_and_the_text_blocks_are_plain(model):
+def test_the_modules_are_the_copys_and_the_text_blocks_are_plain(model):
     inner = model._module.model
     visual = inner.visual
-    assert model.vision._module is visual and model.projector._module is visual.merger
-    assert model.vision.norm._module is visual.post_layernorm
     assert [type(m).__name__ for m in (visual, visual.blocks[0].attn, visual.blocks[0].mlp)] == [
         "Glm4vMoeVisionModel", "Glm4vMoeVisionAttention", "Glm4vMoeisionMlp"]
     native = inner.language_model.layers
     assert [type(block.mlp._module).__name__ for block in model.layers] == ["Glm4vMoeTextMLP", "Glm4vMoeTextMoE"]
-    assert model.layers[1].mlp.gate._module is native[1].mlp.gate
-    assert model.layers[1].mlp.shared_experts._module is native[1].mlp.shared_experts
     assert not any(hasattr(block, "post_self_attn_layernorm") or hasattr(block, "post_mlp_layernorm")
                    for block in native)
     text = model.config.get_text_config()

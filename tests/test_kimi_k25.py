@@ -36,20 +36,8 @@ def model(tiny_checkpoint):
 # -- names -----------------------------------------------------------------------------------------
 
 
-def test_the_standard_names_reach_the_native_modules(model):
-    inner = model._module.model
-    tower = inner.vision_tower
-    assert model.vision._module is tower and model.projector._module is inner.mm_projector
-    assert model.vision.norm._module is tower.final_layernorm
-    assert [layer._module for layer in model.vision.layers] == list(tower.layers)
-    block, first = model.vision.layers[0], tower.layers[0]
-    assert block.self_attn._module is first.attn and block.self_attn.o_proj._module is first.attn.proj
-    assert block.input_layernorm._module is first.norm1 and block.post_attention_layernorm._module is first.norm2
-    assert block.mlp.up_proj._module is first.mlp.fc1 and block.mlp.down_proj._module is first.mlp.fc2
-    text = inner.language_model
-    assert type(text).__name__ == "DeepseekV3Model"
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
-    assert [layer._module for layer in model.layers] == list(text.layers)
+def test_the_text_model_is_deepseek_v3s_and_the_towers_sizes(model):
+    assert type(model._module.model.language_model).__name__ == "DeepseekV3Model"
     assert model.vision.spatial_merge_size == 2 and model.vision.num_heads == 2
 
 

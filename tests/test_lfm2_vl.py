@@ -59,20 +59,6 @@ def fold(tower: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(folded), torch.cat(real)
 
 
-def test_the_names_reach_the_native_modules(model):
-    host = model._module.model
-    text = host.language_model
-    assert model.vision._module is host.vision_tower and model.projector._module is host.multi_modal_projector
-    assert model.vision.patch_embed._module is host.vision_tower.embeddings.patch_embedding
-    assert model.vision.norm._module is host.vision_tower.post_layernorm
-    assert model.norm._module is text.embedding_norm
-    for layer, native in zip(model.layers, text.layers):
-        assert layer.mlp._module is native.feed_forward
-        assert layer.input_layernorm._module is native.operator_norm
-        assert layer.post_attention_layernorm._module is native.ffn_norm
-    assert model.layers[1].self_attn.q_norm._module is text.layers[1].self_attn.q_layernorm
-
-
 # -- the padded rows -------------------------------------------------------------------------------
 
 

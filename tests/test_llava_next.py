@@ -88,20 +88,10 @@ def packed(projected, image_sizes, grid_shapes, side, newline) -> list[torch.Ten
 # -- loading and names -----------------------------------------------------------------------------
 
 
-def test_loads_with_its_stock_processor_and_names_reach_the_native_modules(model):
+def test_loads_with_its_stock_processor(model):
     assert type(model.processor).__name__ == "LlavaNextProcessor"
     assert type(model.processor.image_processor).__name__ in ("LlavaNextImageProcessor", "LlavaNextImageProcessorFast")
     assert model.family.model_type == "llava_next"
-    host = model._module.model
-    assert model.vision._module is host.vision_tower and model.projector._module is host.multi_modal_projector
-    assert [layer._module for layer in model.vision.layers] == list(tower_body(host.vision_tower).encoder.layers)
-    block, native = model.vision.layers[0], tower_body(host.vision_tower).encoder.layers[0]
-    assert block.self_attn.o_proj._module is native.self_attn.out_proj
-    assert (block.mlp.up_proj._module, block.mlp.down_proj._module) == (native.mlp.fc1, native.mlp.fc2)
-    assert model.vision.patch_embed._module is tower_body(host.vision_tower).embeddings.patch_embedding
-    text = host.language_model
-    assert [layer._module for layer in model.layers] == list(text.layers)
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
     assert type(model.layers[0].self_attn._module).__name__ == "MistralAttention"
 
 

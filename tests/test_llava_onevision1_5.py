@@ -34,14 +34,7 @@ def patches_per_image(model, images) -> list[int]:
     return sizes.prod(dim=1).tolist()
 
 
-def test_the_standard_names_reach_the_native_modules(model):
-    visual = model._module.model.visual
-    assert model.vision._module is visual and model.projector._module is visual.merger
-    assert [layer._module for layer in model.vision.layers] == list(visual.blocks)
-    block, first = model.vision.layers[0], visual.blocks[0]
-    assert block.self_attn._module is first.attn and block.self_attn.o_proj._module is first.attn.proj
-    assert block.mlp.up_proj._module is first.mlp.fc1 and block.mlp.down_proj._module is first.mlp.fc2
-    assert block.input_layernorm._module is first.norm1 and block.post_attention_layernorm._module is first.norm2
+def test_the_towers_merge_and_no_windows(model):
     assert model.vision.spatial_merge_size == 2 and model.vision.window_size is None
 
 

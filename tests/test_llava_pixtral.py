@@ -39,27 +39,14 @@ def model(tiny_checkpoint):
 # -- loading and names ---------------------------------------------------------------------------------
 
 
-def test_loads_with_its_stock_processor_and_the_standard_names_reach_the_native_modules(model):
-    native = model._module.model
-    tower, block = native.vision_tower, native.vision_tower.transformer.layers[0]
+def test_loads_with_its_stock_processor_and_the_pixtral_tower_and_envoys(model):
     assert type(model._module).__name__ == "LlavaForConditionalGeneration"
-    assert type(tower).__name__ == "PixtralVisionModel"
+    assert type(model._module.model.vision_tower).__name__ == "PixtralVisionModel"
     assert type(model.processor).__name__ == "PixtralProcessor"
     assert type(model.processor.image_processor).__name__ in ("PixtralImageProcessor", "PixtralImageProcessorFast")  # some releases default to fast
     assert model.family.model_type == "llava"
-    assert model.vision._module is tower and model.projector._module is native.multi_modal_projector
-    assert model.vision.patch_embed._module is tower.patch_conv
-    assert [layer._module for layer in model.vision.layers] == list(tower.transformer.layers)
-    first = model.vision.layers[0]
-    assert first.self_attn._module is block.attention and first.mlp._module is block.feed_forward
-    assert first.input_layernorm._module is block.attention_norm
-    assert first.post_attention_layernorm._module is block.ffn_norm
-    assert first.self_attn.o_proj._module is block.attention.o_proj
     assert type(model.vision).__name__ == "PixtralVision"
-    assert type(first.self_attn).__name__ == "PixtralVisionAttention"
-    text = native.language_model
-    assert [layer._module for layer in model.layers] == list(text.layers)
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
+    assert type(model.vision.layers[0].self_attn).__name__ == "PixtralVisionAttention"
     assert type(model.layers[0].self_attn._module).__name__ == "MistralAttention"
 
 

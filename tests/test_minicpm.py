@@ -69,20 +69,7 @@ def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: 
 # -- names -----------------------------------------------------------------------------------------
 
 
-def test_the_standard_names_reach_the_native_modules(model):
-    inner = model._module.model
-    tower = inner.vision_tower
-    assert model.vision._module is tower and model.projector._module is inner.merger
-    assert model.vision.norm._module is tower.post_layernorm
-    assert model.vision.patch_embed._module is tower.embeddings.patch_embedding
-    assert [layer._module for layer in model.vision.layers] == list(tower.encoder.layers)
-    block, first = model.vision.layers[0], tower.encoder.layers[0]
-    assert block.input_layernorm._module is first.layer_norm1 and block.post_attention_layernorm._module is first.layer_norm2
-    assert block.self_attn.o_proj._module is first.self_attn.out_proj and block.mlp.down_proj._module is first.mlp.fc2
-    assert model.vision.vit_merger._module is tower.vit_merger  # its native name
-    text = inner.language_model
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
-    assert [layer._module for layer in model.layers] == list(text.layers)
+def test_the_tower_merges_after_block_0_on_the_16x_checkpoints_alone(model):
     assert model.vision.merged_after == (0 if sixteen_x(model) else None)
 
 

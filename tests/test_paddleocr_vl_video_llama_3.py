@@ -55,26 +55,6 @@ def tower_of(model):
     return inner.visual.vision_model if model.family.model_type == "paddleocr_vl" else inner.vision_model
 
 
-# -- names -----------------------------------------------------------------------------------------
-
-
-def test_the_standard_names_reach_the_native_modules(model):
-    inner, tower = model._module.model, tower_of(model)
-    vision = inner.visual if model.family.model_type == "paddleocr_vl" else inner.vision_model
-    assert model.vision._module is vision and model.projector._module is inner.projector
-    assert model.vision.norm._module is tower.post_layernorm
-    assert model.vision.patch_embed._module is tower.embeddings.patch_embedding
-    assert [layer._module for layer in model.vision.layers] == list(tower.encoder.layers)
-    block, first = model.vision.layers[0], tower.encoder.layers[0]
-    assert block.self_attn._module is first.self_attn and block.self_attn.o_proj._module is first.self_attn.out_proj
-    assert block.input_layernorm._module is first.layer_norm1
-    assert block.post_attention_layernorm._module is first.layer_norm2
-    assert block.mlp.up_proj._module is first.mlp.fc1 and block.mlp.down_proj._module is first.mlp.fc2
-    text = inner.language_model
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
-    assert [layer._module for layer in model.layers] == list(text.layers)
-
-
 # -- the per-image attention -----------------------------------------------------------------------
 
 

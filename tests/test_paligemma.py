@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tower_body import assert_siglip_wrapper_names, tower_body
+from tower_body import tower_body
 
 from envoys import StandardizedTransformer
 from envoys.tiny import chat_prompt, noise_image
@@ -46,14 +46,11 @@ def encode(model, text: str = QUESTION, suffix: str | None = None) -> dict:
     return dict(model.processor(text=[prompt], images=ONE, return_tensors="pt", **extra))
 
 
-def test_loads_with_its_stock_processor_and_the_names_reach_the_native_modules(model):
+def test_loads_with_its_stock_processor(model):
     assert type(model._module).__name__ == "PaliGemmaForConditionalGeneration"
     assert type(model.processor).__name__ == "PaliGemmaProcessor"
     assert type(model.processor.image_processor).__name__ in ("SiglipImageProcessor", "SiglipImageProcessorFast")
     assert model.family.model_type == "paligemma"
-    assert_siglip_wrapper_names(model)
-    block = tower_body(model._module.model.vision_tower).encoder.layers[0]
-    assert model.vision.layers[0].self_attn.o_proj._module is block.self_attn.out_proj
     name = "paligemma-2" if model.config.text_config.model_type == "gemma2" else "paligemma"
     assert type(model.layers[0].self_attn._module).__name__ == ATTENTION[name]
 

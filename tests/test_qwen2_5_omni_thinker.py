@@ -34,11 +34,9 @@ def model(tiny_checkpoint) -> StandardizedTransformer:
                                    attn_implementation="eager")
 
 
-def test_the_names_are_the_omni_copys_modules(model):
+def test_the_modules_are_the_omni_copys(model):
     inner = model._module.model
-    assert model.vision._module is inner.visual and model.projector._module is inner.visual.merger
     assert type(inner.visual).__name__ == "Qwen2_5OmniVisionEncoder"
-    assert model.layers[0]._module is inner.language_model.layers[0]
     assert type(inner.audio_tower).__name__ == "Qwen2_5OmniAudioEncoder"
 
 

@@ -40,18 +40,12 @@ def prompt(model) -> str:
     return chat_prompt(model.processor, len(IMAGES), "What is in the picture?")
 
 
-def test_the_names_are_the_moe_copys_modules(model):
-    inner = model._module.model
-    assert model.vision._module is inner.visual and model.projector._module is inner.visual.merger
+def test_the_modules_are_the_moe_copys(model):
     assert type(model.vision.layers[0].self_attn._module).__name__ == "Qwen3_5MoeVisionAttention"
     text = model.config.get_text_config()
     assert text.layer_types == ["linear_attention", "full_attention"]
     assert (text.num_experts, text.num_experts_per_tok) == (4, 2)
-    native = inner.language_model.layers
-    assert model.layers[0].linear_attn._module is native[0].linear_attn
-    assert model.layers[1].self_attn._module is native[1].self_attn
     assert [type(block.mlp._module).__name__ for block in model.layers] == ["Qwen3_5MoeSparseMoeBlock"] * 2
-    assert model.layers[1].mlp.shared_expert_gate._module is native[1].mlp.shared_expert_gate
 
 
 def test_each_block_has_its_own_mixers_values(model):

@@ -72,22 +72,6 @@ def merge_unit(model) -> int:
 def test_each_family_loads_with_its_stock_processor(model):
     assert type(model.processor).__name__.startswith(("Qwen2VL", "Qwen2_5_VL", "Qwen3VL"))
     assert model.family.model_type == model.config.model_type
-    assert type(model.vision._module) is type(model._module.model.visual)
-    assert model.projector._module is model._module.model.visual.merger
-    assert [layer._module for layer in model.vision.layers] == list(model._module.model.visual.blocks)
-
-
-def test_the_standard_names_reach_the_native_modules(model):
-    visual = model._module.model.visual
-    block, first = model.vision.layers[0], visual.blocks[0]
-    assert block.self_attn._module is first.attn and block.self_attn.o_proj._module is first.attn.proj
-    assert block.input_layernorm._module is first.norm1 and block.post_attention_layernorm._module is first.norm2
-    native = {"qwen2_vl": "fc2", "qwen2_5_vl": "down_proj", "qwen3_vl": "linear_fc2", "qwen3_5": "linear_fc2",
-              "qwen3_5_moe": "linear_fc2"}
-    assert block.mlp.down_proj._module is getattr(first.mlp, native[model.family.model_type])
-    text = model._module.model.language_model
-    assert model.embed_tokens._module is text.embed_tokens and model.norm._module is text.norm
-    assert [layer._module for layer in model.layers] == list(text.layers)
 
 
 def test_qwen3_vl_names_are_the_specs():
