@@ -31,7 +31,7 @@ import envoys.model
 from envoys import StandardizedTransformer
 from envoys.core.bugs import BrokenLoad, TransformersBug
 from envoys.families import llama4
-from envoys.tiny import chat_prompt, noise_image
+from envoys.tiny import CONTRACTS, chat_prompt, noise_image
 from instrument.dispatch import SitesNotServed
 from instrument.install import installed
 
@@ -133,12 +133,11 @@ def test_the_configs_moe_and_rope_layouts(model):
 def test_the_plain_forward_scatters_one_feature_per_patch_token(model, plain):
     """The checkpoint itself, without the library: the projected tower output lands on the <|patch|> tokens.
 
-    Also for the shared tiny-checkpoint images (32x32, 48 high x 64 wide), whose token counts
-    tests/test_tiny_checkpoints.py states but cannot check through the failing forward.
+    Also for the checkpoint's row's images (its CONTRACTS), whose token counts tests/test_tiny_checkpoints.py
+    cannot check through the failing forward.
     """
-    from test_tiny_checkpoints import IMAGE_TOKENS, _images
-
-    shared = _images(2)
+    row = CONTRACTS["llama4"]
+    shared = row.images
     for images in (ONE, TWO, shared[:1], shared):
         inputs = processed(model, images).to(torch.float32)
         seen: dict = {}
@@ -160,7 +159,7 @@ def test_the_plain_forward_scatters_one_feature_per_patch_token(model, plain):
         assert torch.equal((seen["embeds"] != embedded).any(-1), positions)
         assert torch.equal(seen["embeds"][positions], features)
         if images[0] is shared[0]:
-            assert int(positions.sum()) == sum(IMAGE_TOKENS["llama4"][: len(images)])
+            assert int(positions.sum()) == sum(row.image_tokens[: len(images)])
 
 
 # -- where the image meets the text model ----------------------------------------------------------

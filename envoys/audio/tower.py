@@ -25,8 +25,8 @@ from typing import Any
 
 from ..core.layouts import AudioFeatures, AudioFrames, AudioTokenMask
 from ..core.standard import Standard, rows_over
-from ..core.values import EProperty, Field
-from ..text.blocks import stream_values, value
+from ..core.values import EProperty, Field, value
+from ..text.blocks import stream_values
 from ..vision.media import absent_from_trace, not_served, scattered_features, token_mask
 from ..vision.tower import as_patches, from_patches
 
@@ -57,8 +57,8 @@ class Audio(Standard):
     audio_token_mask = token_mask("audio", AudioTokenMask)
     audio_features = scattered_features("audio", AudioFeatures)
 
-    tower_output = value("tower_output", AudioFrames, "the audio tower's output", "output", Field("last_hidden_state"),
-                         no_audio, view=as_patches, inverse=from_patches,
+    tower_output = value("tower_output", AudioFrames, description="the audio tower's output", key="output", select=Field("last_hidden_state"),
+                         unavailable=no_audio, view=as_patches, inverse=from_patches,
                          doc="The audio tower's last_hidden_state, ``[clips, frames, audio_hidden_size]`` (a tower that "
                              "packs every clip's frames in one row: ``[1, frames, audio_hidden_size]``), before the "
                              "host's projection into the text model's width.")
@@ -112,7 +112,7 @@ CONFORMER = (
 
 def conformer_part(name: str) -> EProperty:
     """A stream part a Conformer block does not have, `Unavailable` with `CONFORMER`."""
-    return value(name, AudioFrames, f"not served on a Conformer block ({name})", "output", unavailable=CONFORMER)
+    return value(name, AudioFrames, description=f"not served on a Conformer block ({name})", key="output", unavailable=CONFORMER)
 
 
 class ConformerLayer(AudioLayer):

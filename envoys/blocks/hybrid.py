@@ -24,8 +24,8 @@ from typing import Any
 
 from ..core.layouts import Hidden, Patches
 from ..core.standard import child
-from ..core.values import First, standard_values
-from ..text.blocks import Attention, Layer, either, value
+from ..core.values import First, standard_values, value
+from ..text.blocks import Attention, Layer, either
 from ..vision.tower import VisionLayer, as_patches, from_patches, no_images
 
 #: Qwen3.5's token mixers other than softmax attention: child name -> what it is.
@@ -118,12 +118,12 @@ class HybridLayer(Layer):
     mixers: Mapping[str | type, str] = MIXERS
 
     attention_output = value(
-        "attention_output", Hidden, "what the attention adds to the stream",
-        lambda block: f"{child(block, 'self_attn').path}.output", First(), no_softmax_attention,
+        "attention_output", Hidden, description="what the attention adds to the stream",
+        key=lambda block: f"{child(block, 'self_attn').path}.output", select=First(), unavailable=no_softmax_attention,
     )
     mlp_output = value(
-        "mlp_output", Hidden, "what the MLP adds to the stream",
-        lambda block: f"{child(block, 'mlp').path}.output", First(), no_mlp,
+        "mlp_output", Hidden, description="what the MLP adds to the stream",
+        key=lambda block: f"{child(block, 'mlp').path}.output", select=First(), unavailable=no_mlp,
     )
 
     def support(self) -> dict[str, str | None]:
@@ -143,8 +143,8 @@ def mixer_attention_output(layout: type) -> Any:
     """A hybrid tower block's ``attention_output`` in ``layout`` (a packed tower's `PackedPatches`): the attention's
     output, Unavailable on a block whose mixer is not softmax attention."""
     return value(
-        "attention_output", layout, "what the attention adds to the stream",
-        lambda block: f"{child(block, 'self_attn').path}.output", First(), either(no_images, no_softmax_attention),
+        "attention_output", layout, description="what the attention adds to the stream",
+        key=lambda block: f"{child(block, 'self_attn').path}.output", select=First(), unavailable=either(no_images, no_softmax_attention),
         view=as_patches, inverse=from_patches,
     )
 

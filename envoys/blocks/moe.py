@@ -42,7 +42,8 @@ from rewrites.router import logits_site
 
 from ..core.layouts import RouterLogits
 from ..core.standard import missing_site, site_label
-from ..text.blocks import Mlp, value
+from ..core.values import value
+from ..text.blocks import Mlp
 
 
 def routes(module: torch.nn.Module) -> bool:
@@ -85,8 +86,8 @@ class RoutedMlp(Mlp):
     (``router_logits``, Unavailable on a dense block's MLP, saying so)."""
 
     router_logits = value(
-        "router_logits", RouterLogits, "the router's score for each expert, before its top-k choice",
-        router_location, None, not_routed,
+        "router_logits", RouterLogits, description="the router's score for each expert, before its top-k choice",
+        key=router_location, select=None, unavailable=not_routed,
         doc=(
             "The router's logits, ``[tokens, experts]`` (the batch's tokens flattened, row-major), from which it "
             "chooses each token's experts (on a plain top-k router, their top-k). Assign, or edit in place, to change "

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.layouts import Hidden
-from ..text.blocks import Layer, value
+from ..core.values import value
+from ..text.blocks import Layer
 
 
 def no_inline_mlp(block: Any) -> str:
@@ -20,5 +21,5 @@ class OptLayer(Layer):
     """An OPT text block (BLIP-2's): ``layer_input``, ``attention_output`` and ``layer_output`` as on any block;
     ``mlp_output`` is Unavailable, the MLP being inline (`no_inline_mlp`)."""
 
-    mlp_output = value("mlp_output", Hidden, "what the MLP adds to the stream",
-                       lambda block: f"{block.path}.fc2.output", None, no_inline_mlp)
+    mlp_output = value("mlp_output", Hidden, description="what the MLP adds to the stream",
+                       key=lambda block: f"{block.path}.fc2.output", select=None, unavailable=no_inline_mlp)

@@ -34,8 +34,8 @@ from typing import Any
 
 from ..core.layouts import Hidden
 from ..core.standard import child
-from ..core.values import Argument, EProperty, First
-from ..text.blocks import Attention, Layer, Mlp, either, lacks, value
+from ..core.values import Argument, EProperty, First, value
+from ..text.blocks import Attention, Layer, Mlp, either, lacks
 
 #: The norm after each sublayer, whose output is what the sublayer adds to the stream.
 ATTENTION_POST_NORM = "post_attention_layernorm"
@@ -86,19 +86,19 @@ def sandwich_stream_values(
     ``mlp_output`` only (why the norms' outputs are not what the block adds).
     """
     return (
-        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
-              either(gate, None), doc=_doc("The stream entering the block", layout, rows)),
-        value("attention_output", layout, f"what the attention adds to the stream (after {attention_norm})",
-              lambda block: f"{child(block, attention_norm).path}.output", First(),
-              either(gate, either(added_gate, lacks(attention_norm))),
+        value("layer_input", layout, description="the stream entering the block", key="input", select=Argument(0, "hidden_states"),
+              unavailable=either(gate, None), doc=_doc("The stream entering the block", layout, rows)),
+        value("attention_output", layout, description=f"what the attention adds to the stream (after {attention_norm})",
+              key=lambda block: f"{child(block, attention_norm).path}.output", select=First(),
+              unavailable=either(gate, either(added_gate, lacks(attention_norm))),
               doc=_doc(f"What the attention adds to the stream: its output after ``{attention_norm}`` "
                        "(``self_attn.output`` is before that norm)", layout, rows)),
-        value("mlp_output", layout, f"what the MLP adds to the stream (after {mlp_norm})",
-              lambda block: f"{child(block, mlp_norm).path}.output", First(),
-              either(gate, either(added_gate, lacks(mlp_norm))),
+        value("mlp_output", layout, description=f"what the MLP adds to the stream (after {mlp_norm})",
+              key=lambda block: f"{child(block, mlp_norm).path}.output", select=First(),
+              unavailable=either(gate, either(added_gate, lacks(mlp_norm))),
               doc=_doc(f"What the MLP adds to the stream: its output after ``{mlp_norm}`` "
                        "(``mlp.output`` is before that norm)", layout, rows)),
-        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None),
+        value("layer_output", layout, description="the stream leaving the block", key="output", select=First(), unavailable=either(gate, None),
               doc=_doc("The stream leaving the block", layout, rows)),
     )
 
@@ -106,8 +106,8 @@ def sandwich_stream_values(
 def post_norm_output(name: str, layout: type, what: str, norm: str, gate: Gate = None) -> EProperty:
     """A sublayer's ``name`` value: what it adds to the stream, read at its block's post-norm ``norm``."""
     return value(
-        name, layout, f"what the {what} adds to the stream (after {norm})",
-        lambda part: f"{child(part.parent, norm).path}.output", First(), either(gate, None),
+        name, layout, description=f"what the {what} adds to the stream (after {norm})",
+        key=lambda part: f"{child(part.parent, norm).path}.output", select=First(), unavailable=either(gate, None),
     )
 
 

@@ -471,3 +471,49 @@ def standard_values(envoy_class: type) -> dict[str, EProperty]:
             if isinstance(attribute, EProperty):
                 found[name] = attribute
     return found
+
+
+#: Maps a served part to what the user reads (a view, so in-place edits reach the model).
+View = Callable[[Any], Any]
+#: Maps a written value back to the served part's shape: ``inverse(written, current_part)``.
+Inverse = Callable[[Any, Any], Any]
+
+
+def value(
+    name: str,
+    layout: type,
+    *,
+    description: str,
+    key: str | Callable[[Any], str],
+    select: Selector | None = None,
+    unavailable: Any = None,
+    prepare: Callable[[Any], None] | None = None,
+    view: View | None = None,
+    inverse: Inverse | None = None,
+    doc: str | None = None,
+) -> EProperty:
+    """A standard value, the one way to declare one: the selected part (through ``view`` if given), annotated with its
+    layout.
+
+    ``key``: the location's suffix under the envoy's path (``"output"``), or a
+    function of the envoy returning the whole location; ``select``: which part
+    of what is served there (a `Selector`); ``unavailable``: a reason, or a
+    function of the envoy returning one or None; ``prepare``: run inside the
+    trace before the value is requested. ``view`` maps the part to what the
+    user reads, and ``inverse`` maps a written value back to the part's own
+    shape (needed whenever ``view`` changes the shape). ``doc`` is the value's
+    docstring (by default its description and layout).
+    """
+
+    def read(self: Any, part: Any) -> Any:
+        return view(part) if view is not None else part
+
+    read.__name__ = name
+    read.__annotations__ = {"return": layout}
+    read.__doc__ = doc or f"{description[:1].upper()}{description[1:]}, ``{layout.shape()}``."
+    prop = EProperty(
+        key=key, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable, prepare=prepare
+    )(read)
+    if inverse is not None:
+        prop.inverse(lambda self, written, current: inverse(written, current))
+    return prop

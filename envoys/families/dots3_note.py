@@ -76,8 +76,7 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..blocks.indexed import INDEXER_TOP_K
 from ..core.layouts import PackedPatches
-from ..core.values import Argument
-from ..text.blocks import value
+from ..core.values import Argument, value
 from ..towers.glm import GlmVision
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVisionAttention
@@ -113,8 +112,8 @@ class DotsVision(GlmVision):
     """
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the patch embedding's norm",
-        lambda v: f"{v.patch_embed.norm.path}.input", Argument(0, "hidden_states"), no_patch_embed,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before the patch embedding's norm",
+        key=lambda v: f"{v.patch_embed.norm.path}.input", select=Argument(0, "hidden_states"), unavailable=no_patch_embed,
         view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in "
         "merge-block order: the convolution's output as it enters the RMSNorm inside the patch embedding "

@@ -58,8 +58,8 @@ from transformers.models.hunyuan_vl.modeling_hunyuan_vl import (
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
+from ..core.values import value
 from ..image.grids import RasterGrids
-from ..text.blocks import value
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, no_patch_embed
@@ -94,8 +94,8 @@ class HunYuanVision(QwenVision):
     stream_order = "raster order"
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the position embedding",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before the position embedding",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed,
         view=lambda grid: grid.flatten(1).unsqueeze(0), inverse=lambda written, current: written.reshape(current.shape),
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
         "order: the convolution's output, before the learned positions. Assign a tensor of the same shape to "

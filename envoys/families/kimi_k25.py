@@ -61,9 +61,8 @@ from transformers.models.kimi_k25.modeling_kimi_k25 import (
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
-from ..core.values import Argument
+from ..core.values import Argument, value
 from ..image.grids import RasterGrids
-from ..text.blocks import value
 from ..towers.glm import GlmVision
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QwenVisionAttention
@@ -100,8 +99,8 @@ class KimiVision(GlmVision):
     stream_order = "raster order"
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the position embedding",
-        lambda v: f"{v.patch_embed.pos_emb.path}.input", Argument(0, "hidden_states"), no_patch_embed,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before the position embedding",
+        key=lambda v: f"{v.patch_embed.pos_emb.path}.input", select=Argument(0, "hidden_states"), unavailable=no_patch_embed,
         view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
         "order: the convolution's output as it enters the position embedding (``patch_embed.pos_emb``). Assign a "

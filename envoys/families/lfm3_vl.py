@@ -67,8 +67,8 @@ from ..blocks.hybrid import HybridLayer, HybridVisionLayer, mixer_attention_outp
 from ..blocks.sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
 from ..core.layouts import Hidden, PackedPatches
 from ..core.standard import child
-from ..core.values import First
-from ..text.blocks import Attention, Mlp, value
+from ..core.values import First, value
+from ..text.blocks import Attention, Mlp
 from ..towers.encoder_names import WRAPPER_RENAME
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention, tower_output_at
@@ -130,8 +130,8 @@ class Lfm3Vision(QwenVision):
     """
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream, the projector's input (there is no final norm)",
-        lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
+        "tower_output", PackedPatches, description="the last block's stream, the projector's input (there is no final norm)",
+        key=lambda v: tower_output_at(v)[0], select=lambda v: tower_output_at(v)[1], unavailable=no_images, view=as_patches,
         inverse=from_patches,
         doc="The last block's stream, ``[1, patches, vision_hidden_size]``, image after image, each in merge-block "
         "order: the tower has no final norm, so this is what the projector (``model.projector``, after the tower) "
@@ -163,8 +163,8 @@ class Lfm3Layer(SandwichNorms, HybridLayer):
         Hidden, attention_norm=ATTENTION_POST_NORM, mlp_norm=MLP_POST_NORM
     )
     attention_output = value(
-        "attention_output", Hidden, f"what the attention adds to the stream (after {ATTENTION_POST_NORM})",
-        lambda block: f"{child(block, ATTENTION_POST_NORM).path}.output", First(), no_softmax_attention,
+        "attention_output", Hidden, description=f"what the attention adds to the stream (after {ATTENTION_POST_NORM})",
+        key=lambda block: f"{child(block, ATTENTION_POST_NORM).path}.output", select=First(), unavailable=no_softmax_attention,
         doc=f"What the attention adds to the stream: its output after ``{ATTENTION_POST_NORM}`` "
         f"(``self_attn.output`` is before that norm), ``{Hidden.shape()}``.",
     )

@@ -69,9 +69,9 @@ from ..blocks.moe import RoutedMlp
 from ..core.bugs import KnownBug
 from ..core.layouts import Hidden, Patches
 from ..core.standard import missing_site
-from ..core.values import Argument
+from ..core.values import Argument, value
 from ..image.grids import GridError, ImageInputs, TiledImage, TiledLayout
-from ..text.blocks import Layer, either, lacks, value
+from ..text.blocks import Layer, either, lacks
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
 from . import Batching, Family, Quirks
 
@@ -97,9 +97,9 @@ class Llama4Layer(Layer):
     """
 
     mlp_output = value(
-        "mlp_output", Hidden, "what the feed-forward (MoE or dense) adds to the stream",
-        lambda block: f"{block.path}.source.{FEED_FORWARD_SITE}.output", None,
-        either(lacks("mlp"), no_feed_forward_site),
+        "mlp_output", Hidden, description="what the feed-forward (MoE or dense) adds to the stream",
+        key=lambda block: f"{block.path}.source.{FEED_FORWARD_SITE}.output", select=None,
+        unavailable=either(lacks("mlp"), no_feed_forward_site),
     )
 
 
@@ -120,8 +120,8 @@ class Llama4Mlp(RoutedMlp):
     router's (`envoys.blocks.moe`), Unavailable on a dense layer."""
 
     mlp_output = value(
-        "mlp_output", Hidden, "what the feed-forward (MoE or dense) adds to the stream", _block_site, None,
-        not_the_blocks_feed_forward,
+        "mlp_output", Hidden, description="what the feed-forward (MoE or dense) adds to the stream", key=_block_site, select=None,
+        unavailable=not_the_blocks_feed_forward,
     )
 
 
@@ -132,7 +132,7 @@ class Llama4VisionLayer(VisionLayer):
     """A tower block, ``[tiles, patches + 1, vision_hidden_size]``, the CLS token last; its input is ``hidden_state``."""
 
     layer_input = value(
-        "layer_input", Patches, "the stream entering the block", "input", Argument(0, "hidden_state"), no_images,
+        "layer_input", Patches, description="the stream entering the block", key="input", select=Argument(0, "hidden_state"), unavailable=no_images,
     )
 
 
@@ -161,15 +161,15 @@ class Llama4Vision(Vision):
     """
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "the patch embedding's output, before the CLS and positions",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
+        "patch_embeddings", Patches, description="the patch embedding's output, before the CLS and positions",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed,
         doc="The patch embedding's output, ``[tiles, patches, vision_hidden_size]``, each tile's patches in raster "
         "order, before the CLS token is appended and position embeddings are added.",
     )
 
     tower_output = value(
-        "tower_output", Patches, "layernorm_post's output, CLS last, before the adapter",
-        lambda v: f"{v.norm.path}.output", None, no_images,
+        "tower_output", Patches, description="layernorm_post's output, CLS last, before the adapter",
+        key=lambda v: f"{v.norm.path}.output", select=None, unavailable=no_images,
         doc="The last block's stream after ``layernorm_post``, ``[tiles, patches + 1, vision_hidden_size]``, the CLS "
         "token last: before the tower drops the CLS and its pixel-shuffle adapter runs (the tower's own "
         "``last_hidden_state`` is the adapter's output).",

@@ -34,10 +34,10 @@ from transformers.models.llava_next.modeling_llava_next import (
 from rewrites.image_scatter import Scatter
 
 from ..core.layouts import ImageFeatures, Layout
-from ..core.values import Field
+from ..core.values import Field, value
 from ..image.frames import uniform_frames
 from ..image.grids import Grid, ImageInputs, check_image, raster, stitch
-from ..text.blocks import interior_values, stream_values, value
+from ..text.blocks import interior_values, stream_values
 from ..towers.feature_layers import with_feature_layer_gradients
 from ..towers.fixed_tower import TileRows
 from ..vision.media import scattered_features
@@ -80,8 +80,8 @@ class LlavaNextVision(Vision):
     """
 
     patch_embeddings = value(
-        "patch_embeddings", TilePatches, "the patch embedding's output, one row per tile",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
+        "patch_embeddings", TilePatches, description="the patch embedding's output, one row per tile",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed,
         view=lambda grid: grid.flatten(2).transpose(1, 2),
         inverse=lambda written, current: written.transpose(1, 2).reshape(current.shape),
         doc="The patch embedding's output, ``[tiles, patches, vision_hidden_size]``, one row per tile, patches in "
@@ -89,8 +89,8 @@ class LlavaNextVision(Vision):
     )
 
     tower_output = value(
-        "tower_output", Tiles, "the last block's stream, one row per tile (CLIP has no final norm over the patches)",
-        "output", Field("last_hidden_state"), no_images,
+        "tower_output", Tiles, description="the last block's stream, one row per tile (CLIP has no final norm over the patches)",
+        key="output", select=Field("last_hidden_state"), unavailable=no_images,
         doc="The last block's stream, ``[tiles, 1 + patches, vision_hidden_size]``: CLIP's ``post_layernorm`` "
         "normalises only the pooled CLS, so this is the last block's output. The projector does not read it: it "
         "reads block -2 (``projector.input``).",

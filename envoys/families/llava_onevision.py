@@ -51,10 +51,9 @@ from transformers.models.siglip.modeling_siglip import (
 from rewrites.image_scatter import Scatter
 
 from ..core.layouts import ImageFeatures
-from ..core.values import Field
+from ..core.values import Field, value
 from ..image.frames import uniform_frames
 from ..image.grids import Grid, ImageInputs
-from ..text.blocks import value
 from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
 from ..towers.feature_layers import with_feature_layer_gradients
 from ..towers.fixed_tower import TileRows
@@ -77,8 +76,8 @@ class OnevisionVision(LlavaNextVision):
     """
 
     tower_output = value(
-        "tower_output", TilePatches, "the last block's stream after post_layernorm, one row per tile",
-        "output", Field("last_hidden_state"), no_images,
+        "tower_output", TilePatches, description="the last block's stream after post_layernorm, one row per tile",
+        key="output", select=Field("last_hidden_state"), unavailable=no_images,
         doc="The last block's stream after the tower's ``post_layernorm``, ``[tiles, patches, "
         "vision_hidden_size]``. The projector does not read it: it reads the last block's output before the "
         "norm (``projector.input``, ``vision.layers[-1].layer_output``).",

@@ -29,7 +29,7 @@ from transformers.models.llava_onevision1_5.modeling_llava_onevision1_5 import (
 )
 
 from ..core.layouts import PackedPatches
-from ..text.blocks import value
+from ..core.values import value
 from ..towers.qwen import QWEN_VIT_RENAME, QwenGrids, QwenVision, QwenVisionAttention, tower_output_at
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
 from . import IMAGE_AND_VIDEO, Family
@@ -42,8 +42,8 @@ class RiceVision(QwenVision):
     stream_order = "merge-block order, each frame's CLS row first"
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream without its CLS rows, the merger's input",
-        lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
+        "tower_output", PackedPatches, description="the last block's stream without its CLS rows, the merger's input",
+        key=lambda v: tower_output_at(v)[0], select=lambda v: tower_output_at(v)[1], unavailable=no_images, view=as_patches,
         inverse=from_patches,
         doc="The last block's stream with each frame's CLS row dropped, ``[1, patches, vision_hidden_size]``: the "
         "tower has no final norm, so this is what the merger (``model.projector``) reads. Served at the tower's "

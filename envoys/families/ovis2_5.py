@@ -86,9 +86,9 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
 from ..core.standard import child
+from ..core.values import value
 from ..image.frames import check_video
 from ..image.grids import Grid, ImageInputs, value_named
-from ..text.blocks import value
 from ..towers.encoder_names import ENCODER_BLOCK_RENAME, WRAPPER_RENAME
 from ..towers.packed_siglip import one_row
 from ..towers.per_image import per_image_pattern
@@ -155,8 +155,8 @@ class Ovis2_5Vision(QwenVision):
     stream_order = "window order"
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the learned positions",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=one_row, inverse=from_patches,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before the learned positions",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed, view=one_row, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in "
         "merge-block order (the processor's): the patch convolution's output (``[patches, vision_hidden_size, 1, "
         "1]``) as one row, before the learned positions and the window permutation. Assign a tensor of the same "
@@ -164,8 +164,8 @@ class Ovis2_5Vision(QwenVision):
     )
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream back in merge-block order, after post_layernorm",
-        lambda v: f"{child(v, 'norm').path}.output", None, no_images, view=as_patches, inverse=from_patches,
+        "tower_output", PackedPatches, description="the last block's stream back in merge-block order, after post_layernorm",
+        key=lambda v: f"{child(v, 'norm').path}.output", select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream put back from window order into merge-block order and normed "
         "(``post_layernorm``, ``vision.norm``), ``[1, patches, vision_hidden_size]``: the tower's "
         "last_hidden_state. The projector does not read it (it reads ``layers[-1].layer_output``), so nothing "

@@ -21,44 +21,7 @@ from rewrites.attention import KERNEL_SITE, SOFTMAX_SITE
 
 from ..core.layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
 from ..core.standard import Standard, child, missing_site, site_label
-from ..core.values import Argument, EProperty, First, Selector
-
-#: Maps a served part to what the user reads (a view, so in-place edits reach the model).
-View = Callable[[Any], Any]
-#: Maps a written value back to the served part's shape: ``inverse(written, current_part)``.
-Inverse = Callable[[Any, Any], Any]
-
-
-def value(
-    name: str,
-    layout: type,
-    description: str,
-    key: str | Callable[[Any], str],
-    select: Selector | None = None,
-    unavailable: Any = None,
-    prepare: Callable[[Any], None] | None = None,
-    view: View | None = None,
-    inverse: Inverse | None = None,
-    doc: str | None = None,
-) -> EProperty:
-    """A standard value: the selected part (through ``view`` if given), annotated with its layout.
-
-    ``inverse`` maps a written value back to the part's own shape (needed
-    whenever ``view`` changes the shape).
-    """
-
-    def read(self: Any, part: Any) -> Any:
-        return view(part) if view is not None else part
-
-    read.__name__ = name
-    read.__annotations__ = {"return": layout}
-    read.__doc__ = doc or f"{description[:1].upper()}{description[1:]}, ``{layout.shape()}``."
-    prop = EProperty(
-        key=key, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable, prepare=prepare
-    )(read)
-    if inverse is not None:
-        prop.inverse(lambda self, written, current: inverse(written, current))
-    return prop
+from ..core.values import Argument, EProperty, First, Inverse, View, value
 
 
 def lacks(name: str) -> Callable[[Any], str | None]:
@@ -99,13 +62,14 @@ def stream_values(
     """
     shape = {"view": view, "inverse": inverse}
     return (
-        value("layer_input", layout, "the stream entering the block", "input", Argument(0, "hidden_states"),
-              either(gate, None), **shape),
-        value("attention_output", layout, "what the attention adds to the stream",
-              lambda block: f"{child(block, 'self_attn').path}.output", First(), either(gate, lacks("self_attn")), **shape),
-        value("mlp_output", layout, "what the MLP adds to the stream",
-              lambda block: f"{child(block, 'mlp').path}.output", First(), either(gate, lacks("mlp")), **shape),
-        value("layer_output", layout, "the stream leaving the block", "output", First(), either(gate, None), **shape),
+        value("layer_input", layout, description="the stream entering the block", key="input", select=Argument(0, "hidden_states"),
+              unavailable=either(gate, None), **shape),
+        value("attention_output", layout, description="what the attention adds to the stream",
+              key=lambda block: f"{child(block, 'self_attn').path}.output", select=First(), unavailable=either(gate, lacks("self_attn")), **shape),
+        value("mlp_output", layout, description="what the MLP adds to the stream",
+              key=lambda block: f"{child(block, 'mlp').path}.output", select=First(), unavailable=either(gate, lacks("mlp")), **shape),
+        value("layer_output", layout, description="the stream leaving the block", key="output", select=First(),
+              unavailable=either(gate, None), **shape),
     )
 
 
@@ -119,7 +83,7 @@ def own_output(
 ) -> EProperty:
     """A block part's own output (its first item where it returns a tuple), answered on the part itself:
     ``self_attn.attention_output`` and ``mlp.mlp_output`` are the block's ``attention_output`` and ``mlp_output``."""
-    return value(name, layout, description, "output", First(), either(gate, None), view=view, inverse=inverse)
+    return value(name, layout, description=description, key="output", select=First(), unavailable=either(gate, None), view=view, inverse=inverse)
 
 
 class Layer(Standard):
@@ -179,28 +143,28 @@ def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) 
     """
     return (
         value(
-            "attention_queries", Queries, f"the queries the kernel receives, one row per {rows}",
-            lambda a: f"{kernel(a)}.input", Argument(1, "query"), either(gate, no_kernel_site),
+            "attention_queries", Queries, description=f"the queries the kernel receives, one row per {rows}",
+            key=lambda a: f"{kernel(a)}.input", select=Argument(1, "query"), unavailable=either(gate, no_kernel_site),
         ),
         value(
-            "attention_keys", Keys, f"the keys the kernel receives, one row per {rows}",
-            lambda a: f"{kernel(a)}.input", Argument(2, "key"), either(gate, no_kernel_site),
+            "attention_keys", Keys, description=f"the keys the kernel receives, one row per {rows}",
+            key=lambda a: f"{kernel(a)}.input", select=Argument(2, "key"), unavailable=either(gate, no_kernel_site),
         ),
         value(
-            "attention_values", Values, f"the values the kernel receives, one row per {rows}",
-            lambda a: f"{kernel(a)}.input", Argument(3, "value"), either(gate, no_kernel_site),
+            "attention_values", Values, description=f"the values the kernel receives, one row per {rows}",
+            key=lambda a: f"{kernel(a)}.input", select=Argument(3, "value"), unavailable=either(gate, no_kernel_site),
         ),
         value(
-            "attention_scores", Pattern, "the scores entering the softmax, mask added",
-            lambda a: f"{softmax(a)}.input", Argument(0, "input"), either(gate, not_eager), drill_if_sourced,
+            "attention_scores", Pattern, description="the scores entering the softmax, mask added",
+            key=lambda a: f"{softmax(a)}.input", select=Argument(0, "input"), unavailable=either(gate, not_eager), prepare=drill_if_sourced,
         ),
         value(
-            "attention_probabilities", Pattern, "the softmax's output, before it weights the values",
-            lambda a: f"{softmax(a)}.output", None, either(gate, not_eager), drill_if_sourced,
+            "attention_probabilities", Pattern, description="the softmax's output, before it weights the values",
+            key=lambda a: f"{softmax(a)}.output", select=None, unavailable=either(gate, not_eager), prepare=drill_if_sourced,
         ),
         value(
-            "attention_head_outputs", HeadOutputs, "each head's output, before the output projection",
-            lambda a: f"{kernel(a)}.output", First(), either(gate, no_kernel_site),
+            "attention_head_outputs", HeadOutputs, description="each head's output, before the output projection",
+            key=lambda a: f"{kernel(a)}.output", select=First(), unavailable=either(gate, no_kernel_site),
         ),
     )
 

@@ -42,10 +42,9 @@ import torch
 from ..blocks.sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, SandwichNorms, post_norm_output, sandwich_stream_values
 from ..core.layouts import Hidden, Layout, Patches
 from ..core.standard import Standard, child
-from ..core.values import Argument, EProperty, Field, Unavailable
+from ..core.values import Argument, EProperty, Field, Unavailable, value
 from ..image.frames import check_video
 from ..image.grids import Grid, GridError, ImageInputs, check_image
-from ..text.blocks import value
 from ..vision.tower import FIRST_STEP_ONLY, VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
 
 #: How the padded patch axis shows, said once for every tower value's docstring.
@@ -291,8 +290,8 @@ class Gemma4Vision(Vision):
         return real_patches(positions)
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's projected patches before the position embedding",
-        lambda v: f"{v.patch_embed.path}.input_proj.output", None, no_patch_embedder,
+        "patch_embeddings", Patches, description="every image's projected patches before the position embedding",
+        key=lambda v: f"{v.patch_embed.path}.input_proj.output", select=None, unavailable=no_patch_embedder,
         doc="Every image's flat patches projected by the linear patch embedder (``patch_embed.input_proj``), "
         "``[images, patches, vision_hidden_size]``, before the 2D position embedding is added. " + PADDING
         + " A padded row is the projection of the processor's zero patch (rescaled to -1), the same for every "
@@ -300,8 +299,8 @@ class Gemma4Vision(Vision):
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream, padding included (there is no final norm)",
-        lambda v: f"{v.encoder.path}.output", Field("last_hidden_state"), no_images,
+        "tower_output", Patches, description="the last block's stream, padding included (there is no final norm)",
+        key=lambda v: f"{v.encoder.path}.output", select=Field("last_hidden_state"), unavailable=no_images,
         doc="The last block's stream, ``[images, patches, vision_hidden_size]`` (the tower has no final norm), "
         "before the pooler. " + PADDING + " The pooler zeroes the padded rows, averages each "
         "pooling_kernel_size-square block of real patches, scales by sqrt(vision_hidden_size) and drops the "
@@ -356,16 +355,16 @@ class Gemma4TextLayer(SandwichLayer):
     """
 
     per_layer_input = value(
-        "per_layer_input", PerLayerInput, "the per-layer input this block receives", "input",
-        Argument(1, "per_layer_input"), no_per_layer_input,
+        "per_layer_input", PerLayerInput, description="the per-layer input this block receives", key="input",
+        select=Argument(1, "per_layer_input"), unavailable=no_per_layer_input,
         doc="The per-layer input this block receives, ``[batch, seq, hidden_size_per_layer_input]``: the text model's "
         "per-layer embedding of the tokens (image positions embedded as the pad token) combined with its projection "
         "of the input embeddings, this block's slice.",
     )
 
     per_layer_output = value(
-        "per_layer_output", Hidden, "what the per-layer input branch adds to the stream",
-        lambda block: f"{child(block, 'post_per_layer_input_norm').path}.output", None, no_per_layer_input,
+        "per_layer_output", Hidden, description="what the per-layer input branch adds to the stream",
+        key=lambda block: f"{child(block, 'post_per_layer_input_norm').path}.output", select=None, unavailable=no_per_layer_input,
         doc="What the per-layer input branch adds to the stream after the MLP, ``[batch, seq, hidden_size]`` "
         "(``post_per_layer_input_norm``'s output), before the block scales the stream by ``layer_scalar``.",
     )

@@ -31,8 +31,8 @@ from typing import Any
 
 from ..core.layouts import Patches
 from ..core.standard import child
+from ..core.values import value
 from ..image.grids import ImageInputs
-from ..text.blocks import value
 from ..vision.tower import no_images, variable_resolution
 from .blockless import BlocklessVision
 from .gemma4 import Gemma4Grids, Gemma4Vision, documented
@@ -105,8 +105,8 @@ class Gemma4UnifiedVision(BlocklessVision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's embedded patches before the position embedding",
-        lambda v: f"{child(v, 'patch_ln2').path}.output", None, no_patch_norm,
+        "patch_embeddings", Patches, description="every image's embedded patches before the position embedding",
+        key=lambda v: f"{child(v, 'patch_ln2').path}.output", select=None, unavailable=no_patch_norm,
         doc="Every image's flat merged patches embedded (``patch_ln1``, ``patch_dense``, ``patch_ln2``: the last's "
         "output), ``[images, patches, vision_hidden_size]``, before the factorized 2D position embedding is added. "
         + PADDING + " A padded row is the embedding of the processor's zero patch, the same for every padded row; "

@@ -37,7 +37,7 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
 from ..core.standard import child
-from ..text.blocks import value
+from ..core.values import value
 from ..vision.tower import as_patches, from_patches, no_images
 from .per_image import per_image_pattern
 from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
@@ -87,8 +87,8 @@ class GlmVision(QwenVision):
     """
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream after the final norm (post_layernorm)",
-        _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
+        "tower_output", PackedPatches, description="the last block's stream after the final norm (post_layernorm)",
+        key=_tower_output_site, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final norm (``post_layernorm``, ``vision.norm``), "
         "``[1, patches, vision_hidden_size]``, in merge-block order: what the convolution ``downsample`` folds, "
         "before the merger (``model.projector``). Read it before the projector values.",

@@ -42,8 +42,8 @@ from typing import Any
 
 from ..core.layouts import Patches
 from ..core.standard import child
+from ..core.values import value
 from ..image.grids import GridError, ImageInputs, TiledImage, TiledLayout
-from ..text.blocks import value
 from ..vision.tower import Vision, no_images
 from .encoder_names import ENCODER_RENAME
 
@@ -110,8 +110,8 @@ class ConnectedTiledVision(TiledVision):
     """
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream after post_layernorm, what the connector receives",
-        _norm_output, None, no_images,
+        "tower_output", Patches, description="the last block's stream after post_layernorm, what the connector receives",
+        key=_norm_output, select=None, unavailable=no_images,
         doc="The last block's stream after ``post_layernorm`` (the tower's ``last_hidden_state``), "
             "``[tiles, patches, vision_hidden_size]``: what the connector receives, read before the connector runs.",
     )

@@ -45,9 +45,9 @@ from instrument.calls import innermost
 from instrument.decorators import UnknownDecorator
 
 from ..core.layouts import Patches
-from ..core.values import Unavailable
+from ..core.values import Unavailable, value
 from ..image.grids import ImageInputs, TokenRun
-from ..text.blocks import either, value
+from ..text.blocks import either
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, as_patches, from_patches, no_images
 from .cohere import ShuffledTileGrids, unexpected
 
@@ -135,8 +135,8 @@ def scaled_value(name: str, what: str, gate: Any) -> Any:
     """``attention_output`` or ``mlp_output`` of a layer-scaled block: what the sublayer adds, after its scale."""
     scale = SCALES[name]
     return value(
-        name, Patches, f"what the {what} adds to the stream (after {scale})", _at_binding(name), None,
-        either(gate, _no_binding(name)), view=as_patches, inverse=from_patches,
+        name, Patches, description=f"what the {what} adds to the stream (after {scale})", key=_at_binding(name), select=None,
+        unavailable=either(gate, _no_binding(name)), view=as_patches, inverse=from_patches,
         doc=f"What the {what} adds to the stream, ``{Patches.shape()}``: its output times the layer scale ``{scale}`` "
             f"(the {what}'s own output, before the scale, is at its native path's ``output``).",
     )

@@ -40,8 +40,8 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
 from ..core.standard import child
+from ..core.values import value
 from ..image.grids import Grid, ImageInputs, raster, value_named
-from ..text.blocks import value
 from ..vision.tower import as_patches, from_patches, no_images
 from .per_image import per_image_pattern
 from .qwen import PATCH_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
@@ -111,16 +111,16 @@ class MuseVision(QwenVision):
     """
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before the position embedding",
-        _patch_embedding, None, no_images, view=as_patches, inverse=from_patches,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before the position embedding",
+        key=_patch_embedding, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
         "order: the linear patch embedding's output, before the learned positions and ``ln_pre``. Assign a tensor "
         "of the same shape to replace it, or edit it in place.",
     )
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream back in raster order, after the final norm (ln_post)",
-        _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
+        "tower_output", PackedPatches, description="the last block's stream back in raster order, after the final norm (ln_post)",
+        key=_tower_output_site, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream put back from window order into raster order and normed (``ln_post``, "
         "``vision.norm``), ``[1, patches, vision_hidden_size]``: what the tower pixel-shuffles. Read it before the "
         "projector values.",

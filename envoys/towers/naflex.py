@@ -18,8 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.layouts import Patches
-from ..core.values import EProperty, Field
-from ..text.blocks import value
+from ..core.values import EProperty, Field, value
 from ..vision.tower import Vision, VisionAttention, no_images, no_patch_embed, variable_resolution
 from .gemma4 import PatchMask, documented
 
@@ -93,16 +92,16 @@ class NaflexVision(Vision):
         return mask.bool()
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "every image's projected patches before the position embedding",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed,
+        "patch_embeddings", Patches, description="every image's projected patches before the position embedding",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed,
         doc="Every image's flat patches projected by the linear patch embedding (``patch_embed``), ``[images, "
         "patches, vision_hidden_size]``, before the resized position embedding is added. " + PADDING
         + " A padded row is the projection of the processor's zero patch, the same for every padded row.",
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream after post_layernorm, padding included", "output",
-        Field("last_hidden_state"), no_images,
+        "tower_output", Patches, description="the last block's stream after post_layernorm, padding included", key="output",
+        select=Field("last_hidden_state"), unavailable=no_images,
         doc="The tower's ``last_hidden_state``: the last block's stream after ``post_layernorm`` (the tower's "
         "norm), ``[images, patches, vision_hidden_size]``. " + PADDING,
     )

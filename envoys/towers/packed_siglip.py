@@ -33,7 +33,7 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
 from ..core.standard import child
-from ..text.blocks import value
+from ..core.values import value
 from ..vision.tower import PackedVision, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
 from .per_image import per_image_pattern
 from .qwen import QwenVisionAttention
@@ -94,16 +94,16 @@ class PackedSiglipVision(PackedVision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before any position embedding",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=one_row, inverse=from_patches,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before any position embedding",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed, view=one_row, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in the "
         "processor's order: the patch convolution's output (``[patches, vision_hidden_size, 1, 1]``) as one row, "
         "before any position embedding. Assign a tensor of the same shape to replace it, or edit it in place.",
     )
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream after the final norm (post_layernorm)",
-        _tower_output_site, None, no_images, view=as_patches, inverse=from_patches,
+        "tower_output", PackedPatches, description="the last block's stream after the final norm (post_layernorm)",
+        key=_tower_output_site, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final norm (``post_layernorm``, ``vision.norm``), "
         "``[1, patches, vision_hidden_size]``, image after image: read it after the blocks' values and before the "
         "projector's.",

@@ -35,9 +35,9 @@ from transformers.models.pixtral.modeling_pixtral import (
 
 from ..core.layouts import PackedPatches
 from ..core.standard import child
-from ..core.values import Argument, Field
+from ..core.values import Argument, Field, value
 from ..image.grids import Grid, ImageInputs, check_image, packed_raster
-from ..text.blocks import interior_values, value
+from ..text.blocks import interior_values
 from ..vision.tower import PackedVision, PackedVisionAttention, PackedVisionLayer, PackedVisionMlp, no_images, variable_resolution
 
 #: The tower's norm over the packed row, where the patch embeddings enter the tower proper.
@@ -106,8 +106,8 @@ class PixtralVision(PackedVision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, cropped to its grid and packed in one row",
-        lambda v: f"{child(v, LN_PRE).path}.input", Argument(0, "hidden_states"), no_ln_pre,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, cropped to its grid and packed in one row",
+        key=lambda v: f"{child(v, LN_PRE).path}.input", select=Argument(0, "hidden_states"), unavailable=no_ln_pre,
         doc="Every image's patch embeddings, ``[1, all patches, vision_hidden_size]``, image after image, each in "
         "raster order. What enters ``ln_pre``: the convolution's output (``patch_embed.output``, the padded grid) "
         "cropped to each image's ``image_sizes`` and concatenated. Assign a tensor of the same shape to replace "
@@ -115,8 +115,8 @@ class PixtralVision(PackedVision):
     )
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream, every image packed in one row (there is no final norm)",
-        "output", Field("last_hidden_state"), no_images,
+        "tower_output", PackedPatches, description="the last block's stream, every image packed in one row (there is no final norm)",
+        key="output", select=Field("last_hidden_state"), unavailable=no_images,
         doc="The last block's stream, ``[1, all patches, vision_hidden_size]``, image after image: the tower has no "
         "final norm. The host's projector reads the block its ``vision_feature_layer`` names from the tower's "
         "hidden states (Mistral 3: the last block, without the leading 1; Llava-Pixtral: the last block, as it "

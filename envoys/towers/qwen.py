@@ -44,10 +44,10 @@ from rewrites.qwen_vit_windows import INDEX_SITE, WINDOW_SITE
 from ..core.layouts import HeadOutputs, Keys, Layout, PackedPatches, Queries, Values
 from ..core.pinning import PinnedEProperty
 from ..core.standard import missing_site
-from ..core.values import Argument, EProperty, Field, Item, Selector
+from ..core.values import Argument, EProperty, Field, Item, Selector, value
 from ..image.frames import check_video, frames_raster
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, value_named
-from ..text.blocks import either, value
+from ..text.blocks import either
 from ..vision.tower import PackedVision, PackedVisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
 from .per_image import per_image_pattern
 
@@ -261,16 +261,16 @@ class QwenVision(PackedVision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before any position embedding",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=as_patches, inverse=from_patches,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before any position embedding",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed, view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in "
         "merge-block order (the processor's), before any position embedding or window permutation. "
         "Assign a tensor of the same shape to replace it, or edit it in place.",
     )
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream, the merger's input (there is no final norm)",
-        lambda v: tower_output_at(v)[0], lambda v: tower_output_at(v)[1], no_images, view=as_patches,
+        "tower_output", PackedPatches, description="the last block's stream, the merger's input (there is no final norm)",
+        key=lambda v: tower_output_at(v)[0], select=lambda v: tower_output_at(v)[1], unavailable=no_images, view=as_patches,
         inverse=from_patches,
         doc="The last block's stream, ``[1, patches, vision_hidden_size]``: the tower has no final norm, so this "
         "is what the merger (``model.projector``) reads. Served at the tower's output (its ``last_hidden_state``), "

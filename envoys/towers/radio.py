@@ -30,9 +30,9 @@ from rewrites.radio_attention import PER_IMAGE_SITE, PROJECTION_SITES
 
 from ..core.layouts import HeadOutputs, Keys, PackedPatches, Queries, Values
 from ..core.standard import child, missing_site
-from ..core.values import Argument, EProperty, Field
+from ..core.values import Argument, EProperty, Field, value
 from ..image.grids import Grid, ImageInputs, check_image, packed_raster, raster, value_named
-from ..text.blocks import either, lacks, value
+from ..text.blocks import either, lacks
 from ..vision.tower import PackedVision, PackedVisionAttention, PackedVisionLayer, as_patches, from_patches, no_images, no_patch_embed
 from .per_image import per_image_pattern
 from .qwen import variable_resolution
@@ -55,9 +55,9 @@ PER_IMAGE = (
 def projected(name: str, layout: type, what: str, site: str) -> EProperty:
     """Queries, keys or values, whole, ``[1, heads, tokens, head_dim]``, as the projection's transpose returns them."""
     return value(
-        name, layout, f"every image's {what}, cls and register tokens included, before any per-image split",
-        lambda attention: f"{attention.path}.source.{site}.output", None,
-        either(no_images, lambda attention: missing_site(attention, site)),
+        name, layout, description=f"every image's {what}, cls and register tokens included, before any per-image split",
+        key=lambda attention: f"{attention.path}.source.{site}.output", select=None,
+        unavailable=either(no_images, lambda attention: missing_site(attention, site)),
         doc=f"Every image's {what}, ``[1, heads, tokens, head_dim]``, each image's cls and register tokens then its "
         f"patches, image after image (no rotary embedding): what the kernel receives whole for a single image and "
         f"split at ``cu_seqlens`` for several. Assign or edit in place; the write reaches every branch.",
@@ -101,8 +101,8 @@ class RadioVisionAttention(PackedVisionAttention):
 def scaled(name: str, what: str, scale: str) -> EProperty:
     """What the block's ``what`` adds to the stream: its output after the layer scale ``scale``."""
     return value(
-        name, PackedPatches, f"what the {what} adds to the stream, after its layer scale",
-        lambda block: f"{child(block, scale).path}.output", None, either(no_images, lacks(scale)),
+        name, PackedPatches, description=f"what the {what} adds to the stream, after its layer scale",
+        key=lambda block: f"{child(block, scale).path}.output", select=None, unavailable=either(no_images, lacks(scale)),
         view=as_patches, inverse=from_patches,
         doc=f"What the {what} adds to the stream, ``[1, tokens, vision_hidden_size]``: its output times the block's "
         f"``{scale}`` (RADIO's blocks scale each branch before the residual; dropout and drop path are off in eval).",
@@ -149,16 +149,16 @@ class RadioVision(PackedVision):
     )
 
     patch_embeddings = value(
-        "patch_embeddings", PackedPatches, "every image's patch embeddings, before position embeddings and prefix tokens",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=as_patches, inverse=from_patches,
+        "patch_embeddings", PackedPatches, description="every image's patch embeddings, before position embeddings and prefix tokens",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed, view=as_patches, inverse=from_patches,
         doc="Every image's patch embeddings, ``[1, patches, vision_hidden_size]``, image after image, each in raster "
         "order: the patch projection's output, before the position embedding is added and the cls and register "
         "tokens are put in front. Assign a tensor of the same shape to replace it, or edit it in place.",
     )
 
     tower_output = value(
-        "tower_output", PackedPatches, "the last block's stream (there is no final norm), prefix tokens included",
-        "output", Field("last_hidden_state"), no_images, view=as_patches, inverse=from_patches,
+        "tower_output", PackedPatches, description="the last block's stream (there is no final norm), prefix tokens included",
+        key="output", select=Field("last_hidden_state"), unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream, ``[1, tokens, vision_hidden_size]``, each image's cls and register tokens "
         "then its patches: the tower has no final norm. The wrapper reads the patch rows of it (the tower's "
         "``features``), pixel-shuffles and projects them.",

@@ -58,8 +58,8 @@ from rewrites.sam_vision import SOFTMAX_SITE, UNPARTITION_SITE
 
 from ..core.layouts import HeadOutputs, Keys, Patches, Pattern, Queries, Values
 from ..core.standard import Standard, child, missing_site, rows_over
-from ..core.values import Argument, EProperty, First
-from ..text.blocks import either, own_output, stream_values, value
+from ..core.values import Argument, EProperty, First, value
+from ..text.blocks import either, own_output, stream_values
 from ..vision.tower import FIRST_STEP_ONLY, VISION_ORDER, Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
 
 
@@ -121,8 +121,8 @@ class SamVisionLayer(VisionLayer):
 
     layer_input, mlp_output, layer_output = STREAM[0], STREAM[2], STREAM[3]
     attention_output = value(
-        "attention_output", Patches, "what the attention adds to the stream, back on the grid", added, First(),
-        either(no_images, no_window_return), view=flat_grid, inverse=onto_grid, doc=ATTENTION_OUTPUT_DOC,
+        "attention_output", Patches, description="what the attention adds to the stream, back on the grid", key=added, select=First(),
+        unavailable=either(no_images, no_window_return), view=flat_grid, inverse=onto_grid, doc=ATTENTION_OUTPUT_DOC,
     )
 
     @property
@@ -152,9 +152,9 @@ class SamVisionAttention(VisionAttention):
     """
 
     attention_output = value(
-        "attention_output", Patches, "what the attention adds to the block's stream, back on the grid",
-        lambda attention: added(attention.parent), First(),
-        either(no_images, lambda attention: no_window_return(attention.parent)),
+        "attention_output", Patches, description="what the attention adds to the block's stream, back on the grid",
+        key=lambda attention: added(attention.parent), select=First(),
+        unavailable=either(no_images, lambda attention: no_window_return(attention.parent)),
         view=flat_grid, inverse=onto_grid, doc=ATTENTION_OUTPUT_DOC,
     )
 
@@ -265,16 +265,16 @@ class SamTower(Standard):
     first_step_only = FIRST_STEP_ONLY
 
     patch_embeddings = value(
-        "patch_embeddings", Patches, "the patch embedding's output, before the position embedding",
-        lambda v: f"{v.patch_embed.path}.output", None, no_patch_embed, view=flat_grid, inverse=onto_grid,
+        "patch_embeddings", Patches, description="the patch embedding's output, before the position embedding",
+        key=lambda v: f"{v.patch_embed.path}.output", select=None, unavailable=no_patch_embed, view=flat_grid, inverse=onto_grid,
         doc="The patch convolution's output, ``[images, patches, vision_hidden_size]``, raster order over the grid "
         "(channels-last, as the tower permutes it), before the absolute position embedding is added. Assign or "
         "edit in place.",
     )
 
     tower_output = value(
-        "tower_output", Patches, "the last block's stream (no final norm; the neck follows)",
-        lambda v: f"{v.layers[-1].path}.output", First(), no_images, view=flat_grid, inverse=onto_grid,
+        "tower_output", Patches, description="the last block's stream (no final norm; the neck follows)",
+        key=lambda v: f"{v.layers[-1].path}.output", select=First(), unavailable=no_images, view=flat_grid, inverse=onto_grid,
         doc="The last block's stream, ``[images, patches, vision_hidden_size]``: the tower has no final norm over "
         "the patches. The tower's ``last_hidden_state`` is the neck's output after it, ``[images, output_channels, "
         "height, width]``.",

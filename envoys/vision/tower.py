@@ -29,10 +29,10 @@ import torch
 
 from ..core.layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches, VideoFeatures, VideoTokenMask
 from ..core.standard import Standard, child, rows_over
-from ..core.values import EProperty, Field, Unavailable
+from ..core.values import EProperty, Field, Unavailable, value
 from ..image.frames import video_grid
 from ..image.grids import gather, image_grid, place, token_rows, tower_rows
-from ..text.blocks import interior_values, own_output, stream_values, value
+from ..text.blocks import interior_values, own_output, stream_values
 from .media import (
     CARRIERS,
     TEXT_ONLY,
@@ -165,12 +165,12 @@ def tower_values(layout: type) -> tuple[EProperty, EProperty]:
     ``tower_output`` the tower's ``last_hidden_state``.
     """
     return (
-        value("patch_embeddings", layout, "the patch embedding's output", lambda v: f"{v.patch_embed.path}.output",
-              None, no_patch_embed, view=patch_rows, inverse=onto_patch_grid,
+        value("patch_embeddings", layout, description="the patch embedding's output", key=lambda v: f"{v.patch_embed.path}.output",
+              select=None, unavailable=no_patch_embed, view=patch_rows, inverse=onto_patch_grid,
               doc=f"The patch embedding's output, ``{layout.shape()}``, one row per patch in raster order, before "
               "position embeddings, CLS or pre-norm."),
-        value("tower_output", layout, "the last block's stream after the tower's final norm", "output",
-              Field("last_hidden_state"), no_images,
+        value("tower_output", layout, description="the last block's stream after the tower's final norm", key="output",
+              select=Field("last_hidden_state"), unavailable=no_images,
               doc=f"The tower's last_hidden_state, ``{layout.shape()}``: the last block's stream after its final norm "
               "where it has one, before pooling or CLS dropping."),
     )
