@@ -2,8 +2,9 @@
 
 `rules_for_model` is what `StandardizedTransformer` installs: the rules for
 the classes the model holds (`rewrites.rules_for_classes`: the listed
-forwards it runs, and the attention kernel of every class on the shared
-interface) and the scatter of its family's host (`rewrites.image_scatter`),
+forwards it runs, the forwards whose shape a concern recognises, the
+attention kernel of every other class on the shared interface, the routers'
+logits) and the scatter of its family's host (`rewrites.image_scatter`),
 the host being the wrapper's inner model unless the family's `Scatter` says
 otherwise (`Family.host_class`).
 
@@ -21,7 +22,7 @@ from functools import lru_cache
 import torch
 
 from instrument import Rule
-from rewrites import LISTED, rules_for_classes
+from rewrites import of_particular_forwards, rules_for_classes
 from rewrites.image_scatter import SCATTER_SUFFIX, scatter_rule
 
 from .families import Family, family_for
@@ -37,7 +38,8 @@ def rules_for_model(model: torch.nn.Module, family: Family) -> tuple[Rule, ...]:
 @lru_cache(maxsize=1)
 def catalog() -> tuple[Rule, ...]:
     """Every rule of every tiny checkpoint the installed transformers can build, once each: the scatters, then the
-    listed forwards, then the attention rules, each with ``model_types``, the families whose checkpoints run it."""
+    rules of particular forwards (listed, or found from their shape), then the attention and router rules, each
+    with ``model_types``, the families whose checkpoints run it."""
     from . import tiny  # builds every checkpoint's model: only for the commands and the tests that list rules
 
     found: dict[str, Rule] = {}
@@ -55,10 +57,9 @@ def catalog() -> tuple[Rule, ...]:
             for each in (rule, *rule.drill.values()):  # and what it drills into (a scatter helper, never installed)
                 found.setdefault(each.name, each)
                 users.setdefault(each.name, {})[family.model_type] = None
-    listed = {rule.name for rule in LISTED}
 
     def concern(rule: Rule) -> int:
-        return 0 if rule.name.endswith(SCATTER_SUFFIX) else 1 if rule.name in listed else 2
+        return 0 if rule.name.endswith(SCATTER_SUFFIX) else 1 if of_particular_forwards(rule) else 2
 
     ordered = sorted(found.values(), key=concern)
     return tuple(replace(rule, model_types=tuple(users[rule.name])) for rule in ordered)

@@ -1,11 +1,12 @@
 """What a function's source calls and binds, read on Python's own syntax tree, so rules can be found from a model.
 
 The rules that are found rather than listed (`rewrites.attention`,
-`rewrites.image_scatter`, `rewrites.router`) ask three questions of a forward:
-how many times does it call a dotted callee (``inputs_embeds.masked_scatter``),
-which global function does it bind a local name to by default
-(``attention_interface: Callable = eager_attention_forward``), and which call
-does it assign a local name from (``router_logits = F.linear(...)``). All are
+`rewrites.image_scatter`, `rewrites.router`, and those of a forward's shape,
+`rewrites.found`) ask three questions of a forward: how many times does it
+call a dotted callee (``inputs_embeds.masked_scatter``; every callee at once,
+`callees`, for a shape), which global function does it bind a local name to
+by default (``attention_interface: Callable = eager_attention_forward``), and
+which call does it assign a local name from (``router_logits = F.linear(...)``). All are
 answered here with `ast`, not libcst, because they are asked at every build,
 cached or not, and libcst is imported only when a rule has to be rewritten.
 The callee is spelled as `instrument.naming` spells it (attribute chain,

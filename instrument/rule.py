@@ -78,7 +78,9 @@ class Rule:
     purpose: str = ""  #: one line: what the sites are for
     drill: Mapping[str, Rule] = field(default_factory=dict)  #: site label -> rule for the function it calls
     variants: tuple[Variant, ...] = ()  #: how older releases differ, first match wins
-    serve_as: Mapping[str, str] = field(default_factory=dict)  #: set by `at`: a label -> the label served
+    #: a label -> the label served: set by `at` from the variant chosen, or given where a rule serves a call under
+    #: another label on every release it reads (its form of a forward that an older release shaped differently)
+    serve_as: Mapping[str, str] = field(default_factory=dict)
     unavailable: str | None = None  #: set by `at`: why this release cannot be served
     variant: str = ""  #: set by `at`: the versions of the variant chosen, empty for the rule's own form
     variant_note: str = ""  #: set by `at`: what differs on the variant's releases (`Variant.note`)

@@ -2,15 +2,17 @@
 
 Two kinds, both data (`instrument.Rule`):
 
-- rules found from a model's classes: the kernel call of every attention
+- rules found from a model's classes: the rule of every forward of a shape
+  some concern recognises (`FOUND`, `found`: a packed tower's per-image
+  attention, and an audio tower's; a windowed tower's window order;
+  DeepStack; the gated DeltaNet), the kernel call of every other attention
   class on transformers' shared interface (`attention`), the logits call of
   every mixture-of-experts router (`router`), and the scatter in a family's
   host forward (`image_scatter`: the family states only what differs, in a
   `Scatter`);
 - rules of particular forwards, one per target, each module holding one
-  concern's (`LISTED`): the Qwen ViT's per-image attention, Qwen2.5-VL's
-  windows, RADIO's attention, Qwen3-VL's DeepStack, Llama 4's text block, the
-  gated DeltaNet, the SAM encoder's softmax and windows (GOT-OCR 2.0, SAM).
+  concern's (`LISTED`): RADIO's attention, Llama 4's text block, the SAM
+  encoder's softmax and windows (GOT-OCR 2.0, SAM).
 
 Each module defines its site labels once, as constants the envoys import.
 `rules_for_classes` gives the rules for the classes a model holds, but the
@@ -26,17 +28,22 @@ from instrument.calls import defining_class
 
 from . import deepstack, deltanet, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision
 from .attention import attention_rules
+from .found import Template, found_rules
 from .router import router_rules
 
 #: The rules of particular forwards, by concern.
 LISTED: tuple[Rule, ...] = (
-    *qwen_vit_attention.RULES,
-    *qwen_vit_windows.RULES,
     *radio_attention.RULES,
-    *deepstack.RULES,
     *llama4_feed_forward.RULES,
-    *deltanet.RULES,
     *sam_vision.RULES,
+)
+
+#: The shapes a forward is given a rule for, by concern, in the order they are tried (the first that fits wins).
+FOUND: tuple[Template, ...] = (
+    *qwen_vit_attention.TEMPLATES,
+    *qwen_vit_windows.TEMPLATES,
+    *deepstack.TEMPLATES,
+    *deltanet.TEMPLATES,
 )
 
 
@@ -46,12 +53,20 @@ def target_of(cls: type) -> str:
     return f"{owner.__module__}:{owner.__qualname__}.forward"
 
 
+def of_particular_forwards(rule: Rule) -> bool:
+    """Whether ``rule`` is one concern's rule of a particular forward (listed, or found from the forward's shape),
+    rather than the shared attention, eager-kernel or router rule of a class, or a host's scatter."""
+    return rule.name in {listed.name for listed in LISTED} or rule.name.rpartition(".")[2] in {template.suffix for template in FOUND}
+
+
 def rules_for_classes(classes: Iterable[type]) -> tuple[Rule, ...]:
-    """The rules for module classes a model holds: the listed rules whose target some class runs, then an attention
-    rule for every other class on the shared attention interface (each after the eager kernel it drills into), then
-    a rule for every mixture-of-experts router's logits call."""
+    """The rules for module classes a model holds: the listed rules whose target some class runs and the rules of
+    the forwards whose shape fits a template (`FOUND`), then an attention rule for every other class on the shared
+    attention interface (each after the eager kernel it drills into), then a rule for every mixture-of-experts
+    router's logits call."""
     classes = tuple(dict.fromkeys(classes))
     targets = {target_of(cls) for cls in classes}
     listed = tuple(rule for rule in LISTED if rule.target in targets)
-    claimed = [rule.target for rule in listed]
-    return listed + attention_rules(classes, claimed=claimed) + router_rules(classes, claimed=claimed)
+    found = found_rules(classes, FOUND, claimed=[rule.target for rule in listed])
+    claimed = [rule.target for rule in (*found, *listed)]
+    return found + listed + attention_rules(classes, claimed=claimed) + router_rules(classes, claimed=claimed)

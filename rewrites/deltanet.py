@@ -1,4 +1,11 @@
-"""Gated DeltaNet: the kernel call of a linear-attention block (Qwen3.5's and Qwen3.5-MoE's ``linear_attn``).
+"""Gated DeltaNet: the kernel calls of a linear-attention block (Qwen3.5's ``linear_attn``, and its kind).
+
+Found from the forward's shape (`TEMPLATES`, through `rewrites.found`): a
+linear-attention block whose forward calls the gated-delta-rule kernels as the
+installed release's form of the rule numbers them (the chunked kernel once and
+the per-token one once; the per-token one twice from transformers 5.25, both
+through the block's attributes before 5.15). Qwen3.5's block reads so, and the
+blocks that copy it.
 
 The forward projects and convolves the block's input into queries, keys and
 values (``[batch, seq, heads, head_dim]``), computes the decays
@@ -32,7 +39,9 @@ the block, not the kernel, repeats the queries and keys to the value heads,
 so there they arrive at the call ``[batch, seq, value_heads, key_head_dim]``.
 """
 
-from instrument import Rule, Variant
+from instrument import Variant
+
+from .found import Template
 
 CHUNK_SITE = "torch_chunk_gated_delta_rule_0"
 RECURRENT_SITE = "torch_recurrent_gated_delta_rule_0"
@@ -67,15 +76,10 @@ FROM_5_25 = Variant(
 )
 
 
-def _deltanet(model_type: str, target: str) -> Rule:
-    return Rule(
-        f"{model_type}.gated-deltanet", target, SITES,
-        "the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out",
-        variants=(BEFORE_5_15, FROM_5_25),
-    )
-
-
-RULES = (
-    _deltanet("qwen3_5", "transformers.models.qwen3_5.modeling_qwen3_5:Qwen3_5GatedDeltaNet.forward"),
-    _deltanet("qwen3_5_moe", "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe:Qwen3_5MoeGatedDeltaNet.forward"),
+DELTANET = Template(
+    "gated-deltanet", SITES,
+    "the gated delta rule kernel calls: queries, keys, values, decays, betas in; output and recurrent state out",
+    variants=(BEFORE_5_15, FROM_5_25),
 )
+
+TEMPLATES = (DELTANET,)

@@ -1,4 +1,4 @@
-# rule exaone4_5.vision-windows: the tower's permutation into attention windows (Qwen2.5-VL's forward): argument 1 is the window index
+# rule exaone4_5.vision-windows: the tower's permutation into attention windows: argument 1 is the window index
 # transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_VisionModel.forward
 # transformers/models/exaone4_5/modeling_exaone4_5.py
 # sites: self_permute_input_for_window_attn_0, self_permute_input_for_window_attn_1

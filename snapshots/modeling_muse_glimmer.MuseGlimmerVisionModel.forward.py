@@ -1,4 +1,4 @@
-# rule muse_glimmer.vision-windows: the Muse tower's window index (patch by patch; the permutation is an inline indexing): item 0 of the call
+# rule muse_glimmer.vision-windows: the tower's window index (the permutation into windows is an inline indexing): item 0 of the call
 # transformers.models.muse_glimmer.modeling_muse_glimmer:MuseGlimmerVisionModel.forward
 # transformers/models/muse_glimmer/modeling_muse_glimmer.py
 # sites: get_vision_window_index_0

@@ -1,4 +1,4 @@
-# rule ovis2_5.vision-windows: the Ovis2.5 tower's window index (merge unit by merge unit, computed after the patch embedding; the permutation is an inline indexing): item 0 of the call
+# rule ovis2_5.vision-windows: the tower's window index (the permutation into windows is an inline indexing): item 0 of the call
 # transformers.models.ovis2_5.modeling_ovis2_5:Ovis2_5VisionModel.forward
 # transformers/models/ovis2_5/modeling_ovis2_5.py
 # sites: get_vision_window_index_0

@@ -1,4 +1,4 @@
-# rule qwen2_5_omni.vision-windows: the tower's permutation into attention windows (Qwen2.5-VL's forward): argument 1 is the window index
+# rule qwen2_5_omni.vision-windows: the tower's permutation into attention windows: argument 1 is the window index
 # transformers.models.qwen2_5_omni.modeling_qwen2_5_omni:Qwen2_5OmniVisionEncoder.forward
 # transformers/models/qwen2_5_omni/modeling_qwen2_5_omni.py
 # sites: self_permute_input_for_window_attn_0, self_permute_input_for_window_attn_1

@@ -1,4 +1,5 @@
-"""Rules found from the model: the attention kernel of every class on the shared interface, the host's scatters.
+"""Rules found from the model: the rules of a forward's shape, the attention kernel of every other class on the shared
+interface, the routers' logits, the host's scatters.
 
 Synthetic modules (written to files, so their forwards have source) stand in
 for a transformers modeling module where the point is what the finder does
@@ -19,14 +20,16 @@ import envoys
 from envoys.families import family_for
 from envoys.rules import catalog, rules_for_model
 from envoys.tiny import NAMES, build
-from envoys.vision.tower import ImageScatter
+from envoys.vision.scatter_host import ImageScatter
 from instrument import DriftError, compile_rule, install_all
 from instrument.calls import assigned_call, bound_default, calls, filled_in_place
 from instrument.decorators import UnknownDecorator, peel
 from instrument.install import INSTALLED
 from instrument.versions import for_installed
-from rewrites import LISTED, rules_for_classes
+from rewrites import FOUND, LISTED, deltanet, of_particular_forwards, qwen_vit_attention, qwen_vit_windows, rules_for_classes
 from rewrites.attention import INTERFACE, KERNEL_SITE, SOFTMAX_SITE, attention_rules
+from rewrites.deepstack import DEEPSTACK
+from rewrites.found import found_rules
 from rewrites.image_scatter import IMAGE_SITE, Scatter, scatter_rule
 from rewrites.router import logits_site, router_rules
 
@@ -201,6 +204,152 @@ class SplitBlock(nn.Module):
 '''
 
 
+SHAPES = '''
+import torch
+from torch import nn
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, **kwargs):
+    weights = nn.functional.softmax(query @ key.transpose(-1, -2), dim=-1)
+    return weights @ value, weights
+
+
+def flash_requested(module):
+    return False
+
+
+class PackedVisionAttention(nn.Module):
+    """The per-image shape: the kernel over every image, else once per image between a split and a join."""
+
+    def forward(self, hidden_states, cu_seqlens):
+        query, key, value = hidden_states, hidden_states, hidden_states
+        attention_interface = eager_attention_forward
+        if flash_requested(self):
+            output, _ = attention_interface(self, query, key, value, None, cu_seq_lens_q=cu_seqlens)
+        else:
+            lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+            splits = [torch.split(tensor, lengths, dim=2) for tensor in (query, key, value)]
+            output = torch.cat([attention_interface(self, q, k, v, None)[0] for q, k, v in zip(*splits)], dim=1)
+        return output
+
+
+class PackedAudioAttention(PackedVisionAttention):
+    def forward(self, hidden_states, cu_seqlens):
+        query, key, value = hidden_states, hidden_states, hidden_states
+        attention_interface = eager_attention_forward
+        if flash_requested(self):
+            output, _ = attention_interface(self, query, key, value, None, cu_seq_lens_q=cu_seqlens)
+        else:
+            lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+            splits = [torch.split(tensor, lengths, dim=2) for tensor in (query, key, value)]
+            output = torch.cat([attention_interface(self, q, k, v, None)[0] for q, k, v in zip(*splits)], dim=1)
+        return output
+
+
+class InheritsPacked(PackedVisionAttention):
+    pass
+
+
+class OneKernelCall(nn.Module):
+    """A near miss: the split and the join, but the kernel called once."""
+
+    def forward(self, hidden_states, cu_seqlens):
+        query, key, value = hidden_states, hidden_states, hidden_states
+        attention_interface = eager_attention_forward
+        lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+        joined = torch.cat(torch.split(value, lengths, dim=2), dim=2)
+        output, _ = attention_interface(self, query, key, joined, None)
+        return output
+
+
+class NoSplit(nn.Module):
+    """A near miss: the kernel called twice (two branches of a differential attention), joined, nothing split."""
+
+    def forward(self, hidden_states):
+        attention_interface = eager_attention_forward
+        first, _ = attention_interface(self, hidden_states, hidden_states, hidden_states, None)
+        second, _ = attention_interface(self, hidden_states, hidden_states, hidden_states, None)
+        return torch.cat([first, second], dim=-1)
+
+
+def get_vision_window_index(grid_thw, window_size):
+    return torch.arange(int(grid_thw.prod())), None
+
+
+class PermutingTower(nn.Module):
+    def forward(self, hidden_states, grid_thw):
+        window_index, _ = get_vision_window_index(grid_thw, 4)
+        hidden_states = self.permute_input_for_window_attn(hidden_states, window_index, seq_len=4)
+        cos, sin = (self.permute_input_for_window_attn(f, window_index, seq_len=4) for f in (hidden_states, hidden_states))
+        return hidden_states[torch.argsort(window_index)]
+
+    def permute_input_for_window_attn(self, tensor, window_index, seq_len):
+        return tensor[window_index]
+
+
+class IndexingTower(nn.Module):
+    def forward(self, hidden_states, grid_thw):
+        window_index, _ = get_vision_window_index(grid_thw, 4)
+        hidden_states = hidden_states[window_index, :]
+        return hidden_states[torch.argsort(window_index)]
+
+
+class MethodTower(nn.Module):
+    def forward(self, hidden_states, grid_thw):
+        window_index, _ = self.get_window_index(grid_thw)
+        hidden_states = hidden_states[window_index, :]
+        return hidden_states[torch.argsort(window_index)]
+
+    def get_window_index(self, grid_thw):
+        return get_vision_window_index(grid_thw, 4)
+
+
+class WindowMerger(nn.Module):
+    """Windows read in window order and pooled: the order is never restored."""
+
+    def forward(self, hidden_states, grid_thw):
+        window_index, _ = self.get_window_index(grid_thw)
+        return hidden_states[window_index, :].mean(0)
+
+    def get_window_index(self, grid_thw):
+        return get_vision_window_index(grid_thw, 4)
+
+
+class TextModel(nn.Module):
+    def forward(self, hidden_states, visual_pos_masks, deepstack_visual_embeds):
+        for index, layer in enumerate(self.layers):
+            hidden_states = layer(hidden_states)
+            if index < len(deepstack_visual_embeds):
+                hidden_states = self._deepstack_process(hidden_states, visual_pos_masks, deepstack_visual_embeds[index])
+        return hidden_states
+
+
+class TalkerModel(TextModel):
+    def forward(self, hidden_states, visual_pos_masks, deepstack_visual_embeds):
+        for index, layer in enumerate(self.layers):
+            hidden_states = layer(hidden_states)
+            if index < len(deepstack_visual_embeds):
+                hidden_states = self._deepstack_process(hidden_states, visual_pos_masks, deepstack_visual_embeds[index])
+        return hidden_states
+
+
+class OldDeltaNet(nn.Module):
+    """The gated DeltaNet as releases before 5.15 read it: the kernels through the block's attributes."""
+
+    def forward(self, query, key, value, g, beta, cache=None):
+        if cache is None:
+            output, state = self.chunk_gated_delta_rule(query, key, value, g=g, beta=beta)
+        else:
+            output, state = self.recurrent_gated_delta_rule(query, key, value, g=g, beta=beta)
+        return output
+'''
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory):
+    return write_module(tmp_path_factory.mktemp("shapes"), "modeling_shapes", SHAPES)
+
+
 @pytest.fixture(scope="module")
 def routers(tmp_path_factory: pytest.TempPathFactory):
     return write_module(tmp_path_factory.mktemp("routers"), "modeling_routers", ROUTERS)
@@ -296,11 +445,140 @@ def test_kernels_use_kernelized_func_is_peeled_and_rebuilt_around_the_rewritten_
     assert rebuilt.__code__ is outer.__code__ and rebuilt is not outer  # a copy of kernels' wrapper, around ours
 
 
-def test_the_listed_rules_claim_their_forwards_from_the_attention_finder():
+def test_the_rules_of_a_shape_claim_their_forwards_from_the_attention_finder():
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLAttention, VisionAttention
 
     names = [rule.name for rule in rules_for_classes([VisionAttention, Qwen2VLAttention])]
     assert names == ["qwen2_vl.vision-attention", "qwen2_vl.eager-attention", "qwen2_vl.Qwen2VLAttention"]
+
+
+# -- the rules of a forward's shape -----------------------------------------------------------------------
+
+
+def _shaped(template, suffix, pairs):
+    return [(f"{model_type}.{suffix}", f"transformers.models.{model_type}.modeling_{model_type}:{owner}", template)
+            for model_type, owner in pairs]
+
+
+#: Every forward that had a rule written for it before the rules were found from the shape: that rule's name, and
+#: the template that gives it the same sites, variants and labels served.
+SHAPED = [
+    *_shaped(qwen_vit_attention.VISION, "vision-attention", [
+        ("qwen2_vl", "VisionAttention"), ("qwen2_5_vl", "Qwen2_5_VLVisionAttention"),
+        ("qwen3_vl", "Qwen3VLVisionAttention"), ("qwen3_vl_moe", "Qwen3VLMoeVisionAttention"),
+        ("qwen3_5", "Qwen3_5VisionAttention"), ("qwen3_5_moe", "Qwen3_5MoeVisionAttention"),
+        ("glm4v", "Glm4vVisionAttention"), ("glm4v_moe", "Glm4vMoeVisionAttention"), ("glm_ocr", "GlmOcrVisionAttention"),
+        ("paddleocr_vl", "PaddleOCRVisionAttention"), ("video_llama_3", "VideoLlama3VisionAttention"),
+        ("exaone4_5", "Exaone4_5_VisionAttention"), ("llava_onevision1_5", "LlavaOnevision15VisionAttention"),
+        ("cohere_compass", "CohereCompassVisionAttention"), ("muse_glimmer", "MuseGlimmerVisionAttention"),
+        ("ovis2_5", "Ovis2_5VisionAttention"), ("kimi_k25", "Kimi_K25VisionAttention"),
+        ("hunyuan_vl", "HunYuanVLVisionAttention"), ("minicpmv4_6", "MiniCPMV4_6VisionAttention"),
+        ("minicpmv4_7", "MiniCPMV4_7VisionAttention"), ("minicpm_ocr", "MiniCPMOcrVisionAttention"),
+        ("dots3_note", "Dots3NoteVisionAttention"), ("lfm3_vl", "Lfm3VlVisionAttention"),
+        ("ernie4_5_vl_moe", "Ernie4_5_VLMoeVisionAttention"), ("qwen2_5_omni", "Qwen2_5OmniVisionAttention"),
+        ("qwen3_omni_moe", "Qwen3OmniMoeVisionAttention"),
+    ]),
+    *_shaped(qwen_vit_attention.AUDIO, "audio-attention", [
+        ("qwen2_5_omni", "Qwen2_5OmniAudioAttention"), ("qwen3_omni_moe", "Qwen3OmniMoeAudioAttention"),
+    ]),
+    *_shaped(qwen_vit_windows.PERMUTED, "vision-windows", [
+        ("qwen2_5_vl", "Qwen2_5_VisionTransformerPretrainedModel"), ("exaone4_5", "Exaone4_5_VisionModel"),
+        ("qwen2_5_omni", "Qwen2_5OmniVisionEncoder"),
+    ]),
+    *_shaped(qwen_vit_windows.INDEXED, "vision-windows", [
+        ("muse_glimmer", "MuseGlimmerVisionModel"), ("ovis2_5", "Ovis2_5VisionModel"),
+    ]),
+    *_shaped(DEEPSTACK, "deepstack", [
+        ("qwen3_vl", "Qwen3VLTextModel"), ("qwen3_vl_moe", "Qwen3VLMoeTextModel"),
+        ("granite_docling", "GraniteDoclingTextModel"), ("cohere_compass", "CohereCompassTextModel"),
+        ("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextModel"),
+    ]),
+    *_shaped(deltanet.DELTANET, "gated-deltanet", [
+        ("qwen3_5", "Qwen3_5GatedDeltaNet"), ("qwen3_5_moe", "Qwen3_5MoeGatedDeltaNet"),
+    ]),
+]
+
+
+def _owner(dotted: str) -> type:
+    import importlib
+
+    module, _, owner = dotted.partition(":")
+    try:
+        return getattr(importlib.import_module(module), owner)
+    except ImportError:
+        pytest.skip(f"this transformers has no {module}")
+
+
+@pytest.mark.parametrize(("name", "owner", "template"), SHAPED, ids=[name for name, _, _ in SHAPED])
+def test_each_forward_once_listed_gets_its_rule_from_its_shape(name, owner, template):
+    (rule,) = found_rules([_owner(owner)], FOUND)
+    assert (rule.name, rule.target) == (name, f"{owner}.forward")
+    assert (rule.sites, rule.variants, rule.serve_as, rule.drill) == (template.sites, template.variants, {}, {})
+    assert of_particular_forwards(rule)
+
+
+def test_a_packed_attention_forward_gets_the_per_image_rule_and_an_audio_class_the_audio_one(shapes):
+    vision, audio = found_rules([shapes.PackedVisionAttention, shapes.InheritsPacked, shapes.PackedAudioAttention],
+                                FOUND)
+    assert (vision.name, vision.target) == ("shapes.vision-attention", "modeling_shapes:PackedVisionAttention.forward")
+    assert (audio.name, audio.target) == ("shapes.audio-attention", "modeling_shapes:PackedAudioAttention.forward")
+    assert vision.sites == audio.sites == qwen_vit_attention.SITES
+    assert vision.variants == audio.variants == (qwen_vit_attention.BEFORE_5_1,)
+    assert compile_rule(vision).site_names == (qwen_vit_attention.FLASH_SITE, qwen_vit_attention.SPLIT_SITE,
+                                               qwen_vit_attention.PER_IMAGE_SITE, qwen_vit_attention.JOIN_SITE)
+
+
+def test_a_near_miss_of_the_per_image_shape_gets_the_shared_attention_rule(shapes):
+    """One kernel call between a split and a join is an ordinary attention forward: the shared finder's kernel rule,
+    drilling into its eager kernel. Two calls with nothing split are no per-image attention either: they are left to
+    the shared finder, whose rule then reports the second call by name (`DriftError`)."""
+    assert found_rules([shapes.OneKernelCall, shapes.NoSplit], FOUND) == ()
+    rules = rules_for_classes([shapes.OneKernelCall, shapes.NoSplit])
+    assert [rule.name for rule in rules] == ["shapes.eager-attention", "shapes.OneKernelCall", "shapes.NoSplit"]
+    assert compile_rule(rules[1]).site_names == (KERNEL_SITE,)
+    with pytest.raises(DriftError, match=r"rule 'shapes\.NoSplit'"):
+        compile_rule(rules[2])
+
+
+def test_a_rule_of_a_shape_is_left_out_where_another_rule_claims_its_forward(shapes):
+    assert [rule.name for rule in rules_for_classes([shapes.PackedVisionAttention])] == ["shapes.vision-attention"]
+    assert found_rules([shapes.PackedVisionAttention], FOUND,
+                       claimed=["modeling_shapes:PackedVisionAttention.forward"]) == ()
+
+
+@pytest.mark.parametrize(("owner", "template", "served"), [
+    ("PermutingTower", qwen_vit_windows.PERMUTED,
+     (qwen_vit_windows.WINDOW_SITE, "self_permute_input_for_window_attn_1")),
+    ("IndexingTower", qwen_vit_windows.INDEXED, (qwen_vit_windows.INDEX_SITE,)),
+    ("MethodTower", qwen_vit_windows.BY_METHOD, (qwen_vit_windows.INDEX_SITE,)),
+])
+def test_a_windowed_tower_gets_the_window_rule_its_reordering_decides(shapes, owner, template, served):
+    """A tower calling both the permutation and get_vision_window_index gets the permutation's sites (Qwen2.5-VL from
+    5.17); one permuting inline, the index call's (5.9 to 5.16); one computing the index with self.get_window_index,
+    that call served as the index call (before 5.9): the sites the release variants of the written rule gave."""
+    (rule,) = found_rules([getattr(shapes, owner)], FOUND)
+    assert (rule.name, rule.sites, rule.serve_as) == ("shapes.vision-windows", template.sites, template.serve_as)
+    assert compile_rule(rule).site_names == served
+
+
+def test_a_window_merger_that_never_restores_the_order_gets_no_window_rule(shapes):
+    assert found_rules([shapes.WindowMerger], FOUND) == ()
+
+
+def test_two_classes_of_one_module_with_one_shape_keep_the_first_ones_rule(shapes):
+    (rule,) = found_rules([shapes.TextModel, shapes.TalkerModel], FOUND)
+    assert (rule.name, rule.target) == ("shapes.deepstack", "modeling_shapes:TextModel.forward")
+    assert compile_rule(rule).site_names == DEEPSTACK.sites["self._deepstack_process"]
+
+
+def test_a_forward_fits_the_form_the_installed_release_reads(shapes, monkeypatch):
+    """The gated DeltaNet calling the kernels through the block's attributes fits only where the installed release's
+    form of the rule (its variant before 5.15) calls them so."""
+    assert found_rules([shapes.OldDeltaNet], FOUND) == ()  # no release known: the rule's own form
+    monkeypatch.setattr("rewrites.found.for_installed", lambda rule: rule.at("5.10.0"))
+    (rule,) = found_rules([shapes.OldDeltaNet], FOUND)
+    assert rule.name == "shapes.gated-deltanet" and rule.variants == deltanet.DELTANET.variants
+    assert compile_rule(rule.at("5.10.0")).site_names == (deltanet.CHUNK_SITE, deltanet.RECURRENT_SITE)
 
 
 # -- the router rule --------------------------------------------------------------------------------------
