@@ -28,7 +28,21 @@ from transformers import (
     SiglipVisionConfig,
 )
 
-from .contract import COHERE2_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, square, text_model
+from .contract import (
+    COHERE2_ATTENTION,
+    SIGLIP,
+    SIGLIP_ATTENTION,
+    TEXT_BLOCK,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    batched,
+    encoder_tower,
+    scatter,
+    square,
+    text_model,
+)
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -170,8 +184,7 @@ CONTRACTS = {
         rules=(scatter("aya_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
         native={
             **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
-            **text_model("model.language_model", {"self_attn": "self_attn", "mlp": "mlp",
-                "input_layernorm": "input_layernorm", "post_attention_layernorm": "input_layernorm"}),
+            **text_model("model.language_model", {**TEXT_BLOCK, "post_attention_layernorm": "input_layernorm"}),
         },
     ),
 }

@@ -41,7 +41,7 @@ from transformers import (
     OPTConfig,
 )
 
-from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
+from .contract import ENCODER_BLOCK, LLAMA_ATTENTION, SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
@@ -225,10 +225,8 @@ CONTRACTS = {
         native={
             "vision": "vision_model", "projector": "language_projection", "vision.norm": "vision_model.post_layernorm",
             "vision.patch_embed": "vision_model.embeddings.patch_embedding",
-            **blocks("vision.layers", "vision_model.encoder.layers", {"self_attn": "self_attn",
-                "self_attn.o_proj": "self_attn.projection", "input_layernorm": "layer_norm1",
-                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
-                "mlp.down_proj": "mlp.fc2"}),
+            **blocks("vision.layers", "vision_model.encoder.layers", {**ENCODER_BLOCK,
+                "self_attn.o_proj": "self_attn.projection"}),
             **text_model("language_model.model.decoder", {"self_attn": "self_attn",
                 "input_layernorm": "self_attn_layer_norm"}, norm="final_layer_norm"),
             "lm_head": "language_model.lm_head",
@@ -251,10 +249,8 @@ CONTRACTS = {
         native={
             "vision": "vision_model", "projector": "language_projection", "vision.norm": "vision_model.post_layernorm",
             "vision.patch_embed": "vision_model.embeddings.patch_embedding",
-            **blocks("vision.layers", "vision_model.encoder.layers", {"self_attn": "self_attn",
-                "self_attn.o_proj": "self_attn.projection", "input_layernorm": "layer_norm1",
-                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
-                "mlp.down_proj": "mlp.fc2"}),
+            **blocks("vision.layers", "vision_model.encoder.layers", {**ENCODER_BLOCK,
+                "self_attn.o_proj": "self_attn.projection"}),
             **text_model("language_model.model"), "lm_head": "language_model.lm_head",
         },
     ),

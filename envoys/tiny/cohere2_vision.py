@@ -21,7 +21,21 @@ from transformers import (
 )
 
 from .aya_vision import DOWNSAMPLE, IMAGE_TOKENS, MAX_TILES, TILE, TOKENS_PER_TILE, cohere2_text, cohere_template, cohere_tokenizer, siglip_tiles
-from .contract import COHERE2_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, square, text_model
+from .contract import (
+    COHERE2_ATTENTION,
+    SIGLIP,
+    SIGLIP_ATTENTION,
+    TEXT_BLOCK,
+    Loads,
+    Reads,
+    Row,
+    Sizes,
+    batched,
+    encoder_tower,
+    scatter,
+    square,
+    text_model,
+)
 from .norms import randomise_norms
 
 
@@ -82,8 +96,7 @@ CONTRACTS = {
         rules=(scatter("cohere2_vision"), *SIGLIP_ATTENTION, *COHERE2_ATTENTION),
         native={
             **encoder_tower("model.vision_tower"), "projector": "model.multi_modal_projector",
-            **text_model("model.language_model", {"self_attn": "self_attn", "mlp": "mlp",
-                "input_layernorm": "input_layernorm", "post_attention_layernorm": "input_layernorm"}),
+            **text_model("model.language_model", {**TEXT_BLOCK, "post_attention_layernorm": "input_layernorm"}),
         },
     ),
 }

@@ -27,6 +27,7 @@ from .contract import (
     QWEN_PER_IMAGE,
     QWEN_VIT_BLOCK,
     SIGLIP,
+    TEXT_BLOCK,
     Loads,
     Reads,
     Row,
@@ -142,8 +143,7 @@ CONTRACTS = {
             "vision": "model.visual", "projector": "model.visual.merger",
             "vision.patch_embed": "model.visual.patch_embed",
             **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
-            **text_model("model.language_model", {"self_attn": "self_attn", "mlp": "mlp",
-                "input_layernorm": "input_layernorm", "post_attention_layernorm": "input_layernorm"}),
+            **text_model("model.language_model", {**TEXT_BLOCK, "post_attention_layernorm": "input_layernorm"}),
         },
     ),
 }

@@ -33,7 +33,7 @@ from transformers import (
     HunYuanVLProcessor,
 )
 
-from .contract import HUNYUAN_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, packed, scatter, text_model
+from .contract import ENCODER_BLOCK, HUNYUAN_PER_IMAGE, NO_WINDOWS, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, packed, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -138,10 +138,8 @@ CONTRACTS = {
         native={
             "vision": "model.vision_tower", "projector": "model.vision_tower.patch_merger",
             "vision.patch_embed": "model.vision_tower.embeddings.patch_embedding",
-            **blocks("vision.layers", "model.vision_tower.layers", {"self_attn": "self_attn",
-                "self_attn.o_proj": "self_attn.o_proj", "input_layernorm": "layer_norm1",
-                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
-                "mlp.down_proj": "mlp.fc2"}),
+            **blocks("vision.layers", "model.vision_tower.layers", {**ENCODER_BLOCK,
+                "self_attn.o_proj": "self_attn.o_proj"}),
             **text_model("model.language_model"),
         },
     ),

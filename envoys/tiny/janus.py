@@ -26,7 +26,7 @@ from transformers import (
     LlamaConfig,
 )
 
-from .contract import LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, scatter, text_model
+from .contract import ENCODER_BLOCK, LLAMA_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes
 from .tokenizer import WORDS, TokenizersBackend, as_the_processor_takes, word_level_tokenizer
@@ -163,10 +163,8 @@ CONTRACTS = {
             "vision": "model.vision_model", "projector": "model.aligner",
             "vision.norm": "model.vision_model.post_layernorm",
             "vision.patch_embed": "model.vision_model.embeddings.patch_embedding",
-            **blocks("vision.layers", "model.vision_model.encoder.layers", {"self_attn": "self_attn",
-                "self_attn.o_proj": "self_attn.projection_layer", "input_layernorm": "layer_norm1",
-                "post_attention_layernorm": "layer_norm2", "mlp": "mlp", "mlp.up_proj": "mlp.fc1",
-                "mlp.down_proj": "mlp.fc2"}),
+            **blocks("vision.layers", "model.vision_model.encoder.layers", {**ENCODER_BLOCK,
+                "self_attn.o_proj": "self_attn.projection_layer"}),
             **text_model("model.language_model"), "model.vqmodel": "model.vqmodel",
             "model.generation_embeddings": "model.generation_embeddings",
             "model.generation_aligner": "model.generation_aligner", "model.generation_head": "model.generation_head",

@@ -221,11 +221,12 @@ BUILDERS = {
 }
 
 
-#: The native names of every MiniCPM checkpoint here (Row.native): the tower's, the merger outside it, and the
-#: Qwen3.5 text model's (blocks 0 to 2 linear attention, block 3 full attention).
+#: The native names of every MiniCPM checkpoint here (Row.native): the tower's (its vit_merger too, which MiniCPM-OCR's
+#: tower holds but does not run), the merger outside it, and the Qwen3.5 text model's (blocks 0 to 2 linear attention,
+#: block 3 full attention).
 NATIVE = {
     "vision": "model.vision_tower", "projector": "model.merger", "vision.norm": "model.vision_tower.post_layernorm",
-    "vision.patch_embed": "model.vision_tower.embeddings.patch_embedding",
+    "vision.patch_embed": "model.vision_tower.embeddings.patch_embedding", "vision.vit_merger": "model.vision_tower.vit_merger",
     **blocks("vision.layers", "model.vision_tower.encoder.layers", ENCODER_BLOCK),
     **text_model("model.language_model", {"mlp": "mlp", "input_layernorm": "input_layernorm",
                                           "post_attention_layernorm": "post_attention_layernorm"}),
@@ -254,7 +255,7 @@ CONTRACTS = {
         pattern_unavailable=MINICPM_PER_IMAGE,
         text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
         rules=(scatter(name), f"{name}.vision-attention", "qwen3_5.gated-deltanet", *attention("qwen3_5", "Qwen3_5Attention")),
-        native={**NATIVE, "vision.vit_merger": "model.vision_tower.vit_merger"},
+        native=NATIVE,
     ) for name, cls in (("minicpmv4_6", "MiniCPMV4_6"), ("minicpmv4_7", "MiniCPMV4_7"))},
     # envoys/tiny/minicpm.py, build_minicpm_ocr: the same tower downsampling 4x (no vit_merger): a 32x32 image is one
     # unit of 64 patches and 16 tokens; a 64x48 one a 24x32 source and 2x2 slices of 24x32 (5 units of 48 patches, 12
