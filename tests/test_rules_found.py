@@ -26,7 +26,7 @@ from instrument.calls import assigned_call, bound_default, calls, filled_in_plac
 from instrument.decorators import UnknownDecorator, peel
 from instrument.install import INSTALLED
 from instrument.versions import for_installed
-from rewrites import FOUND, LISTED, deltanet, of_particular_forwards, qwen_vit_attention, qwen_vit_windows, rules_for_classes
+from rewrites import FOUND, LISTED, deltanet, qwen_vit_attention, qwen_vit_windows, rules_for_classes
 from rewrites.attention import INTERFACE, KERNEL_SITE, SOFTMAX_SITE, attention_rules
 from rewrites.deepstack import DEEPSTACK
 from rewrites.found import found_rules
@@ -453,68 +453,6 @@ def test_the_rules_of_a_shape_claim_their_forwards_from_the_attention_finder():
 
 
 # -- the rules of a forward's shape -----------------------------------------------------------------------
-
-
-def _shaped(template, suffix, pairs):
-    return [(f"{model_type}.{suffix}", f"transformers.models.{model_type}.modeling_{model_type}:{owner}", template)
-            for model_type, owner in pairs]
-
-
-#: Every forward that had a rule written for it before the rules were found from the shape: that rule's name, and
-#: the template that gives it the same sites, variants and labels served.
-SHAPED = [
-    *_shaped(qwen_vit_attention.VISION, "vision-attention", [
-        ("qwen2_vl", "VisionAttention"), ("qwen2_5_vl", "Qwen2_5_VLVisionAttention"),
-        ("qwen3_vl", "Qwen3VLVisionAttention"), ("qwen3_vl_moe", "Qwen3VLMoeVisionAttention"),
-        ("qwen3_5", "Qwen3_5VisionAttention"), ("qwen3_5_moe", "Qwen3_5MoeVisionAttention"),
-        ("glm4v", "Glm4vVisionAttention"), ("glm4v_moe", "Glm4vMoeVisionAttention"), ("glm_ocr", "GlmOcrVisionAttention"),
-        ("paddleocr_vl", "PaddleOCRVisionAttention"), ("video_llama_3", "VideoLlama3VisionAttention"),
-        ("exaone4_5", "Exaone4_5_VisionAttention"), ("llava_onevision1_5", "LlavaOnevision15VisionAttention"),
-        ("cohere_compass", "CohereCompassVisionAttention"), ("muse_glimmer", "MuseGlimmerVisionAttention"),
-        ("ovis2_5", "Ovis2_5VisionAttention"), ("kimi_k25", "Kimi_K25VisionAttention"),
-        ("hunyuan_vl", "HunYuanVLVisionAttention"), ("minicpmv4_6", "MiniCPMV4_6VisionAttention"),
-        ("minicpmv4_7", "MiniCPMV4_7VisionAttention"), ("minicpm_ocr", "MiniCPMOcrVisionAttention"),
-        ("dots3_note", "Dots3NoteVisionAttention"), ("lfm3_vl", "Lfm3VlVisionAttention"),
-        ("ernie4_5_vl_moe", "Ernie4_5_VLMoeVisionAttention"), ("qwen2_5_omni", "Qwen2_5OmniVisionAttention"),
-        ("qwen3_omni_moe", "Qwen3OmniMoeVisionAttention"),
-    ]),
-    *_shaped(qwen_vit_attention.AUDIO, "audio-attention", [
-        ("qwen2_5_omni", "Qwen2_5OmniAudioAttention"), ("qwen3_omni_moe", "Qwen3OmniMoeAudioAttention"),
-    ]),
-    *_shaped(qwen_vit_windows.PERMUTED, "vision-windows", [
-        ("qwen2_5_vl", "Qwen2_5_VisionTransformerPretrainedModel"), ("exaone4_5", "Exaone4_5_VisionModel"),
-        ("qwen2_5_omni", "Qwen2_5OmniVisionEncoder"),
-    ]),
-    *_shaped(qwen_vit_windows.INDEXED, "vision-windows", [
-        ("muse_glimmer", "MuseGlimmerVisionModel"), ("ovis2_5", "Ovis2_5VisionModel"),
-    ]),
-    *_shaped(DEEPSTACK, "deepstack", [
-        ("qwen3_vl", "Qwen3VLTextModel"), ("qwen3_vl_moe", "Qwen3VLMoeTextModel"),
-        ("granite_docling", "GraniteDoclingTextModel"), ("cohere_compass", "CohereCompassTextModel"),
-        ("qwen3_omni_moe", "Qwen3OmniMoeThinkerTextModel"),
-    ]),
-    *_shaped(deltanet.DELTANET, "gated-deltanet", [
-        ("qwen3_5", "Qwen3_5GatedDeltaNet"), ("qwen3_5_moe", "Qwen3_5MoeGatedDeltaNet"),
-    ]),
-]
-
-
-def _owner(dotted: str) -> type:
-    import importlib
-
-    module, _, owner = dotted.partition(":")
-    try:
-        return getattr(importlib.import_module(module), owner)
-    except ImportError:
-        pytest.skip(f"this transformers has no {module}")
-
-
-@pytest.mark.parametrize(("name", "owner", "template"), SHAPED, ids=[name for name, _, _ in SHAPED])
-def test_each_forward_once_listed_gets_its_rule_from_its_shape(name, owner, template):
-    (rule,) = found_rules([_owner(owner)], FOUND)
-    assert (rule.name, rule.target) == (name, f"{owner}.forward")
-    assert (rule.sites, rule.variants, rule.serve_as, rule.drill) == (template.sites, template.variants, {}, {})
-    assert of_particular_forwards(rule)
 
 
 def test_a_packed_attention_forward_gets_the_per_image_rule_and_an_audio_class_the_audio_one(shapes):
