@@ -1,4 +1,4 @@
-"""The rules a loaded model runs, found from its module classes and its family; and the catalogue of them all.
+"""The rules a loaded model runs, found from its module classes and its family.
 
 `rules_for_model` is what `StandardizedTransformer` installs: the rules for
 the classes the model holds (`rewrites.rules_for_classes`: the listed
@@ -8,22 +8,20 @@ logits) and the scatter of its family's host (`rewrites.image_scatter`),
 the host being the wrapper's inner model unless the family's `Scatter` says
 otherwise (`Family.host_class`).
 
-`catalog` is every rule of every tiny checkpoint (`envoys.tiny`), once each,
-with the model_types whose checkpoints run it: what ``python -m
-instrument.show`` lists, what the snapshots store and what the naming tests
-check, found the same way as at load.
+`rules_to_install` is what the library would give any model transformers
+builds, served family or not (transformers' own tests run with it). The
+catalogue of every checkpoint's rules is `envoys.catalog`'s.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from functools import lru_cache
-
 import torch
+from transformers import MODEL_MAPPING
 
 from instrument import Rule
-from rewrites import of_particular_forwards, rules_for_classes
-from rewrites.image_scatter import SCATTER_SUFFIX, scatter_rule
+from instrument.calls import calls, defining_class, innermost
+from rewrites import rules_for_classes
+from rewrites.image_scatter import scatter_rule
 
 from .families import Family, family_for
 
@@ -35,44 +33,33 @@ def rules_for_model(model: torch.nn.Module, family: Family) -> tuple[Rule, ...]:
     return scatter + rules_for_classes(type(module) for module in model.modules())
 
 
-@lru_cache(maxsize=1)
-def catalog() -> tuple[Rule, ...]:
-    """Every rule of every tiny checkpoint the installed transformers can build, once each: the scatters, then the
-    rules of particular forwards (listed, or found from their shape), then the attention and router rules, each
-    with ``model_types``, the families whose checkpoints run it."""
-    from . import tiny  # builds every checkpoint's model: only for the commands and the tests that list rules
+def _scatters(cls: type, callee: str) -> bool:
+    """Whether the forward instances of ``cls`` run calls ``callee`` (the scatter), as `scatter_rule` reads it."""
+    forward = innermost((defining_class(cls) or cls).__dict__.get("forward"))
+    return forward is not None and calls(forward, callee) > 0
 
-    found: dict[str, Rule] = {}
-    users: dict[str, dict[str, None]] = {}
-    for name in tiny.NAMES:
-        try:
-            model, _ = tiny.build(name)
-        except ImportError as error:  # a processor's optional backend: the catalogue would silently lack its rules
-            raise ImportError(
-                f"the rule catalogue builds every tiny checkpoint, and {name!r} cannot be built here: {error}; "
-                "install the project's test extra (pip install -e '.[test]')"
-            ) from error
+
+def rules_to_install(model: torch.nn.Module) -> tuple[Rule, ...]:
+    """The rules to install on any model transformers builds, served family or not, as the library would give them:
+    a served family's model gets `rules_for_model` (its host's scatter, the rules of the classes it holds); the
+    family's base model built alone (``LlavaModel``: the host when a wrapper holds it) gets the scatter too; where
+    the family scatters in the root's forward (Llama 4, Nemotron-H Omni), the model whose own forward scatters gets
+    it; any other model (a tower, a text model of a family not served) the rules of the classes it holds.
+    `instrument.hf_plugin` installs them on every model transformers' own tests build (the entry point
+    ``instrument.rules:for_model``)."""
+    classes = rules_for_classes(type(module) for module in model.modules())
+    try:
         family = family_for(model.config.model_type)
-        for rule in rules_for_model(model, family):
-            for each in (rule, *rule.drill.values()):  # and what it drills into (a scatter helper, never installed)
-                found.setdefault(each.name, each)
-                users.setdefault(each.name, {})[family.model_type] = None
-
-    def concern(rule: Rule) -> int:
-        return 0 if rule.name.endswith(SCATTER_SUFFIX) else 1 if of_particular_forwards(rule) else 2
-
-    ordered = sorted(found.values(), key=concern)
-    return tuple(replace(rule, model_types=tuple(users[rule.name])) for rule in ordered)
-
-
-def rule_named(name: str) -> Rule:
-    """The catalogue's rule called ``name``; KeyError listing the names otherwise."""
-    for rule in catalog():
-        if rule.name == name:
-            return rule
-    raise KeyError(f"no rule {name!r}; rules: {', '.join(rule.name for rule in catalog())}")
-
-
-def rules_for(model_type: str) -> tuple[Rule, ...]:
-    """The catalogue's rules that ``model_type``'s tiny checkpoints run (empty for a model_type with none)."""
-    return tuple(rule for rule in catalog() if model_type in rule.model_types)
+    except ValueError:  # not a served family: the class rules alone
+        return classes
+    if family.text_only:
+        return rules_for_model(model, family)
+    if family.scatter.in_root:  # the root scatters: the model whose own forward does (a part alone has no scatter)
+        return rules_for_model(model, family) if _scatters(type(model), family.scatter.callee) else classes
+    try:
+        base = MODEL_MAPPING[type(model.config)]
+    except (KeyError, ValueError):
+        base = None
+    if family.host_class(model) is None and type(model) is base:  # the base model alone: the host, as a wrapper's part
+        return (scatter_rule(family.scatter.host or type(model), family.scatter), *classes)
+    return rules_for_model(model, family)

@@ -18,14 +18,10 @@ its classes once that is done.
 After each model's ``post_init`` the rules for it are installed with
 `instrument.install.install_all` (all or nothing):
 
-- a model whose config's model_type is a served family (`envoys.families.family_for`)
-  gets `envoys.rules.rules_for_model`: its host's scatter and the rules for the
-  classes it holds; the family's base model built alone (``LlavaModel``: it is
-  the host when a wrapper holds it) gets the scatter too; where the family's
-  scatter is in the root's forward (Llama 4, Nemotron-H Omni), the model whose
-  own forward scatters gets it, whatever transformers maps the config to;
-- any other model (a tower, a text model of a family not served) gets the rules
-  for the classes it holds (`rewrites.rules_for_classes`).
+the rules the installed rules package gives it (the entry point
+``instrument.rules:for_model``, `envoys.rules.rules_to_install`): a served
+family's model its host's scatter and the rules for the classes it holds, any
+other model the rules for its classes.
 
 Composite models build their parts first: each part's ``post_init`` runs
 before the whole's, so a tower gets its rules when it is built, and the whole's
@@ -52,39 +48,12 @@ _original_post_init = None
 _seen: set[str] = set()
 
 
-def scatters(cls: type, callee: str) -> bool:
-    """Whether the forward instances of ``cls`` run calls ``callee`` (the scatter), as `scatter_rule` reads it."""
-    from instrument.calls import calls, defining_class, innermost
-
-    forward = innermost((defining_class(cls) or cls).__dict__.get("forward"))
-    return forward is not None and calls(forward, callee) > 0
-
-
 def rules_for(model: Any) -> tuple:
-    """The rules to install on ``model``, as the library finds them (see the module's docstring)."""
-    from transformers import MODEL_MAPPING
+    """The rules to install on ``model``: the installed rules package's answer (the entry point
+    ``instrument.rules:for_model``, see the module's docstring)."""
+    from instrument.targets import provider
 
-    from envoys.families import family_for
-    from envoys.rules import rules_for_model
-    from rewrites import rules_for_classes
-    from rewrites.image_scatter import scatter_rule
-
-    classes = rules_for_classes(type(module) for module in model.modules())
-    try:
-        family = family_for(model.config.model_type)
-    except ValueError:  # not a served family: the class rules alone
-        return classes
-    if family.text_only:
-        return rules_for_model(model, family)
-    if family.scatter.in_root:  # the root scatters: the model whose own forward does (a part alone has no scatter)
-        return rules_for_model(model, family) if scatters(type(model), family.scatter.callee) else classes
-    try:
-        base = MODEL_MAPPING[type(model.config)]
-    except (KeyError, ValueError):
-        base = None
-    if family.host_class(model) is None and type(model) is base:  # the base model alone: the host, as a wrapper's part
-        return (scatter_rule(family.scatter.host or type(model), family.scatter), *classes)
-    return rules_for_model(model, family)
+    return provider("for_model")(model)
 
 
 def note(entry: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ TEST_TIMEOUT = 900
 #: The plugins, by the names the runs load them under: standalone copies, importing nothing of the project when loaded.
 PLUGINS = {"vlm_hf_record": hf_record, "vlm_hf_plugin": hf_plugin}
 
-SERVED = "import envoys.families as f; print(' '.join(sorted(family.model_type for family in f.families())))"
+SERVED = "from instrument.targets import provider; print(' '.join(provider('served')()))"
 
 
 @dataclass

@@ -85,7 +85,7 @@ class Rule:
     variant: str = ""  #: set by `at`: the versions of the variant chosen, empty for the rule's own form
     variant_note: str = ""  #: set by `at`: what differs on the variant's releases (`Variant.note`)
     #: derived, never written in a rule: the model_types of the tiny checkpoints whose models run this forward
-    #: (`envoys.rules.catalog` sets it, for the commands that look rules up by model_type)
+    #: (the rules package's catalogue sets it, for the commands that look rules up by model_type)
     model_types: tuple[str, ...] = ()
 
     def at(self, version: Version | str) -> Rule:

@@ -1,20 +1,40 @@
 """Find rules by what a person types: a class name, a dotted path, a model_type, a rule name.
 
-The command-line tools look the rules up at run time (``envoys.rules.catalog``:
-every rule of every tiny checkpoint, found from its model as at load), so the
-compiler itself imports no rules.
+The compiler imports no rules: the package that holds them registers what the
+command-line tools ask for as entry points of the group `GROUP` (as pytest
+finds its plugins), and the tools load them at run time:
+
+- ``catalog``: every rule its checkpoints run, with the model_types running each;
+- ``for_model``: the rules it would install on a given model (transformers' own tests);
+- ``served``: the model_types it serves.
 """
 
 from __future__ import annotations
 
-import importlib
+from importlib.metadata import entry_points
+from typing import Any
 
 from .rule import Rule
 
+#: The entry-point group a rules package registers its catalogue and helpers in.
+GROUP = "instrument.rules"
+
+
+def provider(name: str) -> Any:
+    """The object the installed rules package registers as ``name`` in `GROUP`; LookupError saying what to install."""
+    found = list(entry_points(group=GROUP, name=name))
+    if not found:
+        raise LookupError(
+            f"no installed package registers {name!r} in the entry-point group {GROUP!r}: install the project that "
+            f"holds the rules (pip install -e . in its checkout; an editable install made before the entry point was "
+            f"added needs the same command again)"
+        )
+    return found[0].load()
+
 
 def all_rules() -> tuple[Rule, ...]:
-    """Every rule the project's checkpoints run (`envoys.rules.catalog`)."""
-    return importlib.import_module("envoys.rules").catalog()
+    """Every rule the installed rules package's checkpoints run (its ``catalog``)."""
+    return provider("catalog")()
 
 
 def select(query: str, rules: tuple[Rule, ...] | None = None) -> tuple[Rule, ...]:

@@ -11,7 +11,7 @@ from conftest import compiled_or_skip
 from nnsight.intervention.source import compile_source
 from synthetic import write_module
 
-from envoys.rules import catalog
+from envoys.catalog import catalog
 from instrument import rewrite
 
 TRICKY = '''

@@ -27,7 +27,7 @@ from transformers.models.qwen3_5 import modeling_qwen3_5
 from transformers.utils import is_kernels_available
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.rules import rule_named, rules_for
+from envoys.catalog import rule_named, rules_for
 from envoys.tiny import chat_prompt, noise_image
 from instrument import Rule, compile_rule, install
 from instrument.decorators import peel

@@ -24,7 +24,7 @@ from family_inputs import attends_per_image, eager_attention, grid, prompt
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.rules import rule_named
+from envoys.catalog import rule_named
 from envoys.tiny import noise_image
 from instrument.versions import for_installed
 

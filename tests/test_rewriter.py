@@ -7,7 +7,7 @@ import textwrap
 import pytest
 from conftest import compiled_or_skip
 
-from envoys.rules import catalog
+from envoys.catalog import catalog
 from instrument import RewriteError, rewrite
 
 

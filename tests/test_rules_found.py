@@ -17,8 +17,9 @@ import pytest
 from synthetic import write_module
 
 import envoys
+from envoys.catalog import catalog
 from envoys.families import family_for
-from envoys.rules import catalog, rules_for_model
+from envoys.rules import rules_for_model
 from envoys.tiny import NAMES, build
 from envoys.vision.scatter_host import ImageScatter
 from instrument import DriftError, compile_rule, install_all

@@ -97,7 +97,7 @@ def test_a_model_type_shows_every_forward_of_the_family(capsys):
 
 
 def test_no_target_lists_every_rule(capsys):
-    from envoys.rules import catalog
+    from envoys.catalog import catalog
 
     status, out, _ = run(capsys)
     assert status == 0

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from envoys.rules import rule_named, rules_for
+from envoys.catalog import rule_named, rules_for
 from envoys.tiny import chat_prompt, noise_image
 from instrument import compile_rule, install, install_all
 from instrument.install import installed

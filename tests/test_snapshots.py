@@ -11,7 +11,7 @@ import pytest
 import transformers
 from packaging.version import Version
 
-from envoys.rules import rule_named
+from envoys.catalog import rule_named
 from instrument import Rule, Variant, snapshot
 from instrument.store import MANIFEST, OLDER, Store, Stored, StoreError
 from instrument.targets import all_rules

@@ -222,6 +222,11 @@ def families() -> tuple[Family, ...]:
     return tuple(_registry().values())
 
 
+def served_model_types() -> list[str]:
+    """Every supported family's model_type, sorted (the entry point ``instrument.rules:served``)."""
+    return sorted(family.model_type for family in families())
+
+
 def place_of(envoy_class: type) -> str:
     """Where an envoy of ``envoy_class`` is, spelled from the root: ``model.vision.layers[i].self_attn``."""
     places = (

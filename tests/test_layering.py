@@ -1,0 +1,47 @@
+"""One way down: the compiler (instrument/) imports neither the rules (rewrites/) nor the user layer (envoys/), and the
+rules do not import the user layer. The tools that need the rules find them through the entry points the rules
+package registers (instrument.targets.GROUP)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (a function's body included), and every module name it hands
+    ``importlib.import_module`` as a literal."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module":
+            names.update(arg.value for arg in node.args[:1] if isinstance(arg, ast.Constant) and isinstance(arg.value, str))
+    return names
+
+
+@pytest.mark.parametrize(("package", "above"), [("instrument", ("envoys", "rewrites")), ("rewrites", ("envoys",))])
+def test_a_package_imports_nothing_of_the_packages_above_it(package, above):
+    reaching_up = {
+        str(path.relative_to(ROOT)): sorted(name for name in imported(path) if name.split(".")[0] in above)
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+    assert not {path: names for path, names in reaching_up.items() if names}
+
+
+def test_the_rules_package_registers_what_the_tools_ask_for():
+    from envoys.catalog import catalog
+    from envoys.families import served_model_types
+    from envoys.rules import rules_to_install
+    from instrument.targets import provider
+
+    assert (provider("catalog"), provider("for_model"), provider("served")) == (catalog, rules_to_install, served_model_types)
+    with pytest.raises(LookupError, match=r"no installed package registers 'nothing' in the entry-point group "
+                                          r"'instrument.rules': install the project"):
+        provider("nothing")
