@@ -2,7 +2,8 @@
 ``envoys.tiny.NAMES`` with the row its builder module declares (``CONTRACTS``, `envoys.tiny.contract`).
 
 What is checked, exactly (``torch.equal`` on float32 under eager attention,
-the shapes, the errors): where the image meets the text model (the mask is the
+the shapes, the errors): that each standard name the row declares (``native``)
+reaches its native module; where the image meets the text model (the mask is the
 processor's image tokens, ``layers[0].input[mask] == image_features``, times the
 text model's ``embedding_multiplier`` where it scales the embeddings, with one
 image and with two of different sizes), the tower's stream layout and
