@@ -33,7 +33,7 @@ from overhead import ms, paired, round_robin  # noqa: E402
 from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
 
 from envoys import StandardizedTransformer  # noqa: E402
-from envoys.tiny import chat_prompt, noise_image  # noqa: E402
+from envoys.testing import chat_prompt, noise_image  # noqa: E402
 
 RESULTS = HERE / "RESULTS.md"
 BEGIN, END = "<!-- invokes: benchmarks/invokes.py -->", "<!-- /invokes -->"

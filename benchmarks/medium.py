@@ -27,7 +27,7 @@ from transformers import (
     SiglipImageProcessor,
 )
 
-from envoys.tiny import build
+from envoys.testing import build
 
 WIDTH = 256
 BLOCKS = 8

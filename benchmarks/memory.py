@@ -21,7 +21,7 @@ import nnsight
 
 from envoys import StandardizedTransformer
 from envoys.core.values import standard_values
-from envoys.tiny import build_checkpoint, chat_prompt, noise_image
+from envoys.testing import build_checkpoint, chat_prompt, noise_image
 
 
 def resident_mib() -> float:

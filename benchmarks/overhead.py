@@ -59,7 +59,7 @@ from nnsight import TransformersModel  # noqa: E402
 from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
 
 from envoys import StandardizedTransformer  # noqa: E402
-from envoys.tiny import chat_prompt, noise_image  # noqa: E402
+from envoys.testing import chat_prompt, noise_image  # noqa: E402
 from instrument import installed  # noqa: E402
 from instrument.cache import ENVIRONMENT  # noqa: E402
 

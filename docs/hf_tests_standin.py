@@ -11,7 +11,7 @@ and ``tests/`` into OUT and adds:
 - stubs of ``GenerationTesterMixin`` and ``ExportTesterMixin`` (so no generation
   or export tests run);
 - ``tests/models/<model_type>/test_modeling_<model_type>.py`` for each family with
-  tiny checkpoints (`envoys.tiny`): a ``unittest`` class per checkpoint, running
+  tiny checkpoints (`envoys.testing`): a ``unittest`` class per checkpoint, running
   transformers' ``ModelTesterMixin`` with a tester whose config is the tiny
   checkpoint's and whose inputs its processor makes from two prompts with one
   noise image each (one prompt where the processor takes no batch).
@@ -36,7 +36,7 @@ import functools
 
 from transformers import MODEL_MAPPING
 
-from envoys import tiny
+from envoys import testing as tiny
 
 from .test_modeling_common import ModelTesterMixin
 
@@ -114,7 +114,7 @@ STUBS = {
 
 def checkpoints_by_model_type() -> dict[str, list[str]]:
     """The tiny checkpoints' names by the model_type each builds (``llava-siglip`` is ``llava``'s)."""
-    from envoys import tiny
+    from envoys import testing as tiny
 
     found: dict[str, list[str]] = {}
     for name in tiny.NAMES:

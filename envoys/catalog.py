@@ -15,7 +15,7 @@ from instrument import Rule
 from rewrites import of_particular_forwards
 from rewrites.image_scatter import SCATTER_SUFFIX
 
-from . import tiny
+from . import testing
 from .families import family_for
 from .rules import rules_for_model
 
@@ -27,9 +27,9 @@ def catalog() -> tuple[Rule, ...]:
     with ``model_types``, the families whose checkpoints run it."""
     found: dict[str, Rule] = {}
     users: dict[str, dict[str, None]] = {}
-    for name in tiny.NAMES:
+    for name in testing.NAMES:
         try:
-            model, _ = tiny.build(name)
+            model, _ = testing.build(name)
         except ImportError as error:  # a processor's optional backend: the catalogue would silently lack its rules
             raise ImportError(
                 f"the rule catalogue builds every tiny checkpoint, and {name!r} cannot be built here: {error}; "

@@ -33,7 +33,7 @@ from types import ModuleType
 from instrument.calls import callees, calls, defining_class, innermost
 from rewrites.attention import model_type_of
 
-from . import tiny
+from . import testing
 from .families import families
 
 SUPPORTED = "supported"
@@ -232,8 +232,8 @@ def _default_config(model_type: str):
 def served_towers() -> dict[str, tuple[str, ...]]:
     """The tower model_types the tiny checkpoints hold -> the supported families holding them."""
     towers: dict[str, dict[str, None]] = {}
-    for name in tiny.NAMES:
-        model, _ = tiny.build(name)
+    for name in testing.NAMES:
+        model, _ = testing.build(name)
         vision = getattr(model.config, "vision_config", None)
         if vision is not None:
             towers.setdefault(vision.model_type, {})[model.config.model_type] = None

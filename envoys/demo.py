@@ -32,7 +32,7 @@ from PIL import Image, ImageDraw
 
 from .image import plots, recipes
 from .model import StandardizedTransformer
-from .tiny import build_checkpoint, chat_prompt, noise_image
+from .testing import build_checkpoint, chat_prompt, noise_image
 
 
 def walkthrough(model: StandardizedTransformer, say: Callable[..., None] = print) -> dict[str, Any]:

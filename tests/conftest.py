@@ -21,7 +21,7 @@ if ENVIRONMENT not in os.environ:
 
 from envoys import testing
 from envoys.core.bugs import BrokenLoad
-from envoys.tiny import ABSENT, in_release
+from envoys.testing import ABSENT, in_release
 from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
 from instrument.versions import for_installed
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, then 64 wide x 48 high

@@ -13,7 +13,7 @@ import torch
 from nnsight.intervention.source import STATE
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 from instrument import installed
 from instrument.install import BODY
 

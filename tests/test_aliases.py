@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM
 
 from envoys.core.aliases import bind_rename
 from envoys.families import families, family_for
-from envoys.tiny import NAMES, build
+from envoys.testing import NAMES, build
 
 TEXT_FAMILIES = sorted(family.model_type for family in families() if family.text_model_types)
 

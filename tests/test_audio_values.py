@@ -20,7 +20,7 @@ from family_inputs import family_of
 from envoys import StandardizedTransformer
 from envoys.audio import AudioLayer, ConformerLayer
 from envoys.core.values import Unavailable
-from envoys.tiny import CONTRACTS, NAMES, chat_prompt, noise_audio, noise_image
+from envoys.testing import CONTRACTS, NAMES, chat_prompt, noise_audio, noise_image
 
 CLIP = noise_audio(1.0, seed=21)
 IMAGE = noise_image(32, 32, seed=22)

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import noise_image, patch_coloured_image
+from envoys.testing import noise_image, patch_coloured_image
 
 FAMILIES = ["aya_vision", "cohere2_vision"]
 #: The builders' sizes: a tile is 8x8 patches; the pixel shuffle folds 2x2 of them into one token, 4x4 a tile.

@@ -5,7 +5,7 @@ The root scatters (no inner model): BLIP-2's ``inputs_embeds.to(device).masked_s
 reads the Q-Former's output at its queries (InstructBLIP's Q-Former also reads the prompt), and the Q-Former
 cross-attends ``tower_output``. OPT's blocks (BLIP-2's) run their MLP inline and add learned positions before the
 first block. A prompt takes one image; an encoder-decoder text model (Flan-T5) is refused before anything loads.
-The tiny checkpoints (envoys/tiny/blip_2.py): 32x32 images of 8 px patches, CLS first (17 rows), 4 queries, 4 image
+The tiny checkpoints (envoys/testing/blip_2.py): 32x32 images of 8 px patches, CLS first (17 rows), 4 queries, 4 image
 tokens an image, text width 32.
 """
 
@@ -19,8 +19,8 @@ from rounding import assert_batch_close
 from transformers import AutoModelForImageTextToText, Blip2Config, InstructBlipConfig, T5Config
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, image_prompts, noise_image
-from envoys.tiny.blip_2 import QUERY_TOKENS
+from envoys.testing import chat_prompt, image_prompts, noise_image
+from envoys.testing.blip_2 import QUERY_TOKENS
 from instrument import installed
 
 FAMILIES = ["blip-2", "instructblip"]

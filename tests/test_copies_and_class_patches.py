@@ -22,7 +22,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 from envoys import StandardizedTransformer
 from envoys.families import family_for
 from envoys.rules import rules_for_model
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 from instrument import compile_rule, install, install_all, installed
 from instrument.dispatch import SitesNotServed
 from instrument.install import BODY

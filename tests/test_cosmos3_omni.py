@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.families import cosmos3_omni, qwen3_vl
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 from instrument import installed
 
 ONE = [noise_image(32, 32, seed=0)]

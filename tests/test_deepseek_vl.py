@@ -3,7 +3,7 @@
 Its aligner maps each patch of the tower's normed output to one image token
 (``linear1``, GELU, ``linear2``), and its image processor pads every image to
 a square before resizing it, so the padding is part of the image's patches.
-The tiny checkpoint (envoys/tiny/deepseek_vl.py): 32x32 images of 8 px
+The tiny checkpoint (envoys/testing/deepseek_vl.py): 32x32 images of 8 px
 patches, a 4x4 grid, 16 image tokens an image, text width 32.
 """
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image, patch_coloured_image
+from envoys.testing import chat_prompt, noise_image, patch_coloured_image
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
 SIDE = 4  # patches a side

@@ -4,7 +4,7 @@ The SigLIP low-res tower is ``model.vision``; the SAM high-res tower is
 ``model.high_res_vision`` (`envoys.towers.sam`, GOT-OCR 2.0's envoys), whose blocks serve
 the stream values of a pre-norm block on the patch grid flattened in raster
 order, and the attention's interior at its modules and its softmax. The
-aligner reads both. The tiny checkpoint (envoys/tiny/deepseek_vl_hybrid.py):
+aligner reads both. The tiny checkpoint (envoys/testing/deepseek_vl_hybrid.py):
 SAM on 64x64 images of 8 px patches (an 8x8 grid), 2 blocks of width 32, 2
 heads, MLP 64 wide, block 0 global, block 1 in 3x3 windows (the grid padded
 to 9x9); the SigLIP side's 4x4 grid, 16 image tokens an image, text width 32.
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
 GRID = 8  # the SAM tower's patches a side

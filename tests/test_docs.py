@@ -20,8 +20,8 @@ from sybil.parsers.markdown import PythonCodeBlockParser
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.bugs import TransformersBug
 from envoys.families import ABSENT, families
+from envoys.testing import CONTRACTS as ROWS
 from envoys.testing import chat_prompt, noise_image
-from envoys.tiny import CONTRACTS as ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -19,7 +19,7 @@ from family_inputs import attends_per_image, merge_block_reaches_its_token_alone
 from transformers.models.dots3_note.modeling_dots3_note import apply_rotary_pos_emb_vision
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 6x8 grid of 8 px patches

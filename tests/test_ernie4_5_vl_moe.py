@@ -21,11 +21,11 @@ import torch
 from family_inputs import attends_per_image, prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 6x8 patch grid
-EXPERTS, TOP_K = 4, 2  # envoys/tiny/ernie4_5_vl_moe.py: 4 experts a modality, 2 a token; block 1 sparse
+EXPERTS, TOP_K = 4, 2  # envoys/testing/ernie4_5_vl_moe.py: 4 experts a modality, 2 a token; block 1 sparse
 
 
 @pytest.fixture(scope="module")

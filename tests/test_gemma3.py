@@ -1,6 +1,6 @@
 """StandardizedTransformer on a tiny Gemma 3 checkpoint: SigLIP tower, pooling projector, Gemma 3 text model, exact.
 
-The checkpoint (envoys.tiny.gemma3) resizes every image to 32x32, an 8x8 grid
+The checkpoint (envoys.testing.gemma3) resizes every image to 32x32, an 8x8 grid
 of 4x4 patches, which the projector pools 2x2 to 16 image tokens; its text
 model has a sliding layer (window 16) and a global one. Pan-and-scan is off
 (the processor's default), so an image is one tower row and 16 tokens
@@ -23,7 +23,7 @@ from family_inputs import prompt
 from tower_body import tower_body
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # two sizes: 32x32, and 64 wide by 48 high

@@ -24,7 +24,7 @@ from rounding import assert_batch_close
 from transformers import Gemma4ForConditionalGeneration
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import build, chat_prompt, noise_audio, noise_image, noise_video
+from envoys.testing import build, chat_prompt, noise_audio, noise_image, noise_video
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high

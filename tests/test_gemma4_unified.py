@@ -22,7 +22,7 @@ from family_inputs import prompt
 from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high

@@ -20,7 +20,7 @@ import torch
 from family_inputs import attends_per_image, grid, merge_block_reaches_its_token_alone, prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 FAMILIES = ["glm4v", "glm46v", "glmga", "glm_ocr"]
 ONE = [noise_image(32, 32, seed=0)]

@@ -3,9 +3,9 @@
 Both run GOT-OCR 2.0's classes: a SAM-style encoder on a spatial grid
 (served flattened, raster order), windowed and global blocks, an inline
 attention kernel, a convolutional neck, a convolutional projector. The tiny
-``got_ocr2`` checkpoint (envoys/tiny/got_ocr2.py) has a 64x64 grid and two
+``got_ocr2`` checkpoint (envoys/testing/got_ocr2.py) has a 64x64 grid and two
 windowed blocks (14x14 windows, the grid padded to 70x70: 5x5 windows); the
-``pp_chart2table`` one (envoys/tiny/pp_chart2table.py) a 32x32 grid, block 0
+``pp_chart2table`` one (envoys/testing/pp_chart2table.py) a 32x32 grid, block 0
 windowed (padded to 42x42: 3x3 windows), block 1 global.
 """
 
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=5), noise_image(64, 48, seed=6)]
 WINDOW = 14  # both builders' window side, in patches

@@ -24,7 +24,7 @@ from envoys import StandardizedTransformer
 from envoys.core.pinning import PinnedEProperty
 from envoys.core.standard import Standard
 from envoys.core.values import Unavailable, standard_values
-from envoys.tiny import NAMES, chat_prompt, noise_image
+from envoys.testing import NAMES, chat_prompt, noise_image
 from instrument import installed
 
 IMAGES = [noise_image(32, 32, seed=0)]

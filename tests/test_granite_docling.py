@@ -21,7 +21,7 @@ from family_inputs import prompt
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 1 tile; 2x2 tiles + the thumbnail

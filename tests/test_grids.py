@@ -37,7 +37,7 @@ from transformers.models.llama4.modeling_llama4 import pixel_shuffle
 from envoys import StandardizedTransformer
 from envoys.core.values import Unavailable
 from envoys.image.grids import Grid, GridError, ImageInputs, gather, place, tower_rows
-from envoys.tiny import chat_prompt, patch_coloured_image
+from envoys.testing import chat_prompt, patch_coloured_image
 
 #: Per checkpoint, the images (rows, columns, patch side in pixels of each) the grids are tested on.
 IMAGES = {

@@ -25,8 +25,8 @@ from PIL import Image
 
 from envoys import StandardizedTransformer
 from envoys.image.grids import GridError
-from envoys.tiny import chat_prompt
-from envoys.tiny.images import patch_colours
+from envoys.testing import chat_prompt
+from envoys.testing.images import patch_colours
 
 
 def coloured_images(shapes: list[tuple[int, int]], patch: int) -> tuple[list[Image.Image], torch.Tensor]:

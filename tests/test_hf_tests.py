@@ -183,7 +183,7 @@ def test_the_plugins_load_without_the_library(tmp_path):
 def test_the_plugin_finds_the_scatter_where_the_family_puts_it():
     """The host's scatter on the wrapper, on the base model built alone, and on a root that scatters itself (Llama 4,
     whose config transformers maps to the wrapper as its base model); a tower alone gets its class rules."""
-    from envoys import tiny
+    from envoys import testing as tiny
     from instrument.hf_plugin import rules_for
 
     def names(model):

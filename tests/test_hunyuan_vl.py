@@ -20,7 +20,7 @@ import torch
 from family_inputs import eager_attention, grid, prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 12x16 grid of 4 px patches

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # 32x32, and 48 wide by 64 high
 

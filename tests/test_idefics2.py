@@ -19,7 +19,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 #: 32x32 (a whole 4x4 grid of 8 px patches) and 64 wide x 48 high (resized to 32 x 24: a 4x3 grid, padded to 4x4).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]

@@ -24,7 +24,7 @@ from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.values import Argument
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 FAMILIES = ["idefics3", "smolvlm"]
 ONE = [noise_image(32, 32, seed=0)]

@@ -29,7 +29,7 @@ from nnsight.intervention.source import compiled, decorator_chain
 from transformers.models.internvl.modeling_internvl import InternVLVisionLayer
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 from envoys.towers.internvit import scaled_binding
 
 #: The builder's sizes: a tile is 8x8 patches after its CLS; the shuffle folds 2x2 of them into one token.

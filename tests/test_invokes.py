@@ -12,7 +12,7 @@ from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.invokes import InvokeInputError
-from envoys.tiny import chat_prompt, image_prompts, noise_audio, noise_image
+from envoys.testing import chat_prompt, image_prompts, noise_audio, noise_image
 
 A, B, C = noise_image(32, 32, seed=1), noise_image(64, 48, seed=2), noise_image(32, 32, seed=3)
 QUESTION = "What is in the picture?"

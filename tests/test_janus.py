@@ -6,7 +6,7 @@ width comes from ``mlp_ratio``; its aligner maps each patch of the tower's
 normed output to one image token; its processor pads every image to a square
 and writes each image's tokens between ``<begin_of_image>`` and
 ``<end_of_image>``; the image-generation side keeps its native names. The tiny
-checkpoint (envoys/tiny/janus.py): 32x32 images of 8 px patches, a 4x4 grid,
+checkpoint (envoys/testing/janus.py): 32x32 images of 8 px patches, a 4x4 grid,
 16 image tokens an image, tower width 32 (2 heads of 16, MLP 64), text width 32.
 """
 
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
 SIDE = 4  # patches a side

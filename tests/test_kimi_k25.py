@@ -21,7 +21,7 @@ from family_inputs import attends_per_image, grid, merge_block_reaches_its_token
 from transformers.models.kimi_k25.modeling_kimi_k25 import apply_rotary_pos_emb_vision
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 12x16 grid of 4 px patches

@@ -5,7 +5,7 @@ checkpoint) with the padded keys masked; the projector gathers each 2x2 block
 of a row's real patches into a token slot, every row given 80 / 4 = 20 slots,
 and the host drops the padding slots; the text model mixes convolution and
 attention blocks. Expected numbers come from the builder's documentation
-(envoys/tiny/lfm2_vl.py), the stock processor's outputs (``spatial_shapes``,
+(envoys/testing/lfm2_vl.py), the stock processor's outputs (``spatial_shapes``,
 ``pixel_attention_mask``, ``pixel_values``) and the modules' own weights.
 """
 
@@ -20,7 +20,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import noise_image, patch_coloured_image
+from envoys.testing import noise_image, patch_coloured_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 64 wide by 48 high

@@ -7,7 +7,7 @@ projector, outside the tower, folds each 2x2 merge block (4 consecutive
 patches) into one image token. The text model is LFM3's: convolution and
 attention blocks, sandwich-normed, the attention gated per head after the
 kernel. Expected numbers come from the builder's documentation
-(envoys/tiny/lfm3_vl.py), the stock processor's ``image_grid_thw`` and
+(envoys/testing/lfm3_vl.py), the stock processor's ``image_grid_thw`` and
 ``pixel_values``, and the modules' own weights.
 """
 
@@ -20,7 +20,7 @@ import nnsight
 import torch
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 6x8 patch grid
 #: The builder's grids, in patches (t, h, w), and image tokens.

@@ -10,7 +10,7 @@ import nnsight
 import pytest
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 
 def traced_and_dropped(path) -> tuple[list[weakref.ref], list]:

@@ -31,7 +31,7 @@ import envoys.model
 from envoys import StandardizedTransformer
 from envoys.core.bugs import BrokenLoad, TransformersBug
 from envoys.families import llama4
-from envoys.tiny import CONTRACTS, chat_prompt, noise_image
+from envoys.testing import CONTRACTS, chat_prompt, noise_image
 from instrument.dispatch import SitesNotServed
 from instrument.install import installed
 

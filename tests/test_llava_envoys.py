@@ -19,7 +19,7 @@ from nnsight.intervention.interleaver import OutOfOrderError
 from tower_body import tower_body
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 CHECKPOINTS = ["llava-siglip", "llava-clip"]
 ONE = [noise_image(32, 32, seed=0)]

@@ -21,7 +21,7 @@ from tower_body import tower_body
 from transformers.image_processing_utils import select_best_resolution
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # 32x32, and 48 wide by 64 high: 3 and 5 tiles

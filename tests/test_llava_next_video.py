@@ -17,7 +17,7 @@ import torch
 from test_llava_next import grid_shape, packed, patch_side, processed, prompt, tiles_per_image
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 #: 32x32 (a base tile and a 1x2 grid: 36 tokens) and 64 wide x 48 high (a base tile and a 2x2 grid: 70 tokens).
 IMAGES = [noise_image(32, 32, seed=5), noise_image(64, 48, seed=6)]

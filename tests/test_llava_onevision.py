@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from transformers.image_processing_utils import select_best_resolution
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image, noise_video
+from envoys.testing import chat_prompt, noise_image, noise_video
 
 ONE = [noise_image(32, 32, seed=0)]
 #: 32x32 (a 1x1 grid), 64 wide x 48 high (2x2, its padding's rows cropped), 200 wide x 100 high (3x6, shrunk).

@@ -16,7 +16,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 pytest.importorskip("transformers.models.llava_onevision1_5", reason="target absent: llava_onevision1_5 came in 5.25")
 

@@ -9,7 +9,7 @@ import torch
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 from instrument import Rule
 
 IMAGE = [noise_image(32, 32, seed=0)]

@@ -20,7 +20,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 FAMILIES = ["minicpmv4_6", "minicpmv4_7", "minicpm_ocr"]
 ONE = [noise_image(32, 32, seed=0)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from envoys import StandardizedTransformer
 from envoys.core.layouts import PackedPatches, Patches
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 #: A tower block's stream values as print(model) lists them: the block's own, its attention's and its MLP's.
 BLOCK_LINES = (

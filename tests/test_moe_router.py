@@ -24,7 +24,7 @@ import torch
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.standard import child
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=0)]
 
@@ -38,7 +38,7 @@ class Moe:
     logits_item: int = 0  #: which item of the router module's output is its logits
 
 
-#: From envoys/tiny/: aria.py (2 blocks, 4 experts, 2 a token), llama4.py (block 0 a MoE of 2 experts, top 1; its
+#: From envoys/testing/: aria.py (2 blocks, 4 experts, 2 a token), llama4.py (block 0 a MoE of 2 experts, top 1; its
 #: router returns (scores, logits)), kimi_k25.py and mistral_large4.py (block 1 of 4 experts, 2 a token),
 #: nemotron_h_omni.py (blocks 1 and 3 of 4, 4 experts, 2 a token), qwen3_vl_moe.py and qwen3_omni_moe_thinker.py (block 0
 #: of 4 experts, 2 a token),

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 #: 32x32 noise (a 4x4 patch grid: one window, 4 tokens) and 64 wide x 48 high (6 rows of 8 patches: windows of 4x4,
 #: 4x4, 2x4, 2x4; 12 tokens).

@@ -22,7 +22,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_audio, noise_image, noise_video
+from envoys.testing import chat_prompt, noise_audio, noise_image, noise_video
 from envoys.vision.scatter_host import scatter_host
 
 NAME = "nemotron_h_omni"

@@ -23,7 +23,7 @@ from envoys import StandardizedTransformer
 from envoys.core.values import Unavailable
 from envoys.image import recipes
 from envoys.model import looks_like_path
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 from envoys.towers.qwen import PER_IMAGE
 
 IMAGE = noise_image(32, 32, seed=5)

@@ -11,7 +11,7 @@ import torch
 from rounding import assert_batch_close
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 IMAGE, OTHER = noise_image(32, 32, seed=0), noise_image(32, 32, seed=1)
 

@@ -17,7 +17,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 #: The builder's sizes: a tile is 8x8 patches; the tokenizer folds 2x2 of them into one token, 4x4 a tile.
 SIDE, STRIDE = 8, 2

@@ -24,7 +24,7 @@ from family_inputs import eager_attention, grid, prompt
 pytest.importorskip("transformers.models.ovis2_5", reason="target absent: ovis2_5 came in transformers 5.25")
 
 from envoys import StandardizedTransformer  # noqa: E402
-from envoys.tiny import chat_prompt, noise_image, noise_video  # noqa: E402
+from envoys.testing import chat_prompt, noise_image, noise_video  # noqa: E402
 
 #: 32x32 noise (4x4 patches, 2x2 merge units: one window, 4 tokens) and 64 wide x 48 high (6x8 patches, 3x4 merge
 #: units: windows of 2x2, 2x2, 1x2 and 1x2 units, 12 tokens).

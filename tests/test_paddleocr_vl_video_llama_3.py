@@ -22,7 +22,7 @@ import torch
 from family_inputs import attends_per_image, grid, prompt
 
 from envoys import StandardizedTransformer
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 
 FAMILIES = ["paddleocr_vl", "video_llama_3"]
 ONE = [noise_image(32, 32, seed=0)]

@@ -1,6 +1,6 @@
 """PaliGemma and PaliGemma 2: what is particular to them, beyond the vision contracts (tests/test_vision_contracts.py).
 
-The checkpoints (envoys.tiny.paligemma): SigLIP on 32x32 images of 8 px
+The checkpoints (envoys.testing.paligemma): SigLIP on 32x32 images of 8 px
 patches (16 patches, ``post_layernorm``), a one-Linear projector, 16 image
 tokens an image, a Gemma text model (``paligemma``) or a Gemma 2 one with
 soft-capped attention logits and final logits (``paligemma-2``); each test
@@ -20,7 +20,7 @@ import torch
 from tower_body import tower_body
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 QUESTION = "What is in the picture?"

@@ -14,7 +14,7 @@ from PIL import Image
 from envoys import StandardizedTransformer
 from envoys.demo import scene
 from envoys.image import plots, recipes
-from envoys.tiny import chat_prompt, noise_image, noise_video
+from envoys.testing import chat_prompt, noise_image, noise_video
 
 GREY = (128, 128, 128)
 

@@ -20,7 +20,7 @@ import torch
 from transformers import AutoProcessor
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_audio, noise_image, noise_video
+from envoys.testing import chat_prompt, noise_audio, noise_image, noise_video
 
 #: 32x32 noise: 64 patches of 4 px, 16 image tokens.
 IMAGE = [noise_image(32, 32, seed=0)]

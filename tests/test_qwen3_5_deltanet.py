@@ -28,7 +28,7 @@ from transformers.utils import is_kernels_available
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.catalog import rule_named, rules_for
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 from instrument import Rule, compile_rule, install
 from instrument.decorators import peel
 from instrument.show import main as show

@@ -24,7 +24,7 @@ import torch
 pytest.importorskip("transformers.models.qwen3_5_moe", reason="target absent: this transformers release has no qwen3_5_moe")
 
 from envoys import StandardizedTransformer, Unavailable  # noqa: E402
-from envoys.tiny import chat_prompt, noise_image  # noqa: E402
+from envoys.testing import chat_prompt, noise_image  # noqa: E402
 
 #: 32x32 noise (16 patches, 4 tokens) and 48 high x 64 wide (48 patches, 12 tokens).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]

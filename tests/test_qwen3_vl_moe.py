@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 #: 32x32 noise (16 patches, 4 tokens) and 48 high x 64 wide (48 patches, 12 tokens).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]

@@ -25,7 +25,7 @@ from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.catalog import rule_named
-from envoys.tiny import noise_image
+from envoys.testing import noise_image
 from instrument.versions import for_installed
 
 #: The sites Qwen2.5-VL's window rule serves on the installed release: the permutation into windows, or, on a

@@ -18,8 +18,8 @@ import torch
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.standard import child
 from envoys.image import recipes
-from envoys.tiny import NAMES, chat_prompt, noise_image
-from envoys.tiny.images import ONE_IMAGE_A_PROMPT
+from envoys.testing import NAMES, chat_prompt, noise_image
+from envoys.testing.images import ONE_IMAGE_A_PROMPT
 
 #: LLaVA (SigLIP; CLIP, whose CLS token the projector drops) and the Qwen ViT (packed, merge-block order; Qwen2.5-VL's
 #: window order; Qwen3-VL's DeepStack): a square grid and packed ones.

@@ -21,7 +21,7 @@ from packaging.version import Version
 from synthetic import write_module
 
 from envoys import StandardizedTransformer, Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 from instrument import DriftError, Rule, TargetMissing, Variant, compile_rule
 from instrument.decorators import peel
 

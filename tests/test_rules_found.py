@@ -20,7 +20,7 @@ import envoys
 from envoys.catalog import catalog
 from envoys.families import family_for
 from envoys.rules import rules_for_model
-from envoys.tiny import NAMES, build
+from envoys.testing import NAMES, build
 from envoys.vision.scatter_host import ImageScatter
 from instrument import DriftError, compile_rule, install_all
 from instrument.calls import assigned_call, bound_default, calls, filled_in_place
@@ -695,12 +695,12 @@ def test_finding_the_rules_changes_nothing_on_the_model():
 
 
 def test_a_checkpoint_the_catalogue_cannot_build_is_named_with_what_to_install(monkeypatch):
-    import envoys.tiny
+    import envoys.testing
 
     def missing_backend(name, seed=0):
         raise ImportError("ParakeetFeatureExtractor requires the librosa library")
 
-    monkeypatch.setattr(envoys.tiny, "build", missing_backend)
+    monkeypatch.setattr(envoys.testing, "build", missing_backend)
     catalog.cache_clear()
     try:
         with pytest.raises(ImportError, match=rf"the rule catalogue builds every tiny checkpoint, and '{NAMES[0]}' "

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from envoys.catalog import rule_named, rules_for
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 from instrument import compile_rule, install, install_all
 from instrument.install import installed
 from instrument.versions import for_installed

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.families import families, family_for
-from envoys.tiny import NAMES, build_text_checkpoint
+from envoys.testing import NAMES, build_text_checkpoint
 
 TEXT = "What is in the picture ?"
 

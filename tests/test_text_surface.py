@@ -12,7 +12,7 @@ import torch
 
 from envoys import StandardizedTransformer
 from envoys.core.standard import child
-from envoys.tiny import NAMES, chat_prompt, noise_image
+from envoys.testing import NAMES, chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=0)]
 

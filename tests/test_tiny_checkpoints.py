@@ -22,8 +22,8 @@ except ImportError:
 
 from conftest import absent
 
-from envoys.tiny import CONTRACTS, NAMES, build_checkpoint
-from envoys.tiny.images import ONE_IMAGE_A_PROMPT, chat_prompt, image_prompts, noise_image
+from envoys.testing import CONTRACTS, NAMES, build_checkpoint
+from envoys.testing.images import ONE_IMAGE_A_PROMPT, chat_prompt, image_prompts, noise_image
 
 #: Checkpoints whose plain transformers forward fails on every call while their family's known bug is present
 #: (`envoys.core.bugs`), and where that is covered instead.

@@ -17,7 +17,7 @@ import torch
 from envoys import StandardizedTransformer
 from envoys.core.not_saved import NotSavedError
 from envoys.core.values import Unavailable
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 IMAGE = noise_image(32, 32, seed=5)
 

@@ -15,7 +15,7 @@ import torch
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.image.grids import GridError
-from envoys.tiny import chat_prompt, noise_image, noise_video
+from envoys.testing import chat_prompt, noise_image, noise_video
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
 SIDE = 4  # 32 pixel images of 8 pixel patches

@@ -20,8 +20,8 @@ from rounding import assert_batch_close
 from envoys import StandardizedTransformer
 from envoys.core.values import Unavailable
 from envoys.image.grids import GridError
-from envoys.tiny import CONTRACTS, NAMES, chat_prompt, noise_image, noise_video
-from envoys.tiny.contract import FRAMES, SIDE
+from envoys.testing import CONTRACTS, NAMES, chat_prompt, noise_image, noise_video
+from envoys.testing.contract import FRAMES, SIDE
 
 BUILDERS = [name for name in NAMES if "video" in family_of(name).media]
 IMAGE = noise_image(32, 32, seed=11)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from envoys import StandardizedTransformer
-from envoys.tiny import chat_prompt, noise_image
+from envoys.testing import chat_prompt, noise_image
 
 IMAGE = noise_image(32, 32, seed=3)
 

@@ -1,5 +1,5 @@
 """The spec's vision contracts, once, on every tiny checkpoint: each contract runs on every builder in
-``envoys.tiny.NAMES`` with the row its builder module declares (``CONTRACTS``, `envoys.tiny.contract`).
+``envoys.testing.NAMES`` with the row its builder module declares (``CONTRACTS``, `envoys.testing.contract`).
 
 What is checked, exactly (``torch.equal`` on float32 under eager attention,
 the shapes, the errors): that each standard name the row declares (``native``)
@@ -36,12 +36,12 @@ import torch
 from rounding import assert_batch_close
 from transformers import AutoModelForImageTextToText
 
-import envoys.tiny
+import envoys.testing
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.layouts import PackedPatches
-from envoys.tiny import CONTRACTS as ROWS
-from envoys.tiny import NAMES, chat_prompt, image_prompts, noise_image
-from envoys.tiny.contract import Row
+from envoys.testing import CONTRACTS as ROWS
+from envoys.testing import NAMES, chat_prompt, image_prompts, noise_image
+from envoys.testing.contract import Row
 from envoys.vision.tower import VIDEO_VALUES
 from instrument import installed
 from instrument.show import main as show
@@ -69,12 +69,12 @@ def test_every_builder_has_a_row():
 
 def test_every_row_is_a_builder_of_its_module():
     """A builder module's rows name its own builders (a misspelt row would never run)."""
-    for info in pkgutil.iter_modules(envoys.tiny.__path__):
-        if info.name in envoys.tiny.ABSENT:
+    for info in pkgutil.iter_modules(envoys.testing.__path__):
+        if info.name in envoys.testing.ABSENT:
             continue
-        module = importlib.import_module(f"envoys.tiny.{info.name}")
+        module = importlib.import_module(f"envoys.testing.{info.name}")
         stray = set(getattr(module, "CONTRACTS", {})) - set(getattr(module, "BUILDERS", {}))
-        assert not stray, f"envoys/tiny/{info.name}.py declares rows for no builder of its own: {sorted(stray)}"
+        assert not stray, f"envoys/testing/{info.name}.py declares rows for no builder of its own: {sorted(stray)}"
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))

@@ -59,7 +59,7 @@ def one_prompt(prompt: Any) -> str:
     if not isinstance(prompt, str):
         raise TypeError(
             f"a recipe takes one prompt, a string with the processor's image placeholders "
-            f"(envoys.tiny.chat_prompt or processor.apply_chat_template(..., tokenize=False)); got {type(prompt).__name__}"
+            f"(envoys.testing.chat_prompt or processor.apply_chat_template(..., tokenize=False)); got {type(prompt).__name__}"
         )
     return prompt
 

@@ -41,11 +41,11 @@ CARRIERS: Mapping[str, tuple[str, ...]] = {
 #: What to pass for each medium, in the messages of values a trace without it cannot have.
 HOW_TO_PASS = {
     "image": "model.trace(prompt, images=[image]), the prompt from the processor's chat template "
-             "(envoys.tiny.chat_prompt(model.processor, 1, text))",
+             "(envoys.testing.chat_prompt(model.processor, 1, text))",
     "video": "model.trace(prompt, videos=[frames]), frames a list of images, the prompt holding the video placeholder "
-             "(envoys.tiny.chat_prompt(model.processor, 0, text, videos=1))",
+             "(envoys.testing.chat_prompt(model.processor, 0, text, videos=1))",
     "audio": "model.trace(prompt, audio=[clip]), clip a float32 array of samples at the feature extractor's rate, the "
-             "prompt holding the audio placeholder (envoys.tiny.chat_prompt(model.processor, 0, text, audio=1))",
+             "prompt holding the audio placeholder (envoys.testing.chat_prompt(model.processor, 0, text, audio=1))",
 }
 
 TEXT_ONLY = (
