@@ -44,6 +44,7 @@ from transformers import (
     PretrainedConfig,  # transformers 5 keeps this spelling as an alias of PreTrainedConfig
 )
 
+import instrument
 from instrument import adopt, install_all
 
 from .audio import Audio
@@ -52,7 +53,7 @@ from .core.bugs import BrokenLoad
 from .core.not_saved import bind_not_saved
 from .core.standard import rows_over
 from .core.values import standard_values
-from .families import Family, family_for
+from .families import Family, families_with, family_for
 from .image.grids import ImageInputs, given_sizes, image_inputs_of
 from .invokes import InvokeBatcher, LocatingInterleaver, batch_image_invokes
 from .rules import rules_for_model
@@ -125,14 +126,11 @@ def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, 
 def install_rules(model: torch.nn.Module, family: Family) -> dict[str, str]:
     """Install every rule ``model`` runs (`envoys.rules`) that builds and may serve on the installed release
     (`instrument.checked`); the others, as reasons keyed ``module:Class``."""
-    from instrument import DriftError, compile_rule  # loaded with the first model, not with `import envoys`
-    from instrument.checked import Unchecked, check
-
     usable, failures = [], {}
     for rule in rules_for_model(model, family):
-        try:
-            check(compile_rule(rule))
-        except (DriftError, Unchecked) as error:
+        try:  # the compiler and the release check load with the first model (instrument's lazy names), not on import
+            instrument.check(instrument.compile_rule(rule))
+        except (instrument.DriftError, instrument.Unchecked) as error:
             failures[f"{rule.module_name}:{rule.owner_name}"] = str(error)
             continue
         usable.append(rule)
@@ -439,6 +437,11 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         if execution is not None:
             return torch.device(execution if not isinstance(execution, int) else f"cuda:{execution}")
         return super().device
+
+    @staticmethod
+    def families_with(value: str) -> dict[str, list[str]]:
+        """Which supported families have the standard value ``value``: place -> model_types (`envoys.families`)."""
+        return families_with(value)
 
     def support(self) -> dict[str, Any]:
         """Every standard value of this checkpoint: None when available (on every block), else why not.

@@ -30,6 +30,9 @@ _LAZY = {
     "Instrumented": "compiler",
     "TargetMissing": "compiler",
     "compile_rule": "compiler",
+    "Unchecked": "checked",
+    "check": "checked",
+    "name_operations": "naming",  # imports libcst
     "rewrite": "rewriter",  # imports libcst
 }
 
@@ -42,12 +45,15 @@ __all__ = [
     "Rule",
     "Site",
     "TargetMissing",
+    "Unchecked",
     "Variant",
     "adopt",
+    "check",
     "compile_rule",
     "install",
     "install_all",
     "installed",
+    "name_operations",
     "rewrite",
 ]
 

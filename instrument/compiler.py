@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import CellType, CodeType, FunctionType
 
+import instrument  # the package, for its lazy names (the rewriter, which imports libcst)
+
 from . import cache as build_cache
 from .cache import Compiled as _Compiled
 from .decorators import Layer, UnknownDecorator, copy_function, peel, rebuild
@@ -122,15 +124,13 @@ _CACHE: dict[tuple[int, tuple], _Compiled] = {}
 
 
 def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
-    from .rewriter import rewrite  # imports libcst: only when nothing is cached
-
     try:
         lines, first_line = inspect.getsourcelines(code)
     except (OSError, TypeError) as error:
         raise DriftError(f"{_where(rule, code.co_filename)}: no source to rewrite ({error})") from error
     source = textwrap.dedent("".join(lines))
     try:
-        rewritten = rewrite(source, set(rule.sites), rule.serve_as)
+        rewritten = instrument.rewrite(source, set(rule.sites), rule.serve_as)  # libcst loads only when nothing is cached
     except RewriteError as error:
         raise DriftError(f"{_where(rule, code.co_filename)}: {error}") from error
     problem = _drift(rule, rewritten, code.co_filename)

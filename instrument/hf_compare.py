@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .releases import aligned
+from .commands import aligned
 
 #: The outcome of a test that one run has and the other does not.
 ABSENT = "absent"

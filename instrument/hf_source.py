@@ -26,7 +26,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from .releases import _run
+from .commands import run_logged
 
 #: What transformers' model tests import that the project's environment lacks: ``parameterized``
 #: (``test_modeling_common``), and ``pytest-timeout`` for the per-test limit the runs set. Of the
@@ -39,7 +39,7 @@ def fetch(python: Path, release: str, scratch: Path, log: Path) -> Path:
     download = scratch / "sdist"
     command = [str(python), "-m", "pip", "download", "--disable-pip-version-check", "-q",
                "--no-binary", ":all:", "--no-deps", f"transformers=={release}", "-d", str(download)]
-    if _run(command, log).returncode:
+    if run_logged(command, log, scratch).returncode:
         raise RuntimeError(f"downloading the source distribution of transformers {release} failed (see {log})")
     archives = sorted(download.glob(f"transformers-{release}.tar.gz"))
     if not archives:

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import hf_plugin, hf_record
+from .commands import run_logged
 from .hf_compare import FamilyResult, report
 from .hf_source import fetch, missing, model_test_files, packages_for_tests
-from .releases import _run
 
 #: Seconds one test may take (pytest-timeout's ``--timeout``).
 TEST_TIMEOUT = 900
@@ -128,7 +128,7 @@ def run_family(python: Path, source: Path, model_type: str, work: Path, plugins:
         env = run_environment(plugins, outcomes, installs, options.slow)
         command = pytest_command(python, files, rewrites, options.pytest_args)
         try:
-            done = _run(command, log, cwd=source, timeout=options.timeout, env=env)
+            done = run_logged(command, log, source, timeout=options.timeout, env=env)
             if done.returncode not in (0, 1, 5):  # 1: some test failed; 5: none selected
                 result.notes.append(f"pytest {label} the rewrites exited {done.returncode} (see {log})")
         except subprocess.TimeoutExpired:
@@ -150,8 +150,8 @@ def check(python: Path, release: str, work: Path, log: Path, options: Options) -
         why = missing(source)
         if why:
             return Check(error=why)
-        if _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
-                 *packages_for_tests(source)], log).returncode:
+        if run_logged([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
+                       *packages_for_tests(source)], log, source).returncode:
             return Check(error=f"installing what transformers' tests need failed (see {log})")
         served = served_model_types(python)
     except RuntimeError as error:

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from nnsight.intervention.source import STATE
 
+import instrument  # the package, for its lazy names: it is still loading when this module is
+
 from .dispatch import dispatching
 from .runtime import site_for
 
@@ -162,12 +164,10 @@ def _rebuilt(cls: type, rules: tuple[Rule, ...]) -> torch.nn.Module:
 def _restore(rules: tuple[Rule, ...], module: torch.nn.Module, state: dict) -> None:
     """Set a copied or unpickled module's state as its class does, then reinstall ``rules`` (compiled for this
     process) on it."""
-    from .compiler import compile_rule
-
     del module.__dict__["__setstate__"]
     type(module).__setstate__(module, state)
     for rule in rules:
-        _apply(module, compile_rule(rule))
+        _apply(module, instrument.compile_rule(rule))
 
 
 def adopt(root: torch.nn.Module) -> int:
@@ -202,9 +202,8 @@ def install_all(root: torch.nn.Module, rules: Iterable[Rule]) -> dict[str, tuple
     first one is changed. Returns, per rule name, the paths it was installed at
     (``""`` for the root). Raises `DriftError` or `InstallError`.
     """
-    from .compiler import compile_rule  # the compiler loads with the first install, not with `installed`
-
-    compiled = [compile_rule(rule) for rule in rules if rule.owner_name is not None]
+    # the compiler loads with the first install (the package's lazy name), not with `installed`
+    compiled = [instrument.compile_rule(rule) for rule in rules if rule.owner_name is not None]
     plan = [
         (path, module, instrumented)
         for path, module in root.named_modules(remove_duplicate=True)

@@ -35,7 +35,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from .commands import run
+from . import hf_tests
+from .commands import aligned, run, run_logged
 from .store import REPOSITORY_STORE, Store
 
 #: The checkout the command runs from.
@@ -77,15 +78,6 @@ class Outcome:
         return bool(self.error or self.regressed) or not (self.tests_passed and self.hf_tests_passed)
 
 
-def _run(
-    command: list[str], log: Path, cwd: Path = REPOSITORY, timeout: float | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    with log.open("a") as out:
-        out.write(f"$ {' '.join(command)}\n")
-        out.flush()
-        return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False, env=env)
-
-
 def site_packages(python: Path) -> Path:
     """The site-packages directory of the environment whose interpreter is ``python``."""
     done = subprocess.run(
@@ -104,9 +96,9 @@ def make_environment(release: str, where: Path, log: Path, share_torch: Path | N
         shared = site_packages(share_torch / "bin" / "python")
         (site_packages(python) / "zz_shared_environment.pth").write_text(f"{shared}\n")
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    if _run([*pip, *TORCH, f"transformers=={release}", *requirements()], log).returncode:
+    if run_logged([*pip, *TORCH, f"transformers=={release}", *requirements()], log, REPOSITORY).returncode:
         raise RuntimeError(f"installing transformers {release} failed (see {log})")
-    if _run([*pip, "--no-deps", "--editable", str(REPOSITORY)], log).returncode:
+    if run_logged([*pip, "--no-deps", "--editable", str(REPOSITORY)], log, REPOSITORY).returncode:
         raise RuntimeError(f"installing the project failed (see {log})")
     return python
 
@@ -117,7 +109,7 @@ def check_release(python: Path, release: str, work: Path, log: Path, update: boo
     outcome = Outcome(release)
     verdicts = work / "verdicts.json"
     snapshot = [str(python), "-m", "instrument.snapshot", "--root", str(root)]
-    _run([*snapshot, "--quiet", "--json", str(verdicts)], log)
+    run_logged([*snapshot, "--quiet", "--json", str(verdicts)], log, REPOSITORY)
     if not verdicts.exists():
         outcome.error = f"the snapshot check did not run (see {log})"
         return outcome
@@ -135,7 +127,7 @@ def check_release(python: Path, release: str, work: Path, log: Path, update: boo
             f"({', '.join(outcome.regressed)}); fix the rules (docs/releases.md), then run this again"
         )
     elif update or name not in Store.load(root).releases:
-        if _run([*snapshot, "--update", "--quiet"], log).returncode:  # the release just recorded must check clean
+        if run_logged([*snapshot, "--update", "--quiet"], log, REPOSITORY).returncode:  # the release just recorded must check clean
             outcome.error = f"recording {name} in {root} failed (see {log})"
         else:
             outcome.stored = "written"
@@ -147,17 +139,11 @@ def check_release(python: Path, release: str, work: Path, log: Path, update: boo
 def run_tests(python: Path, log: Path, arguments: list[str], timeout: float) -> tuple[str, bool]:
     """pytest's summary line on this environment (or why there is none), and whether pytest exited 0."""
     try:
-        done = _run([str(python), "-m", "pytest", "-q", *arguments], log, timeout=timeout)
+        done = run_logged([str(python), "-m", "pytest", "-q", *arguments], log, REPOSITORY, timeout=timeout)
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout:.0f} s", False
     lines = [line for line in log.read_text().splitlines() if re.search(r"\b(passed|failed|error|skipped)\b", line)]
     return (lines[-1].strip("= ") if lines else "no summary (see the log)"), done.returncode == 0
-
-
-def aligned(rows: list[tuple[str, ...]]) -> str:
-    """Rows of cells as text, each column as wide as its widest cell, two spaces apart."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows) + "\n"
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -178,8 +164,6 @@ def table(outcomes: list[Outcome]) -> str:
 def run_hf_tests(python: Path, release: str, work: Path, log: Path, args: argparse.Namespace) -> tuple[str, bool]:
     """transformers' model tests without and with the rewrites (`instrument.hf_tests`): their report printed, and
     the release table's cell with whether they passed."""
-    from . import hf_tests
-
     options = hf_tests.Options(
         families=tuple(filter(None, args.hf_tests_families.split(","))),
         source=args.hf_tests_source,

@@ -259,7 +259,7 @@ def test_one_familys_two_runs_report_a_regression_by_its_id(tmp_path, monkeypatc
 
 def test_a_family_not_served_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(hf_tests, "served_model_types", lambda python: ("gemma3", "llava"))
-    monkeypatch.setattr(hf_tests, "_run", lambda *a, **k: SimpleNamespace(returncode=0))  # the packages' install
+    monkeypatch.setattr(hf_tests, "run_logged", lambda *a, **k: SimpleNamespace(returncode=0))  # the packages' install
     (tmp_path / "tests" / "models").mkdir(parents=True)
     options = hf_tests.Options(families=("llava", "nonesuch"), source=tmp_path)
     check = hf_tests.check(Path(sys.executable), "5.24.0", tmp_path / "work", tmp_path / "log", options)

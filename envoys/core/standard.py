@@ -42,15 +42,14 @@ class Standard(Envoy):
 
 class NoSuchValue(AttributeError):
     """A name a standard envoy has neither as a value nor as a module: the message (built when shown) gives the
-    closest names, the values the envoy has, and the families that have a value of that name."""
+    closest names, the values the envoy has, and the families that have a value of that name (as the envoy's root,
+    the model, finds them: its ``families_with``)."""
 
     def __init__(self, envoy: Envoy, name: str) -> None:
         super().__init__(name)
         self.envoy, self.attribute = envoy, name
 
     def __str__(self) -> str:
-        from ..families import families_with  # the family modules, imported when the message is shown
-
         envoy, name = self.envoy, self.attribute
         values = list(standard_values(type(envoy)))
         modules = list(dict.fromkeys([*envoy._aliases, *(c.path.rpartition(".")[2] for c in envoy._children)]))
@@ -58,7 +57,8 @@ class NoSuchValue(AttributeError):
         close = difflib.get_close_matches(name, list(dict.fromkeys([*values, *modules, *methods])), n=3)
         guess = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
         parts = [f"{standard_path(envoy)} has no value or module {name!r}{guess}"]
-        others = families_with(name)
+        families_with = getattr(envoy.root, "families_with", None)
+        others = families_with(name) if families_with is not None else {}
         if others:
             where = "; ".join(f"{', '.join(who)} (at {place}.{name})" for place, who in others.items())
             parts.append(f"{name} is a value of other families: {where}")

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from nnsight.intervention.source import install_source
 
+import instrument
 from instrument.calls import innermost
 from instrument.decorators import UnknownDecorator
 
@@ -73,10 +74,8 @@ def scaled_binding(block_class: type, scale: str) -> str:
     a value is first located, not at build, so a build from a warm cache
     still imports no libcst.
     """
-    import libcst as cst
+    import libcst as cst  # libcst loads when a value is first located, not at build
     from libcst import matchers as m
-
-    from instrument.naming import name_operations
 
     try:
         forward = innermost(block_class.forward)  # under transformers' checkpointing wrapper, as nnsight peels it
@@ -84,7 +83,7 @@ def scaled_binding(block_class: type, scale: str) -> str:
         raise Unavailable(f"{block_class.__qualname__}.forward cannot be read: {error}") from error
     source = textwrap.dedent(inspect.getsource(forward))
     function = next(node for node in cst.parse_module(source).body if isinstance(node, cst.FunctionDef))
-    found = [label for bound, label in name_operations(function).bindings if m.matches(bound, _scaled_by(scale))]
+    found = [label for bound, label in instrument.name_operations(function).bindings if m.matches(bound, _scaled_by(scale))]
     if len(found) != 1:
         raise Unavailable(
             f"{block_class.__qualname__}.forward binds self.{scale} * ... {len(found)} times (expected once): the "
