@@ -9,14 +9,13 @@ Unavailable, saying the block is dense. The block identity with the sparse
 block's ``mlp_output`` is a text-surface contract (test_text_surface.py).
 
 The numbers (which blocks are sparse, experts, top-k, the router's child and
-what it returns) are the builders' documented configs and transformers'
-router classes, not the code under test. Every trace stops after its last read,
+what it returns) are each row's ``moe`` (`envoys.testing.contract.MoeRow`),
+the builders' documented configs and transformers' router classes, not the
+code under test. Every trace stops after its last read,
 as Llama 4's must.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import nnsight
 import pytest
@@ -24,45 +23,17 @@ import torch
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.standard import child
-from envoys.testing import chat_prompt, noise_image
+from envoys.testing import CONTRACTS, chat_prompt, noise_image
+from envoys.testing.contract import MoeRow
 
 IMAGES = [noise_image(32, 32, seed=0)]
 
 
-@dataclass(frozen=True)
-class Moe:
-    sparse: tuple[int, ...]  #: the text blocks whose MLP is a mixture of experts
-    experts: int
-    top_k: int
-    router: str = "gate"  #: the router's name under the block's MLP
-    logits_item: int = 0  #: which item of the router module's output is its logits
-
-
-#: From envoys/testing/: aria.py (2 blocks, 4 experts, 2 a token), llama4.py (block 0 a MoE of 2 experts, top 1; its
-#: router returns (scores, logits)), kimi_k25.py and mistral_large4.py (block 1 of 4 experts, 2 a token),
-#: nemotron_h_omni.py (blocks 1 and 3 of 4, 4 experts, 2 a token), qwen3_vl_moe.py and qwen3_omni_moe_thinker.py (block 0
-#: of 4 experts, 2 a token),
-#: qwen3_5_moe.py (blocks 0 and 1, 4 experts, 2 a token), glm4v_moe.py (block 1, 4 experts, 2 a token; one group, no
-#: score bias), dots3_note.py (block 1, 4 experts, 2 a token; one group, no score bias).
-MOE = {
-    "aria": Moe(sparse=(0, 1), experts=4, top_k=2, router="router"),
-    "llama4": Moe(sparse=(0,), experts=2, top_k=1, router="router", logits_item=1),
-    "kimi_k25": Moe(sparse=(1,), experts=4, top_k=2),
-    "mistral_large4": Moe(sparse=(1,), experts=4, top_k=2),
-    "nemotron_h_omni": Moe(sparse=(1, 3), experts=4, top_k=2),
-    "qwen3_vl_moe": Moe(sparse=(0,), experts=4, top_k=2),
-    "qwen3_omni_moe_thinker": Moe(sparse=(0,), experts=4, top_k=2),
-    "qwen3_5_moe": Moe(sparse=(0, 1), experts=4, top_k=2),
-    "glm4v_moe": Moe(sparse=(1,), experts=4, top_k=2),
-    "dots3_note": Moe(sparse=(1,), experts=4, top_k=2),
-}
-
-#: Blocks whose experts are split by modality, each set with its own router (ernie4_5_vl_moe.py: block 1, 4 experts a
-#: modality, 2 a token): ``router_logits`` is the block's assembled logits, read-only; each router's, and the writes,
-#: are tested in test_ernie4_5_vl_moe.py. Here, what support() says of the dense blocks.
-SPLIT = {
-    "ernie4_5_vl_moe": Moe(sparse=(1,), experts=4, top_k=2, router="text_moe.gate"),
-}
+#: Every checkpoint's mixture-of-experts blocks, as its row states them (its builder's documented config).
+MOE = {name: row.moe for name, row in CONTRACTS.items() if row.moe is not None and not row.moe.split}
+#: Blocks whose experts are split by modality (``router_logits`` is the block's assembled logits, read-only; each
+#: router's, and the writes, are tested in the family's own file): here, what support() says of the dense blocks.
+SPLIT = {name: row.moe for name, row in CONTRACTS.items() if row.moe is not None and row.moe.split}
 
 
 @pytest.fixture(scope="module", params=list(MOE))
@@ -81,10 +52,10 @@ def prompt(model) -> str:
     return chat_prompt(model.processor, len(IMAGES), "What is in the picture?")
 
 
-def ran(name: str, mlp, moe: Moe, routed, tokens: int):
+def ran(name: str, mlp, moe: MoeRow, routed, tokens: int):
     """Which experts ran on each token, ``[tokens, experts]`` bool: the indices the experts' module is called with;
-    Llama 4's runs every expert on every token, weighted by its router's scores (``routed[0]``), zero off its choice."""
-    if name == "llama4":
+    where every expert runs (Llama 4's), weighted by its router's scores (``routed[0]``), those that are not zero."""
+    if moe.every_expert_runs:
         return routed[0] > 0
     indices = mlp.experts.inputs[0][1]
     return torch.zeros(tokens, moe.experts, dtype=torch.bool).scatter(1, indices, True)
@@ -145,7 +116,7 @@ def test_support_says_which_split_blocks_are_dense(split, tiny_checkpoint):
     says_which_blocks_are_dense(model, SPLIT[split])
 
 
-def says_which_blocks_are_dense(model, moe: Moe) -> None:
+def says_which_blocks_are_dense(model, moe: MoeRow) -> None:
     support = model.support()
     dense = {index for index in range(model.num_layers) if index not in moe.sparse}
     reasons = support["mlp.router_logits"] or {}

@@ -25,7 +25,7 @@ from transformers import AriaConfig, AriaForConditionalGeneration, AriaImageProc
 from transformers.models.aria.configuration_aria import AriaTextConfig
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 
-from .contract import ENCODER_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, router, scatter, text_model
+from .contract import ENCODER_BLOCK, SIGLIP, Loads, MoeRow, Reads, Row, Sizes, attention, batched, blocks, router, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import word_level_tokenizer
@@ -111,5 +111,7 @@ CONTRACTS = {
             **blocks("vision.layers", "model.vision_tower.encoder.layers", ENCODER_BLOCK),
             **text_model("model.language_model"),
         },
+        # the text model's routers: aria.py: 2 blocks, 4 experts, 2 a token; its router is the MLP's router
+        moe=MoeRow(sparse=(0, 1), experts=4, top_k=2, router="router"),
     ),
 }

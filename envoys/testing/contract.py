@@ -187,6 +187,23 @@ class AudioRow:
 
 
 @dataclass(frozen=True)
+class MoeRow:
+    """A checkpoint's mixture-of-experts text blocks (the router tests, tests/test_moe_router.py): which blocks are
+    sparse, how many experts they have and how many run on a token (every builder's router is plain top-k over every
+    expert: one group, no score bias), the router's name under the block's MLP and which item of its output is its
+    logits; ``every_expert_runs``: every expert runs on every token, weighted by the router's scores, zero off its
+    choice (Llama 4's); ``split``: the experts are split by modality, each set with its own router (ERNIE 4.5-VL's)."""
+
+    sparse: tuple[int, ...]
+    experts: int
+    top_k: int
+    router: str = "gate"
+    logits_item: int = 0
+    every_expert_runs: bool = False
+    split: bool = False
+
+
+@dataclass(frozen=True)
 class Row:
     """One checkpoint's expected numbers, for the first image alone and for both images."""
 
@@ -265,6 +282,8 @@ class Row:
     video: VideoRow | None = None
     #: the checkpoint's second of audio, where its family serves audio; None where it takes none
     audio: AudioRow | None = None
+    #: the checkpoint's mixture-of-experts text blocks; None where its text model has none
+    moe: MoeRow | None = None
     #: the native modules under the standard names: standard path -> native path, the first dotted from the standard
     #: model (``vision.layers.0.self_attn.o_proj``: a digit indexes a stack of blocks; ``model.…`` reaches native names
     #: the standard tree keeps), the second from the transformers root (``model._module.get_submodule``). Every row

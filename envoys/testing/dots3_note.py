@@ -48,6 +48,7 @@ from .contract import (
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
+    MoeRow,
     Reads,
     Row,
     Sizes,
@@ -205,5 +206,7 @@ CONTRACTS = {
             "vision.layers.0.mlp.down_proj": "model.vision_tower.blocks.0.mlp.down_proj",
             "model.audio_tower.layers.0": "model.audio_tower.layers.0",
         },
+        # the text model's routers: block 1 a mixture of 4 experts, 2 a token; one group, no score bias
+        moe=MoeRow(sparse=(1,), experts=4, top_k=2),
     ),
 }

@@ -46,7 +46,23 @@ from transformers import (
     Ernie4_5_VLMoeVideoProcessor,
 )
 
-from .contract import NO_WINDOWS, QWEN_VIT_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
+from .contract import (
+    NO_WINDOWS,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    Loads,
+    MoeRow,
+    Reads,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -169,5 +185,8 @@ CONTRACTS = {
             "layers.1.mlp.text_moe.gate": "model.language_model.layers.1.mlp.text_moe.gate",
             "layers.1.mlp.vision_moe.gate": "model.language_model.layers.1.mlp.vision_moe.gate",
         },
+        # the text model's routers: block 1's experts split by modality, each set with its own router (4 experts a
+        # modality, 2 a token): router_logits is the block's assembled logits, read-only (test_ernie4_5_vl_moe.py)
+        moe=MoeRow(sparse=(1,), experts=4, top_k=2, router="text_moe.gate", split=True),
     ),
 }

@@ -18,7 +18,22 @@ from transformers import (
     Glm4vVideoProcessor,
 )
 
-from .contract import GLM_PER_IMAGE, NO_WINDOWS, QWEN_VIT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
+from .contract import (
+    GLM_PER_IMAGE,
+    NO_WINDOWS,
+    QWEN_VIT_BLOCK,
+    Loads,
+    MoeRow,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .glm import CHAT_TEMPLATE, _processing, _text, _token_ids, _tokenizer, _vision
 from .norms import randomise_norms
 
@@ -106,5 +121,7 @@ CONTRACTS = {
             **text_model("model.language_model"), "layers.1.mlp.gate": "model.language_model.layers.1.mlp.gate",
             "layers.1.mlp.shared_experts": "model.language_model.layers.1.mlp.shared_experts",
         },
+        # the text model's routers: block 1 a mixture of 4 experts, 2 a token; one group, no score bias
+        moe=MoeRow(sparse=(1,), experts=4, top_k=2),
     ),
 }

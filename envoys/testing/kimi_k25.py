@@ -47,6 +47,7 @@ from .contract import (
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
+    MoeRow,
     Row,
     Sizes,
     attention,
@@ -178,5 +179,7 @@ CONTRACTS = {
                 "mlp.down_proj": "mlp.fc2"}),
             **text_model("model.language_model"),
         },
+        # the text model's routers: block 1 a mixture of 4 experts, 2 a token
+        moe=MoeRow(sparse=(1,), experts=4, top_k=2),
     ),
 }

@@ -28,7 +28,7 @@ except ImportError:  # older releases (4.57 to 5.2 at least) name the same proce
 from packaging.version import Version
 from transformers.models.llama4.processing_llama4 import chat_template as LLAMA4_CHAT_TEMPLATE
 
-from .contract import TEXT_BLOCK, TRANSFORMERS, Loads, Row, Sizes, attention, batched, blocks, flat, router, scatter, text_model
+from .contract import TEXT_BLOCK, TRANSFORMERS, Loads, MoeRow, Row, Sizes, attention, batched, blocks, flat, router, scatter, text_model
 from .rope import rope
 from .tokenizer import word_level_tokenizer
 
@@ -168,5 +168,8 @@ CONTRACTS = {
             **text_model("language_model.model", {**TEXT_BLOCK, "mlp": "feed_forward"}),
             "lm_head": "language_model.lm_head",
         },
+        # the text model's routers: block 0 a mixture of 2 experts, top 1; its router returns (scores, logits) and
+        # every expert runs on every token, weighted by the scores
+        moe=MoeRow(sparse=(0,), experts=2, top_k=1, router="router", logits_item=1, every_expert_runs=True),
     ),
 }

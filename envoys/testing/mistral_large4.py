@@ -29,7 +29,23 @@ from transformers import (
     PixtralProcessor,
 )
 
-from .contract import PIXTRAL_ATTENTION, PIXTRAL_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
+from .contract import (
+    PIXTRAL_ATTENTION,
+    PIXTRAL_BLOCK,
+    SIGLIP,
+    Loads,
+    MoeRow,
+    Reads,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .mistral3 import PATCH_SIZE, WRAPPER, mistral_tokenizer, pixtral_processor, pixtral_tower
 from .norms import randomise_norms
 from .sizes import text_sizes
@@ -124,5 +140,7 @@ CONTRACTS = {
             **blocks("vision.layers", "model.vision_tower.transformer.layers", PIXTRAL_BLOCK),
             **text_model("model.language_model"),
         },
+        # the text model's routers: block 1 a mixture of 4 experts, 2 a token
+        moe=MoeRow(sparse=(1,), experts=4, top_k=2),
     ),
 }

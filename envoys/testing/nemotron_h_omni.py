@@ -54,7 +54,7 @@ from transformers import (
 )
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
-from .contract import RADIO_PER_IMAGE, SIGLIP, AudioRow, Loads, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
+from .contract import RADIO_PER_IMAGE, SIGLIP, AudioRow, Loads, MoeRow, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -265,5 +265,7 @@ CONTRACTS = {
             "layers.3.post_attention_layernorm": "language_model.model.layers.3.norm",
             "lm_head": "language_model.lm_head",
         },
+        # the text model's routers: blocks 1 and 3 of 4 mixtures of 4 experts, 2 a token
+        moe=MoeRow(sparse=(1, 3), experts=4, top_k=2),
     ),
 }

@@ -20,6 +20,7 @@ from .contract import (
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
+    MoeRow,
     Reads,
     Row,
     Sizes,
@@ -126,5 +127,7 @@ CONTRACTS = {
             "layers.0.linear_attn": "model.language_model.layers.0.linear_attn",
             "layers.1.mlp.shared_expert_gate": "model.language_model.layers.1.mlp.shared_expert_gate",
         },
+        # the text model's routers: blocks 0 and 1 mixtures of 4 experts, 2 a token
+        moe=MoeRow(sparse=(0, 1), experts=4, top_k=2),
     ),
 }

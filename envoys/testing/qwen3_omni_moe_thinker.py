@@ -31,6 +31,7 @@ from .contract import (
     SIGLIP,
     AudioRow,
     Loads,
+    MoeRow,
     Reads,
     Row,
     Sizes,
@@ -152,5 +153,7 @@ CONTRACTS = {
             **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
             **text_model("model.language_model"),
         },
+        # the text model's routers: block 0 a mixture of 4 experts, 2 a token
+        moe=MoeRow(sparse=(0,), experts=4, top_k=2),
     ),
 }

@@ -17,6 +17,7 @@ from .contract import (
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
+    MoeRow,
     Reads,
     Row,
     Sizes,
@@ -111,5 +112,7 @@ CONTRACTS = {
             **blocks("vision.layers", "model.visual.blocks", {**QWEN_VIT_BLOCK, "mlp.down_proj": "mlp.linear_fc2"}),
             **text_model("model.language_model"), "layers.0.mlp.gate": "model.language_model.layers.0.mlp.gate",
         },
+        # the text model's routers: block 0 a mixture of 4 experts, 2 a token
+        moe=MoeRow(sparse=(0,), experts=4, top_k=2),
     ),
 }
