@@ -18,15 +18,16 @@ So a fitting forward is one the compiler finds every site in; a forward whose
 calls differ in number is not guessed at, and is left to the other finders.
 
 The templates are tried in order and the first that fits wins; a forward
-another rule claims (``claimed``) is left out, and a name already found in the
-same call (a second class of one modeling module with the same shape) keeps
-its first rule, as the shared attention finder keeps its names.
+another rule claims (``claimed``) is left out. A second class of one modeling
+module with the same shape (Qwen3-Omni-MoE's talker beside its thinker's text
+model) gets its rule too, named by its class (``{model_type}.{Class}.{suffix}``):
+no class that fits is left without one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from instrument import Rule, Variant
 from instrument.calls import callees, defining_class, innermost
@@ -86,5 +87,7 @@ def found_rules(classes: Iterable[type], templates: Iterable[Template], claimed:
         template = next((template for template in templates if template.fits(owner)), None)
         if template is not None:
             rule = template.rule(owner)
-            rules.setdefault(rule.name, rule)
+            if rule.name in rules:  # a second class of the module with the shape: named by its class, not dropped
+                rule = replace(rule, name=f"{model_type_of(owner.__module__)}.{owner.__qualname__}.{template.suffix}")
+            rules[rule.name] = rule
     return tuple(rules.values())

@@ -504,10 +504,12 @@ def test_a_window_merger_that_never_restores_the_order_gets_no_window_rule(shape
     assert found_rules([shapes.WindowMerger], FOUND) == ()
 
 
-def test_two_classes_of_one_module_with_one_shape_keep_the_first_ones_rule(shapes):
-    (rule,) = found_rules([shapes.TextModel, shapes.TalkerModel], FOUND)
-    assert (rule.name, rule.target) == ("shapes.deepstack", "modeling_shapes:TextModel.forward")
-    assert compile_rule(rule).site_names == DEEPSTACK.sites["self._deepstack_process"]
+def test_two_classes_of_one_module_with_one_shape_each_get_the_rule_the_second_named_by_its_class(shapes):
+    first, second = found_rules([shapes.TextModel, shapes.TalkerModel], FOUND)
+    assert (first.name, first.target) == ("shapes.deepstack", "modeling_shapes:TextModel.forward")
+    assert (second.name, second.target) == ("shapes.TalkerModel.deepstack", "modeling_shapes:TalkerModel.forward")
+    for rule in (first, second):
+        assert compile_rule(rule).site_names == DEEPSTACK.sites["self._deepstack_process"]
 
 
 def test_a_forward_fits_the_form_the_installed_release_reads(shapes, monkeypatch):
