@@ -88,11 +88,10 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..blocks.moe import RoutedMlp, not_routed
 from ..core.layouts import Hidden, PackedPatches, RouterLogits
-from ..core.standard import child
 from ..core.values import EProperty, Item, value
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
-from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
+from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images, norm_output
 from . import Family
 
 #: Why the ERNIE ViT's attention has no scores or probabilities, under any implementation.
@@ -127,17 +126,13 @@ class ErnieVisionAttention(QwenVisionAttention):
     attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
-def _tower_output_site(vision: Any) -> str:
-    return f"{child(vision, 'norm').path}.output"
-
-
 class ErnieVision(QwenVision):
     """The ERNIE ViT: packed as the Qwen ViT is (`QwenVision`), a final LayerNorm (``ln``, ``vision.norm``), no merger
     inside: the resampler (``model.projector``) runs after the tower."""
 
     tower_output = value(
         "tower_output", PackedPatches, description="the last block's stream after the final norm (ln)",
-        key=_tower_output_site, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
+        key=norm_output, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final LayerNorm (``ln``, ``vision.norm``), ``[1, patches, "
         "vision_hidden_size]``, in merge-block order: the tower's ``last_hidden_state``, what the resampler "
         "(``model.projector``) reads. Read it after the blocks' values and before the projector's.",

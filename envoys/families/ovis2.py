@@ -55,10 +55,9 @@ from transformers.models.ovis2.modeling_ovis2 import (
 )
 
 from ..core.layouts import Patches
-from ..core.standard import child
 from ..core.values import Argument, value
 from ..image.grids import GridError, ImageInputs, TiledImage, TiledLayout
-from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, norm_output
 from ..vision.visual_tokens import VisualTokenizerProjector, VisualTokens, visual_tokens_value
 from . import Family
 
@@ -95,7 +94,7 @@ class Ovis2Vision(Vision):
 
     tower_output = value(
         "tower_output", Patches, description="the last block's stream after the tower's final norm",
-        key=lambda v: f"{child(v, 'norm').path}.output", select=None, unavailable=no_images,
+        key=norm_output, select=None, unavailable=no_images,
         doc="The last block's stream after the tower's final RMS norm (``vision.norm``), ``[tiles, patches, "
         "vision_hidden_size]``: what the tower folds into image tokens for its visual tokenizer.",
     )

@@ -85,7 +85,6 @@ from rewrites.image_scatter import Scatter
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
-from ..core.standard import child
 from ..core.values import value
 from ..image.frames import check_video
 from ..image.grids import Grid, ImageInputs, value_named
@@ -100,6 +99,7 @@ from ..vision.tower import (
     from_patches,
     no_images,
     no_patch_embed,
+    norm_output,
 )
 from ..vision.visual_tokens import PackedVisualTokens, VisualTokenizerProjector, visual_tokens_value
 from . import IMAGE_AND_VIDEO, Family
@@ -165,7 +165,7 @@ class Ovis2_5Vision(QwenVision):
 
     tower_output = value(
         "tower_output", PackedPatches, description="the last block's stream back in merge-block order, after post_layernorm",
-        key=lambda v: f"{child(v, 'norm').path}.output", select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
+        key=norm_output, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream put back from window order into merge-block order and normed "
         "(``post_layernorm``, ``vision.norm``), ``[1, patches, vision_hidden_size]``: the tower's "
         "last_hidden_state. The projector does not read it (it reads ``layers[-1].layer_output``), so nothing "

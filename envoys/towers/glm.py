@@ -36,9 +36,8 @@ from __future__ import annotations
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
-from ..core.standard import child
 from ..core.values import value
-from ..vision.tower import as_patches, from_patches, no_images
+from ..vision.tower import as_patches, from_patches, no_images, norm_output
 from .per_image import per_image_pattern
 from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 
@@ -60,10 +59,6 @@ class GlmVisionAttention(QwenVisionAttention):
     """
 
     attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
-
-
-def _tower_output_site(vision: object) -> str:
-    return f"{child(vision, 'norm').path}.output"
 
 
 class GlmVision(QwenVision):
@@ -88,7 +83,7 @@ class GlmVision(QwenVision):
 
     tower_output = value(
         "tower_output", PackedPatches, description="the last block's stream after the final norm (post_layernorm)",
-        key=_tower_output_site, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
+        key=norm_output, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final norm (``post_layernorm``, ``vision.norm``), "
         "``[1, patches, vision_hidden_size]``, in merge-block order: what the convolution ``downsample`` folds, "
         "before the merger (``model.projector``). Read it before the projector values.",

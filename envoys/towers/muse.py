@@ -39,10 +39,9 @@ import torch
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
-from ..core.standard import child
 from ..core.values import value
 from ..image.grids import Grid, ImageInputs, raster, value_named
-from ..vision.tower import as_patches, from_patches, no_images
+from ..vision.tower import as_patches, from_patches, no_images, norm_output
 from .per_image import per_image_pattern
 from .qwen import PATCH_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 
@@ -86,10 +85,6 @@ def _patch_embedding(vision: Any) -> str:
     return f"{vision.path}.patch_embedder.patch_embedding.output"
 
 
-def _tower_output_site(vision: Any) -> str:
-    return f"{child(vision, 'norm').path}.output"
-
-
 class MuseVision(QwenVision):
     """The Muse tower: packed, raster order per image, windows then the whole image, ``ln_post``, a pixel shuffle.
 
@@ -120,7 +115,7 @@ class MuseVision(QwenVision):
 
     tower_output = value(
         "tower_output", PackedPatches, description="the last block's stream back in raster order, after the final norm (ln_post)",
-        key=_tower_output_site, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
+        key=norm_output, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream put back from window order into raster order and normed (``ln_post``, "
         "``vision.norm``), ``[1, patches, vision_hidden_size]``: what the tower pixel-shuffles. Read it before the "
         "projector values.",

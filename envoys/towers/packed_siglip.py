@@ -32,9 +32,8 @@ import torch
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
-from ..core.standard import child
 from ..core.values import value
-from ..vision.tower import PackedVision, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
+from ..vision.tower import PackedVision, as_patches, from_patches, no_images, no_patch_embed, norm_output, variable_resolution
 from .per_image import per_image_pattern
 from .qwen import QwenVisionAttention
 
@@ -64,10 +63,6 @@ class PackedSiglipAttention(QwenVisionAttention):
 def one_row(embedded: torch.Tensor) -> torch.Tensor:
     """The convolution's ``[patches, width, 1, 1]`` as one packed row, ``[1, patches, width]`` (a view)."""
     return embedded.flatten(1).unsqueeze(0)
-
-
-def _tower_output_site(vision: object) -> str:
-    return f"{child(vision, 'norm').path}.output"
 
 
 class PackedSiglipVision(PackedVision):
@@ -103,7 +98,7 @@ class PackedSiglipVision(PackedVision):
 
     tower_output = value(
         "tower_output", PackedPatches, description="the last block's stream after the final norm (post_layernorm)",
-        key=_tower_output_site, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
+        key=norm_output, select=None, unavailable=no_images, view=as_patches, inverse=from_patches,
         doc="The last block's stream after the tower's final norm (``post_layernorm``, ``vision.norm``), "
         "``[1, patches, vision_hidden_size]``, image after image: read it after the blocks' values and before the "
         "projector's.",

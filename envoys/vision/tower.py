@@ -137,6 +137,12 @@ def never_an_image(envoy: Any) -> str | None:
     return family.not_served(envoy) if family is not None else None
 
 
+def norm_output(vision: Any) -> str:
+    """The location of the tower's final norm's output (``vision.norm``), where a tower's ``tower_output`` is served
+    when its own output is not that stream (it folds, merges or reorders it after the norm)."""
+    return f"{child(vision, 'norm').path}.output"
+
+
 def no_patch_embed(vision: Any) -> str | None:
     """Why ``vision.patch_embeddings`` is unavailable, or None."""
     return no_images(vision) or (None if child(vision, "patch_embed") is not None else "this tower names no patch_embed")
