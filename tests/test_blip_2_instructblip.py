@@ -19,6 +19,7 @@ from rounding import assert_batch_close
 from transformers import AutoModelForImageTextToText, Blip2Config, InstructBlipConfig, T5Config
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.census import SCATTERS, SUPPORTED, census, entry
 from envoys.testing import chat_prompt, image_prompts, noise_image
 from envoys.testing.blip_2 import QUERY_TOKENS
 from instrument import installed
@@ -143,3 +144,11 @@ def test_the_patch_grid_drops_the_cls_and_the_queries_are_on_no_grid(model):
         assert torch.equal(grid, tower[image, 1:].reshape(side, side, -1))
     with pytest.raises(Unavailable, match=f"the Q-Former's {QUERY_TOKENS} learned queries"):
         model.vision.token_grid(features, image=0)
+
+
+def test_the_census_names_the_scatter_on_a_computed_tensor_as_nnsight_does():
+    """BLIP-2's scatter is on a tensor its forward computes first: its census line without its family module names
+    the call as nnsight's ``.source`` does (no model_type left unserved scatters so)."""
+    assert {line.model_type: line.status for line in census()}["blip-2"] == SUPPORTED
+    unserved = entry("blip-2", "Blip2ForConditionalGeneration", (), {})
+    assert unserved.status == SCATTERS and unserved.reason.startswith("Blip2Model.forward calls masked_scatter (1)")

@@ -39,22 +39,17 @@ def test_every_image_text_to_text_model_type_has_one_line(entries):
 def test_the_supported_are_the_family_modules_and_each_scatters_where_its_rule_looks(entries):
     supported = {family.model_type for family in families()}
     assert {t for t, e in entries.items() if e.status == SUPPORTED} == supported & set(entries)
-    assert {"vipllava", "llava", "qwen3_vl"} <= supported
+    assert {"llava", "qwen3_vl"} <= supported
 
 
 def test_a_scatter_vlm_not_served_says_where_it_scatters_and_whether_its_tower_is_served(entries):
-    needs(entries, "molmo2", "shieldgemma2", "blip-2")
+    needs(entries, "molmo2", "shieldgemma2")
     # a model_type served by another's classes: ShieldGemma 2 is Gemma 3's, whose inner model scatters
     shieldgemma2 = entries["shieldgemma2"]
     assert shieldgemma2.status == SCATTERS
     assert shieldgemma2.reason.startswith("Gemma3Model.forward calls inputs_embeds.masked_scatter (1)")
     assert "its tower, siglip_vision_model, is served (" in shieldgemma2.reason and "llava" in shieldgemma2.reason
     assert "molmo2_vision, is not served yet" in entries["molmo2"].reason
-    # a scatter on a tensor the forward computes first is named as nnsight names it: BLIP-2's line without its family
-    # module (no model_type left unserved scatters so; instructblipvideo's host scatters on a plain name)
-    assert entries["blip-2"].status == SUPPORTED
-    unserved = entry("blip-2", "Blip2ForConditionalGeneration", (), {})
-    assert unserved.status == SCATTERS and unserved.reason.startswith("Blip2Model.forward calls masked_scatter (1)")
 
 
 def test_a_helper_that_scatters_is_found_through_the_forward_that_calls_it(entries):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 from test_llava_next import grid_shape, packed, patch_side, processed, prompt, tiles_per_image
+from video_edits import assert_a_patch_edit_moves_its_token
 
 from envoys import StandardizedTransformer
 from envoys.testing import noise_image
@@ -102,3 +103,8 @@ def test_the_grids_are_llava_nexts(model):
     for r in range(6):
         start = 36 + side * side + r * 9  # the first image's 36 tokens, this one's base tile, r rows of 8 + newline
         assert torch.equal(tokens[r], features[start: start + 8]), r
+
+
+def test_a_patch_edited_in_the_layer_the_projector_reads_moves_the_token_on_its_frames_grid(model):
+    """The projector reads block ``vision_feature_layer`` patch by patch (the 2x2 average pool of its resampler after the block)."""
+    assert_a_patch_edit_moves_its_token(model, pooled=2)

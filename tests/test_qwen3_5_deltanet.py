@@ -28,6 +28,7 @@ from transformers.utils import is_kernels_available
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.catalog import rule_named, rules_for
+from envoys.image import recipes
 from envoys.testing import chat_prompt, noise_image
 from instrument import Rule, compile_rule, install
 from instrument.decorators import peel
@@ -441,3 +442,22 @@ def test_print_shows_the_deltanet_values_on_the_deltanet_kind_of_block(model):
                                      "LinearHeadOutputs", "RecurrentState")):
         assert f"        linear_attention_{name} -> {layout}: " in deltanet
     assert "linear_attention" not in shown[shown.index("    [3]:"): shown.index("  norm:")]
+
+
+def test_the_checkpoint_mixes_layer_types_and_its_tokenizer_round_trips(plain, model):
+    assert set(plain.config.text_config.layer_types) == {"linear_attention", "full_attention"}
+    tokenizer = model.processor.tokenizer
+    text = chat_prompt(model.processor, 2, "Compare the two images: zebra, élan, 42?")
+    ids = tokenizer(text)["input_ids"]
+    assert tokenizer.decode(ids) == text
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    assert tokens.count("<|image_pad|>") == 2 and tokens[0] == "<|im_start|>"
+    assert "Ġthe" in tokens and "Ġimages" in tokens  # the trained merges survived the rebuild
+
+
+def test_knockout_and_attention_say_why_a_block_has_no_softmax_attention(model, text):
+    images = [noise_image(32, 32, seed=0)]
+    with pytest.raises(Unavailable, match=r"layers\[0\]\.self_attn\.attention_scores is unavailable: .*gated DeltaNet"):
+        recipes.knock_out_image_attention(model, text, images, layers=[0, 3])
+    with pytest.raises(Unavailable, match=r"layers\[1\]\.self_attn\.attention_probabilities is unavailable"):
+        recipes.attention_to_image(model, text, images, layer=1)

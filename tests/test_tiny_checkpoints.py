@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import math
+import pkgutil
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,28 +25,23 @@ except ImportError:
 
 from conftest import absent
 
-from envoys.testing import CONTRACTS, NAMES, build_checkpoint
+from envoys import testing
+from envoys.families import family_for
+from envoys.testing import BUILDERS, CONTRACTS, NAMES, build_checkpoint
 from envoys.testing.images import ONE_IMAGE_A_PROMPT, chat_prompt, image_prompts, noise_image
 
-#: Checkpoints whose plain transformers forward fails on every call while their family's known bug is present
-#: (`envoys.core.bugs`), and where that is covered instead.
-FORWARD_FAILS = {
-    "llama4": "Llama4ForConditionalGeneration.forward raises AttributeError on its last line on this transformers; "
-    "the scatter is checked in tests/test_llama4.py::test_the_plain_forward_scatters_one_feature_per_patch_token",
-}
 
-
-def forward_fails(name: str, model: Any) -> str | None:
-    """Why ``name``'s plain forward cannot run on the installed transformers, or None: its family's known bug is
-    present, or transformers loaded ``model`` in a state its forward cannot run (the family's load bug)."""
-    from envoys.families import family_for
-
+def forward_fails(model: Any) -> str | None:
+    """Why the model's plain forward cannot run on the installed transformers, or None: its family's known bug is
+    present (its own tests check the scatter through the library's forward, which works around it), or transformers
+    loaded ``model`` in a state its forward cannot run (the family's load bug)."""
     family = family_for(model.config.model_type)
     broken = family.quirks.load_bug(model)
     if broken is not None:
         return broken
     bug = family.quirks.forward_bug
-    return FORWARD_FAILS[name] if name in FORWARD_FAILS and bug is not None and bug.present() else None
+    return f"{family.model_type}'s plain forward fails: {bug.reason()}" if bug is not None and bug.present() else None
+
 
 TEXT = "Describe the image."
 
@@ -70,13 +68,15 @@ def loaded(tiny_checkpoint: Callable[..., Path]) -> Callable[[str], tuple[Any, A
 
 
 def test_names() -> None:
-    # the first builders are gathered (but those of models the installed release lacks)
-    assert {name for name in ("llava-siglip", "llava-clip", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")
-            if absent(name.partition("-")[0]) is None} <= set(NAMES)
+    """Every builder of every builder module is gathered, but those of models the installed release lacks."""
+    modules = [info.name for info in pkgutil.iter_modules(testing.__path__) if info.name not in testing.ABSENT]
+    declared = {name for module in modules for name in getattr(importlib.import_module(f"envoys.testing.{module}"), "BUILDERS", {})}
+    assert set(NAMES) == {name for name in declared if absent(name.partition("-")[0]) is None} == set(BUILDERS)
+    assert set(CONTRACTS) == set(NAMES)
 
 
 def test_unknown_name(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown tiny checkpoint 'no-such-model'; known names: .*llava-siglip"):
+    with pytest.raises(ValueError, match=f"unknown tiny checkpoint 'no-such-model'; known names: {re.escape(NAMES[0])}, "):
         build_checkpoint("no-such-model", tmp_path)
 
 
@@ -190,7 +190,7 @@ def test_forward_scatters_one_feature_per_image_token(
     name: str, n_images: int, loaded: Callable[[str], tuple[Any, Any]]
 ) -> None:
     model, processor = loaded(name)
-    if reason := forward_fails(name, model):
+    if reason := forward_fails(model):
         pytest.skip(reason)
     prompt = image_prompts(processor, n_images, TEXT)  # one prompt an image where the processor takes one a prompt
     # floating-point inputs in the model's dtype, as transformers' pipeline casts them (Llama 4's pixels are bfloat16)
@@ -288,25 +288,14 @@ def test_qwen3_vl_deepstack_taps_leave_blocks_after_them(loaded: Callable[[str],
     assert len(deepstack) == len(taps)
 
 
-@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"])
-def test_qwen_mrope_sections_cover_the_rotary_dims(name: str, loaded: Callable[[str], tuple[Any, Any]]) -> None:
-    model, _ = loaded(name)
-    text = model.config.text_config
+@pytest.mark.parametrize("name", NAMES)
+def test_mrope_sections_cover_the_rotary_dims(name: str, tiny_checkpoint: Callable[..., Path]) -> None:
+    """Where a checkpoint's text model rotates by M-RoPE sections (the Qwen-VL kin's and others'), the sections
+    cover its rotary half-width exactly."""
+    text = transformers.AutoConfig.from_pretrained(tiny_checkpoint(name)).get_text_config()
+    rope = getattr(text, "rope_parameters", None) or getattr(text, "rope_scaling", None) or {}  # 4.x: rope_scaling
+    if "mrope_section" not in rope:
+        return
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    rope = getattr(text, "rope_parameters", None) or text.rope_scaling  # transformers 4.x: rope_scaling
-    rotary = int(head_dim * rope.get("partial_rotary_factor", 1.0))
+    rotary = int(head_dim * rope.get("partial_rotary_factor", getattr(text, "partial_rotary_factor", 1.0)))
     assert sum(rope["mrope_section"]) == rotary // 2
-
-
-def test_qwen3_5_mixes_layer_types_and_its_tokenizer_round_trips(
-    loaded: Callable[[str], tuple[Any, Any]],
-) -> None:
-    model, processor = loaded("qwen3_5")
-    assert set(model.config.text_config.layer_types) == {"linear_attention", "full_attention"}
-    tokenizer = processor.tokenizer
-    text = chat_prompt(processor, 2, "Compare the two images: zebra, élan, 42?")
-    ids = tokenizer(text)["input_ids"]
-    assert tokenizer.decode(ids) == text
-    tokens = tokenizer.convert_ids_to_tokens(ids)
-    assert tokens.count("<|image_pad|>") == 2 and tokens[0] == "<|im_start|>"
-    assert "Ġthe" in tokens and "Ġimages" in tokens  # the trained merges survived the rebuild

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from video_edits import assert_a_patch_edit_moves_its_token
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.image.grids import GridError
@@ -128,3 +129,8 @@ def test_the_video_tower_is_model_video_and_runs_on_videos_only(model):
             model.video.layers[0].layer_output.save()
     support = model.support()
     assert all(support[f"video.{name}"] is None for name in ("layer_output", "tower_output", "video_features"))
+
+
+def test_a_patch_edited_in_the_layer_the_projector_reads_moves_the_token_on_its_frames_grid(model):
+    """The projector reads block ``vision_feature_layer`` patch by patch (no pool: one token a patch)."""
+    assert_a_patch_edit_moves_its_token(model, pooled=1)

@@ -230,23 +230,6 @@ def test_placing_a_frames_grid_writes_its_tokens(model, row):
     assert int(mask.sum()) == row.tokens
 
 
-@pytest.mark.parametrize("checkpoint", ["llava_next_video", "video_llava"])
-def test_a_patch_edited_in_the_layer_the_projector_reads_moves_the_token_on_its_frames_grid(checkpoint, tiny_checkpoint):
-    """The spatial layout, by what the model computes: on these towers the projector reads block
-    ``vision_feature_layer`` patch by patch (LLaVA-NeXT-Video then pools 2x2), so an edit of one patch of one frame
-    there changes one token, at its cell of that frame's grid."""
-    model = StandardizedTransformer(tiny_checkpoint(checkpoint), task="image-text-to-text", attn_implementation="eager")
-    _, _, _, clean, _ = video_only(model)
-    pooled = 2 if checkpoint == "llava_next_video" else 1  # the 2x2 average pool of LLaVA-NeXT-Video's resampler
-    block = model.vision.num_layers + model.config.vision_feature_layer
-    frame, patch_row, patch_column, side = 2, 3, 1, SIDE // model.vision.patch_size
-    with model.trace(video_prompt(model), videos=[VIDEO]):
-        model.video.layers[block].layer_output[frame, 1 + patch_row * side + patch_column] += 5.0  # after the CLS
-        edited = model.vision.video_features.save()
-    changed = (model.vision.video_token_grid(edited) != model.vision.video_token_grid(clean)).any(-1)
-    assert changed.nonzero().tolist() == [[frame, patch_row // pooled, patch_column // pooled]]
-
-
 def test_deepstack_adds_the_image_and_the_video_taps_at_every_visual_token(model):
     """Where the text model adds DeepStack features (Qwen3-VL and its kin), a prompt's videos are tapped too: after a
     tapped block the stream changes at the image and the video tokens, by ``deepstack_output``'s rows in prompt
