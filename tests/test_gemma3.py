@@ -20,6 +20,7 @@ import nnsight
 import pytest
 import torch
 from family_inputs import prompt
+from tiled_grids import TiledGridSuite, side
 from tower_body import tower_body
 
 from envoys import StandardizedTransformer, Unavailable
@@ -313,3 +314,21 @@ def test_grids_refuse_a_batch_with_pan_and_scan_crops(model):
     inputs = image_inputs_of(plain, plain["input_ids"] == model.config.image_token_id, model.config, model.processor)
     side = round(patches_per_image(model) ** 0.5)
     assert layout.patch_grid(inputs, 0).shape == (side, side)
+
+
+# -- the grids (tiled_grids.TiledGridSuite) ----------------------------------------------------------------------
+
+
+class TestGrids(TiledGridSuite):
+    """Gemma 3: one tile per image, whose patches the projector average-pools into each image token."""
+
+    checkpoint = "gemma3"
+    images = [(8, 8, 4), (4, 4, 8)]
+
+    def token_sources(self, model, inputs, index):
+        n = side(model)
+        pool = model._module.model.multi_modal_projector.avg_pool
+        one_hot = torch.eye(n * n).reshape(1, n * n, n, n)
+        pooled = pool(one_hot).flatten(2).transpose(1, 2)[0]  # [tokens per image, patches]: weight of each patch
+        per_image = torch.stack([torch.nonzero(weights).squeeze(1) for weights in pooled])
+        return torch.cat([per_image + t * n * n for t in range(index.shape[0])])

@@ -19,6 +19,7 @@ import pytest
 import torch
 from family_inputs import prompt
 from swap_rules import without_rule
+from tiled_grids import TiledGridSuite, flat_sources, real_tiles, tiles_in_order
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.testing import noise_image
@@ -267,3 +268,24 @@ def test_without_the_deepstack_rule_deepstack_output_says_why(tiny_checkpoint, m
     with pytest.raises(Unavailable, match=r"layers\[0\]\.deepstack_output is unavailable: no rewrite rule exposes"):
         model.layers[0].deepstack_output
     assert model.vision.support()["image_features"] is None
+
+
+# -- the grids (tiled_grids.TiledGridSuite) ----------------------------------------------------------------------
+
+
+class TestGrids(TiledGridSuite):
+    """Granite-Docling: tiles then a thumbnail (none for an image not split), padding dropped, the coarse path's shuffle."""
+
+    checkpoint = "granite_docling"
+    images = [(8, 8, 4), (8, 16, 4), (16, 16, 4)]  # 1 tile (not split); 1x2 and 2x2 tiles + the thumbnail
+
+    def placed(self, model, inputs):
+        info = model.processor.image_processor(self.pictures())
+        return tiles_in_order([(rows, columns, int(rows * columns > 1)) for rows, columns in zip(info["rows"][0], info["cols"][0])])
+
+    def tower_pixels(self, model, inputs):
+        return real_tiles(inputs["pixel_values"])
+
+    def token_sources(self, model, inputs, index):
+        path = model._module.model.vision_model.connector.coarse
+        return flat_sources(path.pixel_shuffle(index, path.scale_factor))

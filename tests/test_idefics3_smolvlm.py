@@ -21,6 +21,7 @@ import pytest
 import torch
 from family_inputs import prompt
 from swap_rules import without_rule
+from tiled_grids import TiledGridSuite, flat_sources, real_tiles, tiles_in_order
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.values import Argument
@@ -261,3 +262,35 @@ def test_what_is_unavailable_says_why(name, tiny_checkpoint):
     assert rows["self_attn.attention_queries"] is None and rows["image_features"] is None
     with pytest.raises(Unavailable, match=r"exist only inside eager attention, and this model runs 'sdpa'"):
         sdpa.layers[0].self_attn.attention_probabilities
+
+
+# -- the grids (tiled_grids.TiledGridSuite) ----------------------------------------------------------------------
+
+
+class IdeficsGrids(TiledGridSuite):
+    """Idefics 3 and SmolVLM: tiles by the processor's rows and cols then a thumbnail, padding dropped, the connector's shuffle."""
+
+    def placed(self, model, inputs):
+        info = model.processor.image_processor(self.pictures(), return_row_col_info=True)
+        shapes = zip(info["rows"][0], info["cols"][0])
+        return tiles_in_order([(1, 1, 0) if rows == columns == 0 else (rows, columns, 1) for rows, columns in shapes])
+
+    def tower_pixels(self, model, inputs):
+        return real_tiles(inputs["pixel_values"])
+
+    def token_sources(self, model, inputs, index):
+        return flat_sources(model._module.model.connector.pixel_shuffle(index, model.config.scale_factor))
+
+
+class TestGridsIdefics3(IdeficsGrids):
+    """Idefics 3: the shared geometry, on a square, a wide and a small image (each split 2x2, then its thumbnail)."""
+
+    checkpoint = "idefics3"
+    images = [(8, 8, 8), (6, 8, 8), (2, 2, 8)]
+
+
+class TestGridsSmolvlm(IdeficsGrids):
+    """SmolVLM: the shared geometry, on a square and a tall image (each split 2x2, then its thumbnail)."""
+
+    checkpoint = "smolvlm"
+    images = [(8, 8, 8), (8, 6, 8)]

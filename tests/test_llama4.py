@@ -22,8 +22,10 @@ import inspect
 import nnsight
 import pytest
 import torch
+import torch.nn.functional as F
 import transformers
 from packaging.version import Version
+from tiled_grids import TiledGridSuite, flat_sources, tiles_in_order
 from transformers import AutoModelForImageTextToText
 from transformers.models.llama4 import modeling_llama4
 
@@ -464,3 +466,30 @@ def test_a_rotary_table_left_on_meta_by_loading_is_refused_before_anything_is_in
                                          r"tower cannot run.*load Llama 4 with transformers 4.57 or 5.3 and later"):
         StandardizedTransformer(tiny_checkpoint("llama4"), task="image-text-to-text", attn_implementation="eager")
     assert not any(installed(module) for module in loaded[0].modules())
+
+
+# -- the grids (tiled_grids.TiledGridSuite) ----------------------------------------------------------------------
+
+
+class TestGrids(TiledGridSuite):
+    """Llama 4: tiles by aspect ratio then a global one, CLS last, a linear patch embedding, a pre-norm, a pixel shuffle."""
+
+    checkpoint = "llama4"
+    images = [(4, 4, 8), (4, 8, 8), (8, 8, 8)]
+    cls_rows = "last"
+
+    def placed(self, model, inputs):
+        ratios = model.processor.image_processor(self.pictures(), return_tensors="pt")["aspect_ratios"]
+        return tiles_in_order([(rows, columns, int(rows * columns > 1)) for rows, columns in ratios.tolist()])
+
+    def hand_patch_embedding(self, model, pixels):
+        linear = model.vision._module.patch_embedding.linear
+        patch = model.config.vision_config.patch_size
+        unfolded = F.unfold(pixels, kernel_size=patch, stride=patch).permute(0, 2, 1)
+        return F.linear(unfolded, linear.weight, linear.bias)
+
+    def token_sources(self, model, inputs, index):
+        return flat_sources(modeling_llama4.pixel_shuffle(index, model.config.vision_config.pixel_shuffle_ratio))
+
+    def first_stream(self, model):
+        return model.vision.layernorm_pre.input

@@ -12,10 +12,15 @@ first, Llama text, block -2, strategy "default", CLS dropped).
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import nnsight
 import pytest
 import torch
 from nnsight.intervention.interleaver import OutOfOrderError
+from tiled_grids import TiledGridSuite, side
+from tiled_grids import trace as grid_trace
 from tower_body import tower_body
 
 from envoys import StandardizedTransformer, Unavailable
@@ -196,3 +201,78 @@ def test_a_tower_value_in_a_forward_without_an_image_says_why(model):
             model.layers[0].layer_input.save()
 
 
+
+
+# -- the grids (tiled_grids.TiledGridSuite) ----------------------------------------------------------------------
+
+
+class LlavaGrids(TiledGridSuite):
+    """LLaVA: one tile per image, each tower row the select strategy keeps one token; the other strategy tested too."""
+
+    def token_sources(self, model, inputs, index):
+        strategy, cls = model.config.vision_feature_select_strategy, int(self.cls_rows == "first")
+        stream = torch.cat([torch.full((index.shape[0], cls, 1), -1.0), index], dim=1)
+        selected = stream[:, 1:] if strategy == "default" else stream
+        return selected.reshape(-1, 1).long()
+
+    # -- the other select strategy: SigLIP under "default", CLIP under "full" -------------------------------------
+
+    #: the select strategy the checkpoint's builder does not use
+    other_strategy: str
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def strategy_model(cls, tiny_checkpoint, tmp_path_factory):
+        """The tiny LLaVA checkpoint with the select strategy its builder does not use, in its config and processor."""
+        folder = tmp_path_factory.mktemp(f"{cls.checkpoint}-{cls.other_strategy}")
+        shutil.copytree(tiny_checkpoint(cls.checkpoint), folder, dirs_exist_ok=True)
+        for file in ("config.json", "processor_config.json"):
+            config = json.loads((folder / file).read_text())
+            assert config["vision_feature_select_strategy"] != cls.other_strategy
+            config["vision_feature_select_strategy"] = cls.other_strategy
+            (folder / file).write_text(json.dumps(config))
+        return StandardizedTransformer(folder, task="image-text-to-text", device="cpu", attn_implementation="eager")
+
+    def test_the_token_grid_follows_the_select_strategy(self, strategy_model):
+        """Under "default" the host drops each tile's first tower row (SigLIP's first patch, which then has no token);
+        under "full" it keeps it (CLIP's CLS, a token on no patch). Patch (r, c) is tower row cls + r * side + c, so
+        its token is row cls + r * side + c - dropped of the image's tokens."""
+        model, images = strategy_model, self.pictures()
+        layer = model.config.vision_feature_layer
+        with grid_trace(model, images):
+            tower = model.vision.layers[layer].layer_output.save()
+            selected = model.projector.input.save()
+            features = model.vision.image_features.save()
+        cls = int(self.cls_rows == "first")
+        dropped = int(model.config.vision_feature_select_strategy == "default")
+        assert torch.equal(selected, tower[:, dropped:])  # transformers' own selection, on the real values
+        n, tokens = side(model), selected.shape[1]
+        for image in range(len(images)):
+            grid = model.vision.token_grid(features, image=image)
+            for r in range(n):
+                for c in range(n):
+                    row = cls + r * n + c - dropped
+                    if row < 0:
+                        assert grid[r, c].isnan().all()
+                    else:
+                        assert torch.equal(grid[r, c], features[image * tokens + row])
+
+
+class TestGridsSiglip(LlavaGrids):
+    """LLaVA with SigLIP: no CLS row, every tower row a token (strategy "full")."""
+
+    checkpoint = "llava-siglip"
+    images = [(4, 4, 8), (6, 8, 8)]
+    other_strategy = "default"
+
+
+class TestGridsClip(LlavaGrids):
+    """LLaVA with CLIP: a CLS row first, dropped by the strategy "default", and a pre-norm before the blocks."""
+
+    checkpoint = "llava-clip"
+    images = [(4, 4, 8), (8, 6, 8)]
+    cls_rows = "first"
+    other_strategy = "full"
+
+    def first_stream(self, model):
+        return tower_body(model.vision).pre_layrnorm.input

@@ -17,6 +17,7 @@ import nnsight
 import pytest
 import torch
 from swap_rules import without_rule
+from tiled_grids import Placed, TiledGridSuite, side
 from tower_body import tower_body
 from transformers.image_processing_utils import select_best_resolution
 
@@ -224,3 +225,53 @@ def test_the_docstrings_say_what_the_rows_are(model):
     for words in ("base tile", "image_newline", "cropped", "neither ``projector.output`` nor a reshape"):
         assert words in doc, words
     assert "one row per tile" in repr(model)
+
+
+# -- the grids (tiled_grids.TiledGridSuite) ----------------------------------------------------------------------
+
+
+def unpadded(height, width, grid_h, grid_w):
+    """The rows or columns of the stitched grid (in patches) that hold the image, not the padding the processor
+    centred it in (the host's unpad rule, from the original size)."""
+    if width / height > grid_w / grid_h:
+        new_h = int(round(height * (grid_w / width), 7))
+        pad = (grid_h - new_h) // 2
+        return pad, grid_h - pad, 0, grid_w
+    new_w = int(round(width * (grid_h / height), 7))
+    pad = (grid_w - new_w) // 2
+    return 0, grid_h, pad, grid_w - pad
+
+
+class TestGrids(TiledGridSuite):
+    """LLaVA-NeXT: a base tile, then grid tiles by the pinpoints cropped to the image; CLIP's CLS first; pack_image_features."""
+
+    checkpoint = "llava_next"
+    images = [(4, 4, 8), (6, 8, 8)]
+    cls_rows = "first"
+
+    def placed(self, model, inputs):
+        config, out, tile = model.config, [], 0
+        for height, width in inputs["image_sizes"].tolist():
+            canvas_h, canvas_w = select_best_resolution((height, width), config.image_grid_pinpoints)
+            rows, columns = canvas_h // config.vision_config.image_size, canvas_w // config.vision_config.image_size
+            grid = [[tile + 1 + r * columns + c for c in range(columns)] for r in range(rows)]
+            out.append(Placed(grid, unpadded(height, width, rows * side(model), columns * side(model))))
+            tile += 1 + rows * columns
+        return out
+
+    def tower_pixels(self, model, inputs):
+        pixels = inputs["pixel_values"].to(torch.float32)
+        return torch.cat([pixels[i][: 1 + len(p.tiles) * len(p.tiles[0])] for i, p in enumerate(self.placed(model, inputs))])
+
+    def token_sources(self, model, inputs, index):
+        per_image, start = [], 0
+        for image in self.placed(model, inputs):
+            count = 1 + len(image.tiles) * len(image.tiles[0])
+            per_image.append(index[start:start + count])
+            start += count
+        packed, _ = model._module.model.pack_image_features(per_image, inputs["image_sizes"], "default",
+                                                             image_newline=torch.tensor([-1.0]))
+        return torch.cat(packed).long()
+
+    def first_stream(self, model):
+        return tower_body(model.vision).pre_layrnorm.input

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiled_grids import TiledGridSuite
 from tower_body import tower_body
 
 from envoys import StandardizedTransformer
@@ -204,3 +205,13 @@ def test_paligemma2s_logits_are_the_head_soft_capped_at_30_and_project_on_vocab_
     assert not torch.equal(head, squashed)
     assert torch.equal(logits, squashed)
     assert torch.equal(model.project_on_vocab(last), logits)
+
+
+# -- the grids (tiled_grids.TiledGridSuite) ----------------------------------------------------------------------
+
+
+class TestGrids(TiledGridSuite):
+    """PaliGemma: the suite's common case, one tile per image and each patch its own token (the projector is one Linear)."""
+
+    checkpoint = "paligemma"
+    images = [(4, 4, 8), (6, 8, 8)]
