@@ -17,16 +17,17 @@ import pickle
 import nnsight
 import pytest
 import torch
+from test_compiler import scaled_rule, synthetic  # noqa: F401 (a fixture)
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from envoys import StandardizedTransformer
 from envoys.families import family_for
 from envoys.rules import rules_for_model
-from envoys.testing import chat_prompt, noise_image
+from envoys.testing import BUILDERS, CONTRACTS, chat_prompt, noise_image
+from envoys.testing import qwen as qwen_builders
 from instrument import compile_rule, install, install_all, installed
 from instrument.dispatch import SitesNotServed
 from instrument.install import BODY
-from tests.test_compiler import scaled_rule, synthetic  # noqa: F401 (a fixture)
 
 IMAGE = noise_image(56, 56, seed=3)
 
@@ -65,8 +66,10 @@ def test_a_class_patch_runs_in_place_of_the_rewrite_until_it_is_undone(synthetic
     assert torch.equal(module(x), expected) and "test.scaled" in installed(module)
 
 
-#: Qwen2.5-VL's tower is left out: its window index is data-dependent, so the plain tower does not export either.
-EXPORTABLE = ["qwen2_vl", "qwen3_vl", "qwen3_5"]
+#: The Qwen builders' checkpoints whose tower attends per image: a tower with windows (Qwen2.5-VL's) is left out, its
+#: window index being data-dependent, so that the plain tower does not export either.
+EXPORTABLE = [name for name, builder in BUILDERS.items()
+              if builder.__module__ == qwen_builders.__name__ and "window_index" in CONTRACTS[name].vision_unavailable]
 
 
 @pytest.mark.parametrize("name", EXPORTABLE)
@@ -96,7 +99,7 @@ def test_a_trace_says_when_a_patched_class_keeps_its_sites_from_firing(tiny_chec
     pytest.importorskip("transformers.exporters.exporter_dynamo", reason="transformers' exporter came in 5.2x")
     from transformers.exporters.utils import apply_patches
 
-    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="eager")
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
     with apply_patches("dynamo"), pytest.warns(SitesNotServed, match=r"VisionAttention\.forward is no longer"):
         with model.trace(chat_prompt(model.processor, 1, "What is this?"), images=[IMAGE]):
             model.logits.save()
@@ -153,7 +156,7 @@ def round_trip(module: torch.nn.Module, how: str) -> torch.nn.Module:
 @pytest.mark.parametrize("how", ["pickle", "torch.save"])
 @pytest.mark.parametrize("wrapped", [False, True], ids=["installed", "standardized"])
 def test_a_pickled_model_loads_instrumented_with_identical_outputs(tiny_checkpoint, how, wrapped):
-    path = tiny_checkpoint("qwen2_vl")
+    path = tiny_checkpoint("qwen3_vl")
     plain, instrumented = plain_and_instrumented(path)
     if wrapped:  # the module a StandardizedTransformer wraps: nnsight's controllers on it too
         instrumented = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")._module

@@ -7,12 +7,13 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from family_inputs import family_of
 from rounding import assert_batch_close
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.invokes import InvokeInputError
-from envoys.testing import chat_prompt, image_prompts, noise_audio, noise_image
+from envoys.testing import NAMES, chat_prompt, image_prompts, noise_audio, noise_image
 
 A, B, C = noise_image(32, 32, seed=1), noise_image(64, 48, seed=2), noise_image(32, 32, seed=3)
 QUESTION = "What is in the picture?"
@@ -73,7 +74,7 @@ def test_skipping_a_tower_block_in_every_invoke_joins_their_replacements_by_imag
 def test_a_packed_towers_per_image_bounds_are_each_invokes_own(tiny_checkpoint):
     """The Qwen ViT's attention takes every image's bounds (``cu_seqlens``); each invoke reads its own images',
     counted from 0, as its prompt alone gives them, beside its own queries."""
-    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="eager")
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
     attention = model.vision.layers[0].self_attn
 
     def read(images):
@@ -95,7 +96,7 @@ def test_a_packed_towers_per_image_bounds_are_each_invokes_own(tiny_checkpoint):
 
 
 @pytest.mark.batch_shapes
-@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("name", ["qwen3_vl", "qwen2_5_vl"])
 def test_a_per_image_attentions_calls_are_numbered_from_each_invokes_first_image(name, tiny_checkpoint):
     """The Qwen ViT calls its attention kernel once per image (once per window on Qwen2.5-VL's windowed blocks):
     read call by call with ``tracer.iter``, an invoke's call k is its own k-th image's (or window's), as its prompt
@@ -275,10 +276,14 @@ def test_the_models_inputs_are_each_invokes_own_and_a_replacement_reaches_only_i
     assert (second - alone[1]).abs().max() > 1e-2  # black pixels: another tower run, not rounding
 
 
-@pytest.mark.parametrize("name", ["llava-siglip", "paligemma"])
+#: LLaVA, and every checkpoint whose text model counts its positions from another first position.
+COUNTING_FROM_ELSEWHERE = ["llava-siglip", *(name for name in NAMES if family_of(name).batching.first_position)]
+
+
+@pytest.mark.parametrize("name", COUNTING_FROM_ELSEWHERE)
 def test_a_left_padded_invokes_tokens_keep_the_positions_its_prompt_alone_gives_them(name, tiny_checkpoint):
     """The shorter invoke is left-padded; its tokens get the positions the text model gives its prompt alone (LLaVA's
-    text model counts from 0, PaliGemma's from 1: ``Batching.first_position``), read where the rotary embedding takes
+    text model counts from 0, others from their ``Batching.first_position``: PaliGemma's from 1), read where the rotary embedding takes
     them."""
     model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", attn_implementation="eager")
     rotary = model.model.language_model.rotary_emb

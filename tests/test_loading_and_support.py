@@ -138,18 +138,3 @@ def test_values_still_work_after_a_user_opens_nnsights_source(tiny_checkpoint):
     assert torch.equal(through_source, probabilities)
     assert queries.shape[-2] == probabilities.shape[-1]
     assert torch.equal(edited, torch.zeros_like(edited))
-
-
-def test_the_tree_shows_each_kind_of_block_of_a_hybrid_stack(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint("qwen3_5"), task="image-text-to-text", attn_implementation="eager")
-    kinds = ["linear_attention" if model.layers[i].__dict__.get("self_attn") is None else "full_attention"
-             for i in range(model.num_layers)]
-    assert kinds == list(model.config.text_config.layer_types)
-    linear = [i for i, kind in enumerate(kinds) if kind == "linear_attention"]
-    full = [i for i, kind in enumerate(kinds) if kind == "full_attention"]
-    lines = repr(model).splitlines()
-    start = lines.index(f"  layers: {model.num_layers} x Qwen3_5DecoderLayer")
-    assert lines[start + 1] == f"    [{', '.join(map(str, linear))}]:"
-    second = lines.index(f"    [{', '.join(map(str, full))}]:")
-    assert "      self_attn: Qwen3_5Attention()" in lines[second:]
-    assert not any(line.startswith("      self_attn:") for line in lines[start + 1 : second])

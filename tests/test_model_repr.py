@@ -50,7 +50,7 @@ def assert_shows(model: StandardizedTransformer, layout: type, other: type) -> N
 
 
 def test_a_packed_tower_shows_one_row_holding_every_image(tiny_checkpoint):
-    model = load(tiny_checkpoint, "qwen2_vl")
+    model = load(tiny_checkpoint, "qwen3_vl")
     assert_shows(model, PackedPatches, Patches)
     assert PackedPatches.shape() == "[1, patches, vision_hidden_size]"
     block = repr(model.vision.layers[0])  # nnsight's repr of one envoy lists the same values

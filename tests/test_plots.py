@@ -214,7 +214,7 @@ def test_per_frame_puts_each_frames_grid_over_its_own_frame(tmp_path):
 
 
 def test_a_videos_token_grid_is_drawn_per_frame(tiny_checkpoint, tmp_path):
-    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text")
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text")
     video = noise_video(4, 32, 32, seed=2)
     with model.trace(chat_prompt(model.processor, 0, "What happens?", videos=1), videos=[video]):
         features = model.vision.video_features.save()

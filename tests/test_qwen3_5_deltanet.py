@@ -461,3 +461,17 @@ def test_knockout_and_attention_say_why_a_block_has_no_softmax_attention(model, 
         recipes.knock_out_image_attention(model, text, images, layers=[0, 3])
     with pytest.raises(Unavailable, match=r"layers\[1\]\.self_attn\.attention_probabilities is unavailable"):
         recipes.attention_to_image(model, text, images, layer=1)
+
+
+def test_the_tree_shows_each_kind_of_block_of_a_hybrid_stack(model):
+    kinds = ["linear_attention" if model.layers[i].__dict__.get("self_attn") is None else "full_attention"
+             for i in range(model.num_layers)]
+    assert kinds == list(model.config.text_config.layer_types)
+    linear = [i for i, kind in enumerate(kinds) if kind == "linear_attention"]
+    full = [i for i, kind in enumerate(kinds) if kind == "full_attention"]
+    lines = repr(model).splitlines()
+    start = lines.index(f"  layers: {model.num_layers} x Qwen3_5DecoderLayer")
+    assert lines[start + 1] == f"    [{', '.join(map(str, linear))}]:"
+    second = lines.index(f"    [{', '.join(map(str, full))}]:")
+    assert "      self_attn: Qwen3_5Attention()" in lines[second:]
+    assert not any(line.startswith("      self_attn:") for line in lines[start + 1 : second])

@@ -447,10 +447,10 @@ def test_kernels_use_kernelized_func_is_peeled_and_rebuilt_around_the_rewritten_
 
 
 def test_the_rules_of_a_shape_claim_their_forwards_from_the_attention_finder():
-    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLAttention, VisionAttention
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLAttention, Qwen2_5_VLVisionAttention
 
-    names = [rule.name for rule in rules_for_classes([VisionAttention, Qwen2VLAttention])]
-    assert names == ["qwen2_vl.vision-attention", "qwen2_vl.eager-attention", "qwen2_vl.Qwen2VLAttention"]
+    names = [rule.name for rule in rules_for_classes([Qwen2_5_VLVisionAttention, Qwen2_5_VLAttention])]
+    assert names == ["qwen2_5_vl.vision-attention", "qwen2_5_vl.eager-attention", "qwen2_5_vl.Qwen2_5_VLAttention"]
 
 
 # -- the rules of a forward's shape -----------------------------------------------------------------------

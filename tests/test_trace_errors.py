@@ -24,7 +24,7 @@ IMAGE = noise_image(32, 32, seed=5)
 
 @pytest.fixture(scope="module")
 def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="eager")
+    return StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
 
 
 @pytest.fixture(scope="module")
