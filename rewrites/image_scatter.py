@@ -117,8 +117,8 @@ def scatter_rule(host: type, scatter: Scatter = Scatter()) -> Rule:
     """The rule for ``host``'s forward: every call of ``scatter.callee`` in it, labelled as nnsight labels them.
 
     Named after the model_type of the modeling module the forward is in
-    (``got_ocr2.image-scatter``), so one forward has one rule whichever family
-    runs it (PP-Chart2Table runs GOT-OCR 2.0's host).
+    (``{model_type}.image-scatter``), so one forward has one rule whichever family
+    runs it (PP-Chart2Table runs GOT-OCR 2.0's host: the rule is GOT-OCR 2.0's).
 
     At least the image's call is expected, so a forward without it fails to
     build with the compiler's `DriftError` (naming the rule, the class and what
@@ -147,7 +147,7 @@ def scatter_rule(host: type, scatter: Scatter = Scatter()) -> Rule:
 def helper_rule(host: type, scatter: Scatter) -> Rule:
     """The rule for the host's helper that scatters (`Scatter.helper`, ``self._merge_visual_features``): its one
     call of ``scatter.callee`` (``inputs_embeds_masked_scatter_0``), argument 1 the medium's features
-    (``ovis2_5.merge-visual-features``)."""
+    (``{model_type}.merge-visual-features``)."""
     method = scatter.helper.rpartition(".")[2]
     owner = defining_class(host, method) or host
     return Rule(

@@ -51,7 +51,7 @@ def logits_site(cls: type) -> str | None:
 
 
 def router_rule(owner: type) -> Rule:
-    """The rule of a router class (``qwen3_vl_moe.Qwen3VLMoeTextTopKRouter``): its logits call."""
+    """The rule of a router class (``{model_type}.{RouterClass}``, as Qwen3-VL-MoE's ``Qwen3VLMoeTextTopKRouter``): its logits call."""
     callee = logits_callee(owner)
     return Rule(
         f"{model_type_of(owner.__module__)}.{owner.__qualname__}",

@@ -116,26 +116,3 @@ def test_several_image_invokes_equal_an_unsharded_load(offloaded, unsharded):
 
     for got, expected in zip(invokes(offloaded), invokes(unsharded), strict=True):
         assert torch.equal(got, expected)
-
-
-def test_llama4s_rewritten_root_runs_inside_its_hook(tiny_checkpoint, tmp_path):
-    """Llama 4's root scatters the image features in its own (rewritten) forward, and accelerate hooks the
-    root: the values equal an unsharded load's. Its traces end with tracer.stop() (tests/test_llama4.py)."""
-    path = tiny_checkpoint("llama4")
-    device_map = {"language_model.lm_head": "cpu", "vision_model": "disk", "multi_modal_projector": "disk",
-                  "language_model.model": "disk"}
-    models = [
-        StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager"),
-        StandardizedTransformer(path, task="image-text-to-text", device_map=device_map, offload_folder=str(tmp_path),
-                                attn_implementation="eager"),
-    ]
-    root = models[1]._module
-    assert "_hf_hook" in root.__dict__ and root.__dict__[STATE].body is root.__dict__[BODY]
-    reads = []
-    for model in models:
-        with model.trace(prompt(model), images=IMAGES) as tracer:
-            reads.append(nnsight.save([model.vision.layers[0].self_attn.attention_probabilities,
-                                       model.vision.image_features, model.logits]))
-            tracer.stop()
-    for got, expected in zip(reads[1], reads[0], strict=True):
-        assert torch.equal(got, expected)

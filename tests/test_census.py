@@ -52,14 +52,6 @@ def test_a_scatter_vlm_not_served_says_where_it_scatters_and_whether_its_tower_i
     assert "molmo2_vision, is not served yet" in entries["molmo2"].reason
 
 
-def test_a_helper_that_scatters_is_found_through_the_forward_that_calls_it(entries):
-    needs(entries, "idefics2")
-    assert entries["idefics2"].status == SUPPORTED
-    unserved = entry("idefics2", "Idefics2ForConditionalGeneration", (), {})  # its line without its family module
-    assert unserved.status == SCATTERS
-    assert unserved.reason.startswith("Idefics2Model.forward scatters through its helper self.inputs_merger")
-
-
 def test_the_models_that_are_not_scatter_vlms_say_what_they_are(entries):
     needs(entries, "pix2struct", "udop", "t5gemma2", "vision-encoder-decoder", "git", "mllama", "fuyu")
     for model_type in ("pix2struct", "udop", "t5gemma2"):

@@ -19,6 +19,7 @@ import torch
 from family_inputs import prompt
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.census import SCATTERS, SUPPORTED, census, entry
 from envoys.testing import noise_image
 
 #: 32x32 (a whole 4x4 grid of 8 px patches) and 64 wide x 48 high (resized to 32 x 24: a 4x3 grid, padded to 4x4).
@@ -126,3 +127,11 @@ def test_split_images_are_crops_on_no_grid(model):
             model.vision.patch_grid(patches, image=0)
     finally:
         model.processor.image_processor.do_image_splitting = splitting
+
+
+def test_the_census_finds_a_helper_that_scatters_through_the_forward_that_calls_it():
+    """Idefics 2's host scatters inside its helper: its census line without its family module says so."""
+    assert {line.model_type: line.status for line in census()}["idefics2"] == SUPPORTED
+    unserved = entry("idefics2", "Idefics2ForConditionalGeneration", (), {})
+    assert unserved.status == SCATTERS
+    assert unserved.reason.startswith("Idefics2Model.forward scatters through its helper self.inputs_merger")

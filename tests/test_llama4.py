@@ -24,6 +24,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
+from nnsight.intervention.source import STATE
 from packaging.version import Version
 from tiled_grids import TiledGridSuite, flat_sources, tiles_in_order
 from transformers import AutoModelForImageTextToText
@@ -35,7 +36,7 @@ from envoys.core.bugs import BrokenLoad, TransformersBug
 from envoys.families import llama4
 from envoys.testing import CONTRACTS, chat_prompt, noise_image
 from instrument.dispatch import SitesNotServed
-from instrument.install import installed
+from instrument.install import BODY, installed
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 32, seed=1)]  # 32x32 (1 tile), 64 wide x 32 high (1x2 + global)
@@ -493,3 +494,27 @@ class TestGrids(TiledGridSuite):
 
     def first_stream(self, model):
         return model.vision.layernorm_pre.input
+
+
+def test_the_rewritten_root_runs_inside_accelerates_hook(tiny_checkpoint, tmp_path):
+    """Llama 4's root scatters the image features in its own (rewritten) forward, and accelerate hooks the
+    root: the values equal an unsharded load's. Its traces end with tracer.stop() (see above)."""
+    images = [noise_image(32, 32, seed=0)]
+    path = tiny_checkpoint("llama4")
+    device_map = {"language_model.lm_head": "cpu", "vision_model": "disk", "multi_modal_projector": "disk",
+                  "language_model.model": "disk"}
+    models = [
+        StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager"),
+        StandardizedTransformer(path, task="image-text-to-text", device_map=device_map, offload_folder=str(tmp_path),
+                                attn_implementation="eager"),
+    ]
+    root = models[1]._module
+    assert "_hf_hook" in root.__dict__ and root.__dict__[STATE].body is root.__dict__[BODY]
+    reads = []
+    for model in models:
+        with model.trace(chat_prompt(model.processor, 1, "What is in the picture?"), images=images) as tracer:
+            reads.append(nnsight.save([model.vision.layers[0].self_attn.attention_probabilities,
+                                       model.vision.image_features, model.logits]))
+            tracer.stop()
+    for got, expected in zip(reads[1], reads[0], strict=True):
+        assert torch.equal(got, expected)

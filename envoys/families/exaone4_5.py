@@ -33,10 +33,9 @@ from transformers.models.exaone4_5.modeling_exaone4_5 import (
 )
 
 from ..blocks.sandwich import SandwichAttention, SandwichLayer, SandwichMlp
-from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
-from .qwen2_vl import QWEN_VIT_RENAME
 
 RENAME = dict(QWEN_VIT_RENAME)
 

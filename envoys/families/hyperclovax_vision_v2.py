@@ -56,10 +56,9 @@ from ..blocks.sandwich import post_norm_output, sandwich_stream_values
 from ..core.layouts import Hidden
 from ..core.standard import child
 from ..text.blocks import Attention, Layer, Mlp
-from ..towers.qwen import QwenGrids
+from ..towers.qwen import QWEN_VIT_RENAME, QwenGrids
 from . import Family
 from .qwen2_5_vl import ENVOYS as QWEN2_5_VL_ENVOYS
-from .qwen2_vl import QWEN_VIT_RENAME
 
 #: The norms after the sublayers, whose outputs (times ``residual_multiplier``) are what the block adds.
 ATTENTION_POST_NORM = "post_norm1"

@@ -22,10 +22,9 @@ from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
     Qwen2_5_VLVisionBlock,
 )
 
-from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import IMAGE_AND_VIDEO, Family
-from .qwen2_vl import QWEN_VIT_RENAME
 
 RENAME = dict(QWEN_VIT_RENAME)
 

@@ -20,10 +20,9 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
 )
 
 from ..blocks.deepstack import DeepstackLayer
-from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention
+from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import IMAGE_AND_VIDEO, Family
-from .qwen2_vl import QWEN_VIT_RENAME
 
 RENAME = {**QWEN_VIT_RENAME, "linear_fc2": "down_proj"}
 

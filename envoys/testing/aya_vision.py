@@ -14,7 +14,7 @@ wide x 48 high one 2x2 tiles + the thumbnail (80), a 64 wide x 32 high one
 2x1 + the thumbnail (48).
 
 `cohere_tokenizer`, `COHERE_TEMPLATE`, `cohere2_text` and `siglip_tiles` are
-shared with the Cohere 2 Vision builder (`envoys.testing.cohere2_vision`).
+shared with the builders of its kin (Cohere 2 Vision's).
 """
 
 from __future__ import annotations

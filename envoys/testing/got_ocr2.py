@@ -10,8 +10,8 @@ count the stock processor writes for an image (its ``num_image_tokens``, 256,
 is a class attribute that a saved processor does not keep, so the tower's grid
 is sized to it). Both blocks attend in 14x14 windows (the grid padded to
 70x70, 25 windows an image): a global block over the 4096 patches would cost
-seconds a forward on CPU, so the global block is PP-Chart2Table's
-(`envoys.testing.pp_chart2table`, whose processor lets the grid be smaller).
+seconds a forward on CPU, so the global block is PP-Chart2Table's (its
+builder's processor lets the grid be smaller).
 """
 
 from __future__ import annotations
