@@ -10,14 +10,15 @@ The spec's contracts (the scatter and the mask, the packed stream and every
 block's identity, the block-diagonal pattern, what the projector reads,
 ablation, sizes, support, the text-only load, generation, outputs against the
 plain model) run on this checkpoint in test_vision_contracts.py; this file
-holds what is particular to a Pixtral tower under LLaVA.
+holds what is particular to a Pixtral tower under LLaVA, and declares on it the
+suite of the Pixtral tower (pixtral_inputs.py).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from pixtral_inputs import ONE, TWO, bounds, patch_counts, processed, prompt
+from pixtral_inputs import ONE, TWO, PixtralTowerSuite, bounds, patch_counts, processed, prompt
 from transformers import CLIPVisionConfig, LlavaConfig, PixtralVisionConfig
 
 from envoys import StandardizedTransformer, Unavailable
@@ -173,3 +174,12 @@ def test_the_towers_support_has_exactly_the_standard_rows(model):
         "self_attn.attention_keys", "self_attn.attention_values", "self_attn.attention_scores",
         "self_attn.attention_probabilities", "self_attn.attention_head_outputs", "mlp.mlp_output",
     }
+
+
+# -- the Pixtral tower's suite (pixtral_inputs.py) ---------------------------------------------------------
+
+
+class TestLlavaPixtralPixtralTower(PixtralTowerSuite):
+    """Llava-Pixtral: LLaVA's projector reads the hidden state at vision_feature_layer, not the tower's output."""
+
+    checkpoint = "llava-pixtral"

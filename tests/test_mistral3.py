@@ -10,7 +10,8 @@ The spec's contracts (the scatter and the mask, the packed stream and every
 block's identity, the block-diagonal pattern, what the projector reads and
 gives, ablation, sizes, support, the text-only load, generation, outputs
 against the plain model) run on this checkpoint in test_vision_contracts.py;
-this file holds what is particular to Mistral 3.
+this file holds what is particular to Mistral 3, and declares on it the suite
+of the Pixtral tower (pixtral_inputs.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
-from pixtral_inputs import ONE, TWO, bounds, image_sizes, patch_counts, patch_grids, prompt
+from pixtral_inputs import ONE, TWO, PixtralTowerSuite, bounds, image_sizes, patch_counts, patch_grids, prompt
 
 from envoys import StandardizedTransformer, Unavailable
 
@@ -208,3 +209,12 @@ def test_sdpa_serves_the_interior_but_not_the_pattern(tiny_checkpoint):
         first = model.layers[0].input.save()
     assert heads.shape[1] == sum(patch_counts(model, TWO))
     assert torch.equal(first[mask], features)
+
+
+# -- the Pixtral tower's suite (pixtral_inputs.py) ---------------------------------------------------------
+
+
+class TestMistral3PixtralTower(PixtralTowerSuite):
+    """Mistral 3: the projector reads the last block's hidden state, not the tower's output."""
+
+    checkpoint = "mistral3"

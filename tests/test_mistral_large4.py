@@ -4,10 +4,11 @@ sparse-attention, mixture-of-experts text model, exact.
 Every expected number comes from outside the code under test: the stock
 processor, the configs' sizes, the modules' own weights, the native modules'
 outputs (the indexer's choice, the experts') read in the same trace, or a
-recomputation from other values read there. The spec's contracts, the
-Pixtral tower's behaviour and its grids (test_vision_contracts.py,
-test_pixtral_tower.py, test_grids_packed.py) run on this checkpoint too; its
-vision side is Mistral 3's, so this file holds what differs: the text model.
+recomputation from other values read there. The spec's contracts
+and the Pixtral tower's grids (test_vision_contracts.py, test_grids_packed.py)
+run on this checkpoint too, and the tower's behaviour (the suite of
+pixtral_inputs.py, declared at the end); its vision side is Mistral 3's, so this file holds what
+differs: the text model.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
-from pixtral_inputs import ONE, TWO, prompt
+from pixtral_inputs import ONE, TWO, PixtralTowerSuite, prompt
 
 from envoys import StandardizedTransformer
 
@@ -145,3 +146,12 @@ def test_logits_are_the_heads_output_soft_capped(model):
     assert cap == 30.0
     assert torch.equal(logits, torch.tanh(head / cap) * cap)
     assert not torch.equal(logits, head)
+
+
+# -- the Pixtral tower's suite (pixtral_inputs.py) ---------------------------------------------------------
+
+
+class TestMistralLarge4PixtralTower(PixtralTowerSuite):
+    """Mistral Large 4: Mistral 3's vision side, unchanged."""
+
+    checkpoint = "mistral_large4"
