@@ -20,6 +20,7 @@ import nnsight
 import pytest
 import torch
 from family_inputs import prompt
+from logit_caps import assert_capped_as_the_wrapper
 from tiled_grids import TiledGridSuite, side
 from tower_body import tower_body
 
@@ -332,3 +333,8 @@ class TestGrids(TiledGridSuite):
         pooled = pool(one_hot).flatten(2).transpose(1, 2)[0]  # [tokens per image, patches]: weight of each patch
         per_image = torch.stack([torch.nonzero(weights).squeeze(1) for weights in pooled])
         return torch.cat([per_image + t * n * n for t in range(index.shape[0])])
+
+
+def test_project_on_vocab_squashes_the_logits_where_the_model_does(model):
+    """Gemma 3's wrapper applies no final_logit_softcapping after its head: the logits are the head's output."""
+    assert_capped_as_the_wrapper(model, capped=False)

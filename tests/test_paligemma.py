@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from logit_caps import assert_capped_as_the_wrapper
 from tiled_grids import TiledGridSuite
 from tower_body import tower_body
 
@@ -215,3 +216,9 @@ class TestGrids(TiledGridSuite):
 
     checkpoint = "paligemma"
     images = [(4, 4, 8), (6, 8, 8)]
+
+
+def test_project_on_vocab_squashes_the_logits_where_the_model_does(model):
+    """PaliGemma's wrapper applies final_logit_softcapping after its head, whatever its text model (here Gemma's,
+    which has no cap of its own)."""
+    assert_capped_as_the_wrapper(model, capped=True)

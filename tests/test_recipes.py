@@ -184,25 +184,6 @@ def test_project_on_vocab_is_the_final_norm_and_head_inside_and_outside_a_trace(
     assert torch.equal(model.project_on_vocab(last), logits)  # the model's own head, on its own last block
 
 
-@pytest.mark.parametrize("name", ["gemma4", "gemma3", "paligemma"])
-def test_project_on_vocab_squashes_the_logits_where_the_model_does(name, tiny_checkpoint):
-    """Gemma 4's and PaliGemma's wrappers apply final_logit_softcapping after their head (PaliGemma's whatever its text
-    model: here Gemma's, which has no cap of its own); Gemma 3's wrapper does not."""
-    model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", device="cpu",
-                                    attn_implementation="eager")
-    cap = 0.5
-    model.text_config.final_logit_softcapping = cap
-    with model.trace(chat_prompt(model.processor, 1, "What is it?"), images=IMAGES[:1]):
-        last = model.layers[-1].layer_output.save()
-        logits = model.logits.save()
-    with torch.no_grad():
-        head = model.lm_head._module(model.norm._module(last))
-    squashed = torch.tanh(head / cap) * cap
-    assert not torch.equal(head, squashed)
-    assert torch.equal(logits, head if name == "gemma3" else squashed)  # what transformers' forward does
-    assert torch.equal(model.project_on_vocab(last), logits)
-
-
 def test_logit_lens_is_each_blocks_image_tokens_through_the_norm_and_head(model):
     batch = inputs(model)
     mask = image_mask(model, batch)
@@ -264,7 +245,8 @@ def exactly(actual: torch.Tensor, expected: torch.Tensor) -> None:
 
 def test_the_grid_recipes_on_every_family_with_a_layout(any_model):
     """The lens and the attention on each family, the image tokens' numbers by hand and put on the grid by the family's
-    layout (model.vision.token_grid, whose placement tests/test_grids*.py check against each family's geometry)."""
+    layout (model.vision.token_grid, whose placement the grid suites, tests/tiled_grids.py and tests/packed_grids.py,
+    check against each family's geometry)."""
     model = any_model
     batch = inputs(model)
     mask = image_mask(model, batch)
