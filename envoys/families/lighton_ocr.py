@@ -26,9 +26,8 @@ tokens between them).
 
 from __future__ import annotations
 
-from ..towers.pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME
+from ..towers.pixtral import MERGED_PIXTRAL_GRIDS, PIXTRAL_ENVOYS, PIXTRAL_RENAME
 from . import Family
-from .mistral3 import GRIDS
 
 RENAME = {
     "model.language_model.embed_tokens": "embed_tokens",
@@ -39,4 +38,4 @@ RENAME = {
     **PIXTRAL_RENAME,
 }
 
-FAMILY = Family("lighton_ocr", RENAME, dict(PIXTRAL_ENVOYS), "model.language_model.layers", grid_layout=GRIDS)
+FAMILY = Family("lighton_ocr", RENAME, dict(PIXTRAL_ENVOYS), "model.language_model.layers", grid_layout=MERGED_PIXTRAL_GRIDS)

@@ -19,14 +19,12 @@ spatial_merge_size))`` image tokens, in raster order over the merged grid.
 from __future__ import annotations
 
 from ..towers.encoder_names import WRAPPER_RENAME
-from ..towers.pixtral import PIXTRAL_ENVOYS, PIXTRAL_RENAME, PixtralGrids
+from ..towers.pixtral import MERGED_PIXTRAL_GRIDS, PIXTRAL_ENVOYS, PIXTRAL_RENAME
 from . import Family
 
 RENAME = {**WRAPPER_RENAME, **PIXTRAL_RENAME}
 
 ENVOYS = dict(PIXTRAL_ENVOYS)
 
-#: The projector merges each spatial_merge_size x spatial_merge_size square of patches into one image token.
-GRIDS = PixtralGrids(merge_of=lambda config: config.spatial_merge_size)
 
-FAMILY = Family("mistral3", RENAME, ENVOYS, "model.language_model.layers", grid_layout=GRIDS)
+FAMILY = Family("mistral3", RENAME, ENVOYS, "model.language_model.layers", grid_layout=MERGED_PIXTRAL_GRIDS)

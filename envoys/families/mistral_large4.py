@@ -40,9 +40,10 @@ from __future__ import annotations
 from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4TextDecoderLayer
 
 from ..blocks.indexed import INDEXER_TOP_K, IndexedLayer
+from ..towers.pixtral import MERGED_PIXTRAL_GRIDS
 from . import Batching, Family
-from .mistral3 import ENVOYS, GRIDS, RENAME
+from .mistral3 import ENVOYS, RENAME
 
 FAMILY = Family("mistral_large4", RENAME, {**ENVOYS, MistralLarge4TextDecoderLayer: IndexedLayer},
-                "model.language_model.layers", grid_layout=GRIDS,
+                "model.language_model.layers", grid_layout=MERGED_PIXTRAL_GRIDS,
                 batching=Batching(invokes_differ=INDEXER_TOP_K))

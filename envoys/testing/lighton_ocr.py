@@ -4,7 +4,7 @@ The builder returns an unsaved (`LightOnOcrForConditionalGeneration`,
 `LightOnOcrProcessor`) pair with random float32 weights (seed the torch
 generator first; :func:`envoys.testing.build` does).
 
-Images keep their own size as on Mistral 3 (`envoys.testing.mistral3`): the
+Images keep their own size as on Mistral 3 (`envoys.testing.pixtral`): the
 stock Pixtral image processor scales an image down only when its longest side
 is over 64 px, then rounds each side up to a multiple of 8 px, the vision patch
 (4 px) times ``spatial_merge_size`` (2). A 32x32 image is 8x8 = 64 patches and
@@ -21,8 +21,8 @@ from __future__ import annotations
 from transformers import LightOnOcrConfig, LightOnOcrForConditionalGeneration, LightOnOcrProcessor, Qwen3Config
 
 from .contract import PIXTRAL_ATTENTION, PIXTRAL_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
-from .mistral3 import pixtral_image_processor, pixtral_tower
 from .norms import randomise_norms
+from .pixtral import pixtral_image_processor, pixtral_tower
 from .qwen import CHAT_TEMPLATE
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -93,7 +93,7 @@ BUILDERS = {"lighton_ocr": build_lighton_ocr}
 #: What the contract suite expects of these checkpoints (`envoys.testing.contract`), read off the builders' documented
 #: configurations above, never off the code under test.
 CONTRACTS = {
-    # envoys/testing/lighton_ocr.py: mistral3's tower, processor sizes and projector (64 and 192 patches, 16 and 48
+    # envoys/testing/lighton_ocr.py: Mistral 3's tower, processor sizes and projector (64 and 192 patches, 16 and 48
     # tokens); the projector reads the tower's last_hidden_state (no final norm: the last block's stream), unbatched.
     "lighton_ocr": Row(
         loads=Loads(("LightOnOcrForConditionalGeneration", "LightOnOcrProcessor", "TokenizersBackend")),

@@ -3,7 +3,7 @@
 The builder returns an unsaved (`LlavaForConditionalGeneration`,
 `PixtralProcessor`) pair with random float32 weights (seed the torch
 generator first; :func:`envoys.testing.build` does). Its tokenizer and chat
-template are the tiny Mistral 3's (`envoys.testing.mistral3`).
+template are the tiny Mistral 3's (`envoys.testing.pixtral`).
 
 Images keep their own size: the Pixtral image processor scales an image down
 only when its longest side is over ``longest_edge`` (64 px), then rounds each
@@ -24,7 +24,7 @@ from transformers import (
 )
 
 from .contract import MISTRAL_ATTENTION, PIXTRAL_ATTENTION, PIXTRAL_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, blocks, packed, scatter, text_model
-from .mistral3 import mistral_tokenizer, pixtral_processor, pixtral_tower
+from .pixtral import mistral_tokenizer, pixtral_processor, pixtral_tower
 from .sizes import text_sizes
 
 PATCH_SIZE = 8

@@ -3,7 +3,7 @@
 The builder returns an unsaved (`MistralLarge4ForConditionalGeneration`,
 `PixtralProcessor`) pair with random float32 weights (seed the torch
 generator first; :func:`envoys.testing.build` does). The tower, the projector,
-the processor and the tokenizer are the tiny Mistral 3's (`envoys.testing.mistral3`):
+the processor and the tokenizer are the tiny Mistral 3's (`envoys.testing.pixtral`):
 a 32x32 image is 8x8 = 64 patches and 4x4 = 16 image tokens, a 48 (high) x 64
 (wide) image 12x16 = 192 patches and 6x8 = 48 image tokens.
 
@@ -46,8 +46,8 @@ from .contract import (
     scatter,
     text_model,
 )
-from .mistral3 import PATCH_SIZE, WRAPPER, mistral_tokenizer, pixtral_processor, pixtral_tower
 from .norms import randomise_norms
+from .pixtral import PATCH_SIZE, WRAPPER, mistral_tokenizer, pixtral_processor, pixtral_tower
 from .sizes import text_sizes
 
 #: Mistral Large 4's YaRN over a 512-token pretraining window (its config's default), here stretched to the tiny
@@ -75,7 +75,7 @@ def randomise_identities(model: torch.nn.Module) -> None:
 def build_mistral_large4() -> tuple[MistralLarge4ForConditionalGeneration, PixtralProcessor]:
     """Imitates mistralai/Mistral-Large-4-1T-A52B.
 
-    Pixtral tower and projector as the tiny Mistral 3's (`envoys.testing.mistral3`: patch 4, a 2x2 merge, the projector
+    Pixtral tower and projector as the tiny Mistral 3's (`envoys.testing.pixtral`: patch 4, a 2x2 merge, the projector
     reading the last block). Text model: 2 blocks of width 32, 2 heads of multi-latent attention (``kv_lora_rank``
     16, ``qk_nope_head_dim`` 8, ``qk_rope_head_dim`` 8, ``v_head_dim`` 12) with a sparse-attention indexer keeping 8
     keys a query (2 heads of 16), block 0 a dense MLP 64 wide, block 1 a mixture of 4 experts, 2 a token, 32 wide,
@@ -120,7 +120,7 @@ BUILDERS = {"mistral_large4": build_mistral_large4}
 #: What the contract suite expects of these checkpoints (`envoys.testing.contract`), read off the builders' documented
 #: configurations above, never off the code under test.
 CONTRACTS = {
-    # envoys/testing/mistral_large4.py: mistral3's tower, processor and projector (64 and 192 patches, 16 and 48 tokens,
+    # envoys/testing/mistral_large4.py: Mistral 3's tower, processor and projector (64 and 192 patches, 16 and 48 tokens,
     # the last block's packed row); the text model's latent attention on DeepSeek-V3.2's eager kernel; text block 0's
     # MLP dense (no router), block 1's a mixture of experts.
     "mistral_large4": Row(

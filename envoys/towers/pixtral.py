@@ -184,3 +184,8 @@ class PixtralGrids:
         sizes = inputs["image_sizes"].cpu().long()
         check_image(image, sizes.shape[0])
         return sizes // (inputs.config.vision_config.patch_size * merge)
+
+
+#: The grids of a host whose projector merges each ``spatial_merge_size`` x ``spatial_merge_size`` square of patches
+#: into one image token (Mistral 3's patch merger, and its kin's).
+MERGED_PIXTRAL_GRIDS = PixtralGrids(merge_of=lambda config: config.spatial_merge_size)
