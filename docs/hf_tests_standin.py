@@ -1,4 +1,4 @@
-"""Write a stand-in tests tree for ``python -m instrument.releases X --hf-tests --hf-tests-source DIR``.
+"""Write a stand-in tests tree for ``python -m maintain.releases X --hf-tests --hf-tests-source DIR``.
 
 For where no checkout of transformers is at hand. A release's source
 distribution ships ``tests/`` with its shared mixins (``tests/test_modeling_common.py``:

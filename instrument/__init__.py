@@ -11,7 +11,13 @@ Three layers, kept apart:
 - `runtime`: the helper each site calls, straight through outside a trace and
   through nnsight's interleaver inside one.
 
-The compiler knows no model family: the rules live in ``rewrites``. A
+The compiler knows no model family: the rules live in ``rewrites``, and
+this package imports neither them, nor the user layer (``envoys``), nor the
+maintainer's tools (``maintain``: the snapshot check, the release checks);
+its one command, ``python -m instrument.show``, finds the rules through an
+entry point (`targets`). Besides the compiler it holds what a build needs at
+run time: the release check against the snapshot store's manifest
+(`checked`, `store`) and the texts it compares (`listing`). A
 compiled rule is kept on disk (`cache`), so libcst is imported only when one
 has to be rewritten. The compiler's names are loaded on first use: reading
 which rules a module holds (`installed`) or defining a rule loads neither the

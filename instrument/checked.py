@@ -1,7 +1,7 @@
 """Whether a compiled rule may serve values on the installed release: the policy for releases not yet checked.
 
 A release the snapshot store records (``snapshots/manifest.toml``) has been
-checked: its rules were rebuilt, compared and recorded (`instrument.releases`),
+checked: its rules were rebuilt, compared and recorded (`maintain.releases`),
 and the suite ran on it. Any other release, a newer one above all, is served
 only where it provably changes nothing: a rewritten forward whose text (`listing.snapshot`)
 is the one the nearest recorded release holds is served as there; one whose text
@@ -60,7 +60,7 @@ def _warn_once(installed: str, reference: str | None, newest: str | None, root: 
         message = (
             f"{_spoken(installed)} is not a release this library was checked against (the newest checked is "
             f"{_spoken(newest)}): values at rewritten forwards are served where they read as on {_spoken(reference)}, "
-            f"and the others say why they are unavailable; python -m instrument.releases "
+            f"and the others say why they are unavailable; python -m maintain.releases "
             f"{installed.rpartition('-')[2]} checks it (docs/releases.md)"
         )
     warnings.warn(message, UncheckedRelease, stacklevel=4)
@@ -119,5 +119,5 @@ def _check_text(instrumented: Instrumented, recorded: Recorded, root: Path, inst
     raise Unchecked(
         f"{_spoken(installed)} is not a release this library was checked against, and "
         f"{rule.qualname} ({rule.module_name}) is not served there: {found}. Check the release "
-        f"(python -m instrument.releases {installed.rpartition('-')[2]}, docs/releases.md), or install a checked one"
+        f"(python -m maintain.releases {installed.rpartition('-')[2]}, docs/releases.md), or install a checked one"
     )

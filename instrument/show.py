@@ -3,6 +3,12 @@
 TARGET is a class name (``Qwen3VLModel``), a dotted path, a model_type
 (``qwen3_vl``: every rewritten forward of that family) or a rule name. With no
 TARGET, lists every rule. Offline; needs no weights.
+
+This command is the library's own, the one its mission names, so it lives in
+`instrument` beside the compiler rather than with the maintainer's tools
+(`maintain`): it imports neither the rules (``rewrites``) nor the user layer
+(``envoys``), and reaches the rules through the catalogue the rules package
+registers as an entry point (``instrument.rules:catalog``, `instrument.targets`).
 """
 
 from __future__ import annotations

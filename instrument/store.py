@@ -1,6 +1,6 @@
-"""The snapshot store: each rewritten forward's text kept once per distinct content, and what every release resolves to.
+"""The snapshot store, read: the releases it records and what each resolves a forward to, from its manifest alone.
 
-A release's entries are what `instrument.snapshot` writes for it: per rewritten
+A release's entries are what `maintain.snapshot` writes for it: per rewritten
 forward (its *stem*, ``modeling_llava.LlavaModel.forward``), one file name and
 its text (``<stem>.py``, ``.drift`` or ``.unavailable``); a forward whose target
 the release lacks has no entry. The store under ``snapshots/`` holds them so:
@@ -14,22 +14,15 @@ the release lacks has no entry. The store under ``snapshots/`` holds them so:
   it changes to, or ``"absent"``. A release resolves a forward to the latest
   change at or before it; with none, the forward has no entry there.
 
-The files are written from the releases' entries alone, in one canonical
-form (`Store.write`): a text no release resolves to is deleted, a new release
-whose entries equal its predecessor's adds one line to the manifest, and one
-that changes a forward rewrites that forward's head file (the previous text
-moving under ``older/`` while an older release still resolves to it), so
-``git diff`` shows the change as a diff of that file. Reading checks the store
-(`Store.load`): every file the manifest names exists, and files it names
-nowhere are listed (`unreferenced`). It handles text only and compiles
-nothing: `instrument.snapshot` makes the entries.
+The library reads the manifest at build time (`instrument.checked`: a release
+the store records has been checked, and an unrecorded one is compared with the
+nearest recorded one, `nearest`): `Recorded` reads no stored text and this
+module writes nothing. The maintainer's tools read the texts and write the
+store (`maintain.store`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -44,36 +37,9 @@ OLDER = "older"
 #: The manifest's value for a forward that has no entry from that release on.
 ABSENT = "absent"
 
-_PREAMBLE = """\
-# Written by `python -m instrument.snapshot --update` (instrument/store.py); not edited by hand.
-# `releases`: every release recorded. Under each forward: the releases at which what it
-# resolves to changes, and the stored file it changes to ("absent": no entry from there on).
-# A release resolves a forward to the latest change at or before it.
-"""
-
 
 class StoreError(Exception):
     """The snapshot store cannot be read or written as it is; the message says where and what to do."""
-
-
-@dataclass(frozen=True)
-class Stored:
-    """One forward's entry for a release: the file's name (``<stem>.py``, ``.drift``, ``.unavailable``) and its text."""
-
-    name: str
-    text: str
-
-    @property
-    def stem(self) -> str:
-        return self.name.rpartition(".")[0]
-
-
-@dataclass(frozen=True)
-class Written:
-    """What `Store.write` changed, as paths relative to the store."""
-
-    written: tuple[str, ...]  #: files created or rewritten (the manifest included when it changed)
-    removed: tuple[str, ...]  #: files no release resolves to any more
 
 
 def release_version(release: str) -> Version:
@@ -84,7 +50,8 @@ def release_version(release: str) -> Version:
         raise StoreError(f"{release!r} is not a release name such as transformers-5.24.0") from None
 
 
-def _order(release: str) -> tuple[str, Version]:
+def release_key(release: str) -> tuple[str, Version]:
+    """How releases sort: by library, then version (``transformers-5.10.4`` after ``transformers-5.9.0``)."""
     return release.rpartition("-")[0], release_version(release)
 
 
@@ -103,10 +70,10 @@ def nearest(recorded: Iterable[str], release: str) -> str | None:
     recorded = tuple(recorded)
     if release in recorded:
         return release
-    library, installed = _order(release)
+    library, installed = release_key(release)
     versions = {}
     for name in recorded:
-        recorded_library, version = _order(name)
+        recorded_library, version = release_key(name)
         if recorded_library == library:
             versions[version] = name
     older = max((v for v in versions if v < installed), default=None)
@@ -130,8 +97,8 @@ class Recorded:
         manifest = root / MANIFEST
         if not manifest.is_file():
             return cls((), {})
-        data = _read_manifest(manifest)
-        return cls(tuple(sorted(data.get("releases", ()), key=_order)), data.get("forwards", {}))
+        data = read_manifest(manifest)
+        return cls(tuple(sorted(data.get("releases", ()), key=release_key)), data.get("forwards", {}))
 
     def path(self, release: str, stem: str) -> str | None:
         """The stored file (relative to the store) ``stem`` resolves to at the recorded ``release``: its latest
@@ -143,178 +110,9 @@ class Recorded:
         return None if latest is None or latest[1] == ABSENT else latest[1]
 
 
-class Store:
-    """Every release recorded and its entries (release -> stem -> `Stored`); immutable, written whole."""
-
-    def __init__(self, releases: Mapping[str, Mapping[str, Stored]] | None = None):
-        releases = releases or {}
-        for release, entries in releases.items():
-            for stem, stored in entries.items():
-                if stored.stem != stem:
-                    raise StoreError(f"{release}: the entry for {stem} names another forward's file, {stored.name}")
-        self._releases = {r: dict(sorted(releases[r].items())) for r in sorted(releases, key=_order)}
-
-    @property
-    def releases(self) -> tuple[str, ...]:
-        """Every release recorded, oldest first (by library, then version)."""
-        return tuple(self._releases)
-
-    def entries(self, release: str) -> dict[str, Stored]:
-        """What ``release`` resolves each forward to (a forward it has no entry for is absent)."""
-        return dict(self._releases[release])
-
-    def put(self, release: str, entries: Mapping[str, Stored]) -> Store:
-        """This store with ``release``'s entries set to ``entries`` (added, or replacing what it held)."""
-        release_version(release)
-        return Store({**self._releases, release: {stored.stem: stored for stored in entries.values()}})
-
-    def nearest(self, release: str) -> str | None:
-        """``release`` when recorded, else the nearer of the recorded releases just before and just after it (of
-        the same library), else None."""
-        return nearest(self._releases, release)
-
-    # -- the files ------------------------------------------------------------------------------------------
-
-    def paths(self) -> dict[str, dict[Stored, str]]:
-        """Where each distinct entry is stored, per forward: ``{stem: {stored: path}}``, paths relative to the
-        store: the forward's newest entry in its head file, each other under ``older/<first release with it>/``."""
-        by_stem: dict[str, dict[Stored, str]] = {}
-        newest: dict[str, Stored] = {}
-        for release, entries in self._releases.items():  # oldest first
-            for stem, stored in entries.items():
-                by_stem.setdefault(stem, {}).setdefault(stored, f"{OLDER}/{release}/{stored.name}")
-            newest.update(entries)
-        for stem, stored in newest.items():
-            by_stem[stem][stored] = stored.name
-        return by_stem
-
-    def manifest(self) -> str:
-        """The manifest's text: every release, and per forward the releases at which its entry changes."""
-        paths = self.paths()
-        lines = [_PREAMBLE, "releases = ["]
-        lines += [f"    {_quote(release)}," for release in self._releases]
-        lines.append("]")
-        for stem in sorted(paths):
-            lines += ["", f"[forwards.{_quote(stem)}]"]
-            before: str | None = None
-            for release, entries in self._releases.items():
-                now = paths[stem][entries[stem]] if stem in entries else None
-                if now != before:
-                    lines.append(f"{_quote(release)} = {_quote(now or ABSENT)}")
-                before = now
-        return "\n".join(lines) + "\n"
-
-    def files(self) -> dict[str, str]:
-        """Every file of the store, path (relative to it) -> text: the stored texts and the manifest."""
-        files = {path: stored.text for entries in self.paths().values() for stored, path in entries.items()}
-        files[MANIFEST] = self.manifest()
-        return files
-
-    @classmethod
-    def load(cls, root: Path) -> Store:
-        """The store under ``root``; empty when ``root`` has no files. A `StoreError` when the manifest is missing
-        (``root`` holds other files), unreadable, or names a file that is not there."""
-        manifest = root / MANIFEST
-        if not manifest.is_file():
-            if _owned(root):
-                raise StoreError(
-                    f"{root} holds files but no {MANIFEST}: it is not a snapshot store "
-                    "(give the store's folder, or an empty one to start a new store)"
-                )
-            return cls()
-        data = _read_manifest(manifest)
-        texts: dict[str, Stored] = {}
-        for changes in data.get("forwards", {}).values():
-            for path in changes.values():
-                if path != ABSENT and path not in texts:
-                    file = root / path
-                    if not file.is_file():
-                        raise StoreError(f"{manifest} names {path}, which is not in {root}; restore it from git")
-                    texts[path] = Stored(file.name, file.read_bytes().decode("utf-8"))
-        return cls(_resolve(data, texts, manifest))
-
-    def unreferenced(self, root: Path) -> tuple[str, ...]:
-        """Files under ``root`` that are not this store's: texts no release resolves to (`write` removes them)."""
-        return tuple(sorted(set(_owned(root)) - set(self.files())))
-
-    def write(self, root: Path) -> Written:
-        """Make ``root`` hold exactly this store's files: changed ones rewritten (each atomically, the manifest
-        last), the ones no release resolves to removed. Refuses a ``root`` that holds files but no manifest."""
-        if not (root / MANIFEST).is_file() and _owned(root):
-            Store.load(root)  # raises, saying why
-        files = self.files()
-        manifest = files.pop(MANIFEST)
-        written = [path for path, text in files.items() if _write(root / path, text)]
-        if _write(root / MANIFEST, manifest):
-            written.append(MANIFEST)
-        removed = sorted(set(_owned(root)) - set(files) - {MANIFEST})
-        for path in removed:
-            (root / path).unlink()
-        folders = [root / OLDER, *(root / OLDER).rglob("*")] if (root / OLDER).is_dir() else []
-        for folder in sorted((f for f in folders if f.is_dir()), key=lambda f: len(f.parts), reverse=True):
-            if not any(folder.iterdir()):
-                folder.rmdir()
-        return Written(tuple(sorted(written)), tuple(removed))
-
-
-def _read_manifest(manifest: Path) -> dict:
+def read_manifest(manifest: Path) -> dict:
     """The manifest's TOML; a `StoreError` when it cannot be read."""
     try:
         return tomllib.loads(manifest.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise StoreError(f"{manifest} cannot be read: {error}") from None
-
-
-def _quote(text: str) -> str:
-    """A TOML basic string (JSON's escapes are TOML's for these names)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _resolve(data: dict, texts: Mapping[str, Stored], where: Path | str = MANIFEST) -> dict[str, dict[str, Stored]]:
-    """The manifest ``data`` read as release -> stem -> entry, its paths' texts in ``texts``."""
-    releases = data.get("releases")
-    if not isinstance(releases, list) or not all(isinstance(r, str) for r in releases) or len(set(releases)) != len(releases):
-        raise StoreError(f"{where}: `releases` must list each release once, as strings")
-    ordered = sorted(releases, key=_order)
-    index = {release: i for i, release in enumerate(ordered)}
-    table: dict[str, dict[str, Stored]] = {release: {} for release in ordered}
-    for stem, changes in data.get("forwards", {}).items():
-        unknown = [release for release in changes if release not in index]
-        if unknown:
-            raise StoreError(f"{where}: {stem} changes at {', '.join(unknown)}, not in `releases`")
-        points = sorted((index[release], path) for release, path in changes.items())
-        for (start, path), (end, _) in zip(points, [*points[1:], (len(ordered), "")]):
-            if path == ABSENT:
-                continue
-            stored = texts[path]
-            if stored.stem != stem:
-                raise StoreError(f"{where}: {stem} resolves to {path}, another forward's file")
-            for release in ordered[start:end]:
-                table[release][stem] = stored
-    return {release: dict(sorted(entries.items())) for release, entries in table.items()}
-
-
-def _owned(root: Path) -> list[str]:
-    """The files under ``root`` a store may hold: the manifest, the top-level files (not dotfiles), ``older/``."""
-    if not root.is_dir():
-        return []
-    top = [p.name for p in root.iterdir() if p.is_file() and not p.name.startswith(".")]
-    older = [p.relative_to(root).as_posix() for p in (root / OLDER).rglob("*") if p.is_file()] if (root / OLDER).is_dir() else []
-    return sorted(top + older)
-
-
-def _write(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` atomically, unless it holds it already; whether it wrote."""
-    data = text.encode("utf-8")
-    if path.is_file() and path.read_bytes() == data:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return True

@@ -1,12 +1,10 @@
 """Find rules by what a person types: a class name, a dotted path, a model_type, a rule name.
 
-The compiler imports no rules: the package that holds them registers what the
-command-line tools ask for as entry points of the group `GROUP` (as pytest
-finds its plugins), and the tools load them at run time:
-
-- ``catalog``: every rule its checkpoints run, with the model_types running each;
-- ``for_model``: the rules it would install on a given model (transformers' own tests);
-- ``served``: the model_types it serves.
+The compiler imports no rules: the package that holds them registers its
+catalogue (every rule its checkpoints run, with the model_types running each)
+as the entry point ``catalog`` of the group `GROUP` (as pytest finds its
+plugins), and ``python -m instrument.show`` loads it at run time. The
+maintainer's tools (`maintain`) import the rules package directly.
 """
 
 from __future__ import annotations
@@ -21,7 +19,8 @@ GROUP = "instrument.rules"
 
 
 def provider(name: str) -> Any:
-    """The object the installed rules package registers as ``name`` in `GROUP`; LookupError saying what to install."""
+    """The object the installed rules package registers as ``name`` in `GROUP` (``catalog``); LookupError saying what
+    to install."""
     found = list(entry_points(group=GROUP, name=name))
     if not found:
         raise LookupError(

@@ -1,6 +1,6 @@
 """Compare two runs of transformers' model tests, without and with the rewrites, test id by test id; and say so.
 
-Each run is ``test id -> outcome`` (`instrument.hf_record`). A test one run
+Each run is ``test id -> outcome`` (`maintain.hf_record`). A test one run
 has and the other lacks is ``absent`` there (a crash, a timeout, a module
 that failed to import). A **regression** is a test that passed without the
 rewrites and did not pass with them; any other difference is a **change**

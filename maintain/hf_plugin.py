@@ -1,6 +1,6 @@
 """pytest plugin: the library's rewritten forwards installed on every model transformers' own tests build.
 
-A test harness for transformers' own model tests (`instrument.hf_tests`),
+A test harness for transformers' own model tests (`maintain.hf_tests`),
 loaded into that pytest process alone. It wraps
 ``transformers.PreTrainedModel.post_init`` for the length of that process:
 the one place anything of this project patches a class, and only in that
@@ -9,19 +9,17 @@ child process, so that each model the tests build, however they build it
 rewritten forwards the library would give it. The library itself installs
 per instance and never patches a class.
 
-It is loaded as a file of its own (`instrument.hf_tests` copies it: ``-p
-vlm_hf_plugin``) and imports the library only once pytest is configured:
+It is loaded as a file of its own (`maintain.hf_tests` copies it: ``-p
+vlm_hf_plugin``) and imports the project only once pytest is configured:
 nnsight, which `instrument` imports, mounts ``.save`` on every object, and
 anyio's pytest plugin, which pytest loads after the ``-p`` ones, cannot define
 its classes once that is done.
 
 After each model's ``post_init`` the rules for it are installed with
-`instrument.install.install_all` (all or nothing):
-
-the rules the installed rules package gives it (the entry point
-``instrument.rules:for_model``, `envoys.rules.rules_to_install`): a served
-family's model its host's scatter and the rules for the classes it holds, any
-other model the rules for its classes.
+`instrument.install.install_all` (all or nothing): the rules the library
+would give it (`envoys.rules.rules_to_install`): a served family's model its
+host's scatter and the rules for the classes it holds, any other model the
+rules for its classes.
 
 Composite models build their parts first: each part's ``post_init`` runs
 before the whole's, so a tower gets its rules when it is built, and the whole's
@@ -49,11 +47,10 @@ _seen: set[str] = set()
 
 
 def rules_for(model: Any) -> tuple:
-    """The rules to install on ``model``: the installed rules package's answer (the entry point
-    ``instrument.rules:for_model``, see the module's docstring)."""
-    from instrument.targets import provider
+    """The rules to install on ``model``: the library's answer for any model (`envoys.rules.rules_to_install`)."""
+    from envoys.rules import rules_to_install
 
-    return provider("for_model")(model)
+    return rules_to_install(model)
 
 
 def note(entry: dict[str, Any]) -> None:

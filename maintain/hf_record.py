@@ -1,7 +1,7 @@
-"""pytest plugin: record each test's outcome by id, as a line of JSON, for `instrument.hf_tests` to compare.
+"""pytest plugin: record each test's outcome by id, as a line of JSON, for `maintain.hf_tests` to compare.
 
 Loaded into both runs of transformers' model tests (without and with the
-rewrites) as a file of its own (`instrument.hf_tests` copies it, ``-p
+rewrites) as a file of its own (`maintain.hf_tests` copies it, ``-p
 vlm_hf_record``): it imports nothing but pytest and the standard library, so
 the run without the rewrites loads nothing of this project. It writes to the file named by the
 environment variable `OUTCOMES`, one line per test phase as pytest reports it

@@ -14,7 +14,7 @@ why: transformers' source distributions (4.57.6, 5.0.0 and 5.24.0 at least)
 ship ``tests/`` with only the shared mixins (``tests/test_modeling_common.py``
 and its kin), not the model tests, nor ``tests/generation/`` and
 ``tests/exporters/``, which ``test_modeling_common`` imports. A checkout of
-the release's tag has them (``python -m instrument.releases X --hf-tests
+the release's tag has them (``python -m maintain.releases X --hf-tests
 --hf-tests-source DIR``).
 """
 

@@ -1,14 +1,14 @@
-"""``python -m instrument.releases X --hf-tests``: transformers' own model tests, run without and with the rewrites.
+"""``python -m maintain.releases X --hf-tests``: transformers' own model tests, run without and with the rewrites.
 
-For a release's virtualenv (`instrument.releases.make_environment`): the
+For a release's virtualenv (`maintain.releases.make_environment`): the
 release's source tree (its source distribution from the package index, or a
-checkout given with ``--hf-tests-source``: `instrument.hf_source`), the few
+checkout given with ``--hf-tests-source``: `maintain.hf_source`), the few
 packages its model tests import installed there without their dependencies
 (so pip resolves nothing, torch least of all), and, for each family the
 project serves on that release (``envoys.families``), its model tests run
-twice in that tree: once as they are, once with `instrument.hf_plugin`
+twice in that tree: once as they are, once with `maintain.hf_plugin`
 installing the rewritten forwards on every model they build. Both runs record
-each test's outcome (`instrument.hf_record`), and `instrument.hf_compare`
+each test's outcome (`maintain.hf_record`), and `maintain.hf_compare`
 compares them by test id: a test that passed without the rewrites and not
 with them is a regression, and fails the release.
 
@@ -36,7 +36,7 @@ TEST_TIMEOUT = 900
 #: The plugins, by the names the runs load them under: standalone copies, importing nothing of the project when loaded.
 PLUGINS = {"vlm_hf_record": hf_record, "vlm_hf_plugin": hf_plugin}
 
-SERVED = "from instrument.targets import provider; print(' '.join(provider('served')()))"
+SERVED = "from envoys.families import served_model_types; print(' '.join(served_model_types()))"
 
 
 @dataclass

@@ -1,20 +1,21 @@
-"""``python -m instrument.releases X.Y.Z [...]``: check the rules against other transformers releases.
+"""``python -m maintain.releases X.Y.Z [...]``: check the rules against other transformers releases.
 
 For each release: a throwaway virtualenv with that transformers (torch and
 torchvision pinned as CI pins them, never resolved by pip), the project's
 other requirements and test extra as pyproject states them, the project
 installed there (editable, without dependencies), the snapshot check run against
-the nearest release the store records (`instrument.snapshot`), the release
+the nearest release the store records (`maintain.snapshot`), the release
 recorded in the store when it is not yet (or with ``--update``: written by
-the same code, `instrument.store`), optionally the test suite, optionally
+the same code, `maintain.store`), optionally the test suite, optionally
 transformers' own model tests of the served families run without and with the
-rewrites (``--hf-tests``: `instrument.hf_tests`), and a table.
+rewrites (``--hf-tests``: `maintain.hf_tests`), and a table.
 
 ``--share-torch PREFIX`` reuses torch and everything else not installed in
 the release's virtualenv from an existing environment (a ``.pth`` file
 appended after the virtualenv's own site-packages), which saves installing
 torch once per release: the release's transformers and its dependencies
-still come first. Runs from a checkout; imports neither torch nor transformers.
+still come first. Runs from a checkout; each release is built and checked in its own
+virtualenv, never in this process.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from instrument.commands import run
+
 from . import hf_tests
-from .commands import aligned, run, run_logged
+from .commands import aligned, run_logged
 from .store import REPOSITORY_STORE, Store
 
 #: The checkout the command runs from.
@@ -108,7 +111,7 @@ def check_release(python: Path, release: str, work: Path, log: Path, update: boo
     there when it is not yet, or when asked."""
     outcome = Outcome(release)
     verdicts = work / "verdicts.json"
-    snapshot = [str(python), "-m", "instrument.snapshot", "--root", str(root)]
+    snapshot = [str(python), "-m", "maintain.snapshot", "--root", str(root)]
     run_logged([*snapshot, "--quiet", "--json", str(verdicts)], log, REPOSITORY)
     if not verdicts.exists():
         outcome.error = f"the snapshot check did not run (see {log})"
@@ -162,7 +165,7 @@ def table(outcomes: list[Outcome]) -> str:
 
 
 def run_hf_tests(python: Path, release: str, work: Path, log: Path, args: argparse.Namespace) -> tuple[str, bool]:
-    """transformers' model tests without and with the rewrites (`instrument.hf_tests`): their report printed, and
+    """transformers' model tests without and with the rewrites (`maintain.hf_tests`): their report printed, and
     the release table's cell with whether they passed."""
     options = hf_tests.Options(
         families=tuple(filter(None, args.hf_tests_families.split(","))),
@@ -179,7 +182,7 @@ def run_hf_tests(python: Path, release: str, work: Path, log: Path, args: argpar
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m instrument.releases", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m maintain.releases", description=__doc__.splitlines()[0])
     parser.add_argument("releases", nargs="+", help="transformers versions, e.g. 4.57.6 5.0.0")
     parser.add_argument("--tests", action="store_true", help="also run the test suite on each release")
     parser.add_argument("--pytest-args", default="tests", help="what to pass to pytest (default: tests)")
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", action="store_true", help="record a release again that the store records already")
     parser.add_argument("--share-torch", type=Path, metavar="PREFIX", help="reuse torch (and the rest) from this environment")
     parser.add_argument("--venvs", type=Path, help="keep the virtualenvs here (reused on the next run)")
-    hf = parser.add_argument_group("transformers' own model tests, without and with the rewrites (instrument.hf_tests)")
+    hf = parser.add_argument_group("transformers' own model tests, without and with the rewrites (maintain.hf_tests)")
     hf.add_argument("--hf-tests", action="store_true", help="run the served families' model tests twice and compare")
     hf.add_argument("--hf-tests-families", default="", metavar="A,B", help="these model_types only (default: every served one)")
     hf.add_argument("--hf-tests-args", default="", metavar="ARGS", help="more pytest arguments, e.g. \"-k 'not compile'\"")

@@ -6,7 +6,7 @@ release does not have the rule's sites, why (``....drift``), or the reason the
 rule's variant gives for not serving the release (``....unavailable``); a rule
 whose target the release lacks has none. The text names no release and no file
 line, so releases whose forwards read the same have the same entries. The
-entries are kept in ``snapshots/`` once per distinct text (`instrument.store`:
+entries are kept in ``snapshots/`` once per distinct text (`maintain.store`:
 a head file per forward with the newest text, the earlier ones under
 ``older/<first release with it>/``, and ``manifest.toml`` saying what every
 release recorded resolves to).
@@ -17,7 +17,7 @@ nearest recorded release's (older or newer). It gives one `Verdict` per rule:
 ``unchanged``, ``changed`` (with the unified diff), ``site moved`` (the drift
 error, and the diff), ``unavailable`` (the variant's reason), ``target
 absent`` or ``new`` (no entry in the reference). ``python -m
-instrument.snapshot`` prints the verdicts, the diffs and a summary counting
+maintain.snapshot`` prints the verdicts, the diffs and a summary counting
 every outcome, stale and unreferenced entries included (exit 1 when anything
 differs, a site moved, the reference has an entry no rule writes, or the store
 holds a file no release resolves to); ``--update`` records the installed release in the
@@ -35,13 +35,14 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .commands import run
-from .compiler import DriftError, TargetMissing, compile_rule
-from .listing import snapshot, snapshot_file_name
-from .rule import Rule
+from envoys.catalog import catalog
+from instrument.commands import run
+from instrument.compiler import DriftError, TargetMissing, compile_rule
+from instrument.listing import snapshot, snapshot_file_name
+from instrument.rule import Rule
+from instrument.versions import for_installed, library_version
+
 from .store import MANIFEST, REPOSITORY_STORE, Store, Stored, StoreError, Written
-from .targets import all_rules
-from .versions import for_installed, library_version
 
 #: The repository's snapshot store (the tools run from a checkout).
 DEFAULT_ROOT = REPOSITORY_STORE
@@ -175,7 +176,7 @@ def _judge(entry: Current, stored: Stored | None, path: str) -> Verdict:
 
 def check(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> Report:
     """Compare every rule's entry with the reference release's in the store (see the module docstring)."""
-    rules = all_rules() if rules is None else rules
+    rules = catalog() if rules is None else rules
     name = release_name(rules)
     store = Store.load(root)
     reference = store.nearest(name)
@@ -195,7 +196,7 @@ def check(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> R
 
 def update(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> Written:
     """Record the installed release in the store from the installed library; returns the files changed."""
-    rules = all_rules() if rules is None else rules
+    rules = catalog() if rules is None else rules
     entries = [entry for entry in current(rules) if entry.text is not None]  # built before the store is touched
     store = Store.load(root).put(release_name(rules), {entry.stem: Stored(entry.file, entry.text) for entry in entries})
     return store.write(root)
@@ -217,7 +218,7 @@ def summary(report: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m instrument.snapshot", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m maintain.snapshot", description=__doc__.splitlines()[0])
     parser.add_argument("--update", action="store_true", help="record the installed release in the store")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the snapshot store (a folder)")
     parser.add_argument("--quiet", action="store_true", help="print the verdicts without the diffs")
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     if report.reference is None:
         print(
             f"no release recorded in {args.root / MANIFEST} to compare {report.installed} with; "
-            "record the installed one with `python -m instrument.snapshot --update`",
+            "record the installed one with `python -m maintain.snapshot --update`",
             file=sys.stderr,
         )
         return 2

@@ -1,4 +1,4 @@
-"""The check of a release by transformers' own model tests (``python -m instrument.releases X --hf-tests``).
+"""The check of a release by transformers' own model tests (``python -m maintain.releases X --hf-tests``).
 
 Its own logic, without the network: the outcomes the recorder writes and how
 they fold, the comparison of two runs, the test modules found in a source
@@ -19,8 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from instrument import hf_compare, hf_record, hf_source, hf_tests
-from instrument.releases import Outcome, table
+from maintain import hf_compare, hf_record, hf_source, hf_tests
+from maintain.releases import Outcome, table
 
 FILE = "tests/models/llava/test_modeling_llava.py"
 #: pytest reports unittest's subtests one by one from 9.0 on.
@@ -172,10 +172,10 @@ def test_only_the_run_with_the_rewrites_loads_their_plugin(tmp_path, monkeypatch
 
 
 def test_the_plugins_load_without_the_library(tmp_path):
-    """Loaded before pytest's own plugins, they must not import nnsight (nor torch): see instrument.hf_plugin."""
+    """Loaded before pytest's own plugins, they must not import nnsight (nor torch): see maintain.hf_plugin."""
     folder = hf_tests.write_plugins(tmp_path / "plugins")
     probe = (f"import sys; sys.path.insert(0, {str(folder)!r}); import vlm_hf_record, vlm_hf_plugin; "
-             "print(sorted(m for m in ('nnsight', 'torch', 'transformers', 'instrument') if m in sys.modules))")
+             "print(sorted(m for m in ('nnsight', 'torch', 'transformers', 'instrument', 'envoys', 'maintain') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -184,7 +184,7 @@ def test_the_plugin_finds_the_scatter_where_the_family_puts_it():
     """The host's scatter on the wrapper, on the base model built alone, and on a root that scatters itself (Llama 4,
     whose config transformers maps to the wrapper as its base model); a tower alone gets its class rules."""
     from envoys import testing as tiny
-    from instrument.hf_plugin import rules_for
+    from maintain.hf_plugin import rules_for
 
     def names(model):
         return {rule.name for rule in rules_for(model)}

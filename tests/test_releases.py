@@ -204,7 +204,7 @@ def test_a_release_that_moved_a_site_loads_and_says_why(tiny_checkpoint, monkeyp
 
 
 def test_the_release_table_has_a_row_per_release():
-    from instrument.releases import Outcome, table
+    from maintain.releases import Outcome, table
 
     rows = table([
         Outcome("5.0.0", "transformers-5.10.4", {"unchanged": 40, "unavailable": 1}, [], "written", "700 passed"),
@@ -216,7 +216,7 @@ def test_the_release_table_has_a_row_per_release():
 
 
 def test_a_bad_release_name_is_refused_before_anything_is_made(capsys, tmp_path, monkeypatch):
-    from instrument import releases
+    from maintain import releases
 
     monkeypatch.setattr(releases.tempfile, "mkdtemp", lambda **_: pytest.fail("a folder was made"))
     with pytest.raises(SystemExit) as refused:
@@ -226,7 +226,7 @@ def test_a_bad_release_name_is_refused_before_anything_is_made(capsys, tmp_path,
 
 
 def test_torch_is_pinned_as_ci_pins_it():
-    from instrument.releases import REPOSITORY, TORCH
+    from maintain.releases import REPOSITORY, TORCH
 
     ci = (REPOSITORY / ".ci" / "run").read_text()
     assert all("==" in requirement for requirement in TORCH)
@@ -236,7 +236,7 @@ def test_torch_is_pinned_as_ci_pins_it():
 def test_the_other_requirements_are_pyprojects_own():
     from packaging.requirements import Requirement
 
-    from instrument.releases import REPOSITORY, requirements
+    from maintain.releases import REPOSITORY, requirements
 
     wanted = requirements()
     names = {Requirement(r).name for r in wanted}
@@ -251,9 +251,9 @@ def test_checking_a_release_compares_with_the_nearest_recorded_and_records_it(tm
     """The command's check and write, run on the installed release with this interpreter, into a scratch store."""
     import sys
 
-    from instrument import snapshot
-    from instrument.releases import check_release
-    from instrument.store import MANIFEST, Store
+    from maintain import snapshot
+    from maintain.releases import check_release
+    from maintain.store import MANIFEST, Store
 
     installed = f"transformers-{transformers.__version__}"
     recorded = Store.load(snapshot.DEFAULT_ROOT)
@@ -280,7 +280,7 @@ def test_checking_a_release_compares_with_the_nearest_recorded_and_records_it(tm
 def test_a_failing_test_run_fails_the_release(tmp_path):
     import sys
 
-    from instrument.releases import Outcome, run_tests
+    from maintain.releases import Outcome, run_tests
 
     (tmp_path / "test_fails.py").write_text("def test_fails():\n    assert False\n\ndef test_passes():\n    pass\n")
     summary, passed = run_tests(Path(sys.executable), tmp_path / "log.txt", [str(tmp_path), "-p", "no:cacheprovider"], 120)
@@ -294,9 +294,9 @@ def test_a_release_that_lost_a_rule_is_not_recorded_and_the_lost_rule_is_named(t
     recognising) is a regression: the command says which and leaves the store as it was."""
     import sys
 
-    from instrument import snapshot
-    from instrument.releases import check_release, table
-    from instrument.store import Store, Stored
+    from maintain import snapshot
+    from maintain.releases import check_release, table
+    from maintain.store import Store, Stored
 
     installed = f"transformers-{transformers.__version__}"
     recorded = Store.load(snapshot.DEFAULT_ROOT)
@@ -325,8 +325,8 @@ def test_a_release_that_lost_a_rule_is_not_recorded_and_the_lost_rule_is_named(t
 def older_store(tmp_path, monkeypatch):
     """A store whose only release is one before the installed one, recording the installed release's texts except
     LlavaModel.forward's (one line differs): to the library, the installed release is a newer one it has not seen."""
-    from instrument import snapshot
-    from instrument.store import Store, Stored
+    from maintain import snapshot
+    from maintain.store import Store, Stored
 
     installed = f"transformers-{transformers.__version__}"
     recorded = Store.load(snapshot.DEFAULT_ROOT)
@@ -368,14 +368,14 @@ def test_a_release_the_store_does_not_record_serves_only_the_forwards_that_read_
     assert len(said) == 1 and str(said[0].message).startswith(
         f"{installed} is not a release this library was checked against (the newest checked is {previous}): values "
         f"at rewritten forwards are served where they read as on {previous}, and the others say why they are "
-        f"unavailable; python -m instrument.releases {transformers.__version__} checks it"
+        f"unavailable; python -m maintain.releases {transformers.__version__} checks it"
     )
     reason = model.support()["vision.image_features"]
     assert reason == (
         f"{installed} is not a release this library was checked against, and LlavaModel.forward "
         f"(transformers.models.llava.modeling_llava) is not served there: it reads differently from {previous}'s "
         f"(modeling_llava.LlavaModel.forward.py in the snapshot store). Check the release (python -m "
-        f"instrument.releases {transformers.__version__}, docs/releases.md), or install a checked one"
+        f"maintain.releases {transformers.__version__}, docs/releases.md), or install a checked one"
     )
     with pytest.raises(Unavailable, match="vision.image_features is unavailable: transformers"):
         model.vision.image_features

@@ -11,10 +11,10 @@ import pytest
 import transformers
 from packaging.version import Version
 
-from envoys.catalog import rule_named
-from instrument import Rule, Variant, snapshot
-from instrument.store import MANIFEST, OLDER, Store, Stored, StoreError
-from instrument.targets import all_rules
+from envoys.catalog import catalog, rule_named
+from instrument import Rule, Variant
+from maintain import snapshot
+from maintain.store import MANIFEST, OLDER, Store, Stored, StoreError
 
 INSTALLED = f"transformers-{transformers.__version__}"
 LLAVA = "modeling_llava.LlavaModel.forward.py"
@@ -58,7 +58,7 @@ def installed_entries(tmp_path_factory) -> dict[str, Stored]:
 def recorded():
     store = Store.load(snapshot.DEFAULT_ROOT)
     if INSTALLED not in store.releases:
-        pytest.skip(f"{INSTALLED} is not recorded: record it with `python -m instrument.releases {transformers.__version__}`")
+        pytest.skip(f"{INSTALLED} is not recorded: record it with `python -m maintain.releases {transformers.__version__}`")
     return store
 
 
@@ -94,7 +94,7 @@ def test_every_recorded_release_is_checkable(monkeypatch):
     root = snapshot.DEFAULT_ROOT
     store = Store.load(root)
     paths = store.paths()
-    now = snapshot.current(all_rules())  # what check() enumerates
+    now = snapshot.current(catalog())  # what check() enumerates
     monkeypatch.setattr(snapshot, "current", lambda rules: now)
     for release in store.releases:
         monkeypatch.setattr(snapshot, "release_name", lambda rules, release=release: release)
