@@ -21,15 +21,23 @@ from transformers.models.minicpm_ocr.modeling_minicpm_ocr import (
     MiniCPMOcrVisionModel,
 )
 
-from ..towers.minicpm import MINICPM_BATCHING, MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..towers.minicpm import (
+    MINICPM_BATCHING,
+    MINICPM_GRIDS,
+    MINICPM_RENAME,
+    MINICPM_TEXT_ENVOYS,
+    TEXT_LAYERS,
+    MiniCPMVision,
+    MiniCPMVisionAttention,
+    vit_merger_skipped,
+)
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
-from .minicpmv4_6 import ENVOYS as MINICPMV4_6_ENVOYS
 
 RENAME = dict(MINICPM_RENAME)
 
 ENVOYS = {
-    **{text: envoy for text, envoy in MINICPMV4_6_ENVOYS.items() if text.__module__.endswith("qwen3_5")},
+    **MINICPM_TEXT_ENVOYS,
     MiniCPMOcrVisionModel: MiniCPMVision,
     MiniCPMOcrVisionEncoderLayer: PackedVisionLayer,
     MiniCPMOcrVisionAttention: MiniCPMVisionAttention,

@@ -24,10 +24,17 @@ from transformers.models.minicpmv4_6.modeling_minicpmv4_6 import (
     MiniCPMV4_6VisionMLP,
     MiniCPMV4_6VisionModel,
 )
-from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qwen3_5GatedDeltaNet
 
-from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
-from ..towers.minicpm import MINICPM_BATCHING, MINICPM_GRIDS, MINICPM_RENAME, TEXT_LAYERS, MiniCPMVision, MiniCPMVisionAttention, vit_merger_skipped
+from ..towers.minicpm import (
+    MINICPM_BATCHING,
+    MINICPM_GRIDS,
+    MINICPM_RENAME,
+    MINICPM_TEXT_ENVOYS,
+    TEXT_LAYERS,
+    MiniCPMVision,
+    MiniCPMVisionAttention,
+    vit_merger_skipped,
+)
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp
 from . import Family
 
@@ -38,8 +45,7 @@ ENVOYS = {
     MiniCPMV4_6VisionEncoderLayer: PackedVisionLayer,
     MiniCPMV4_6VisionAttention: MiniCPMVisionAttention,
     MiniCPMV4_6VisionMLP: PackedVisionMlp,
-    Qwen3_5DecoderLayer: DeltaNetHybridLayer,
-    Qwen3_5GatedDeltaNet: GatedDeltaNet,
+    **MINICPM_TEXT_ENVOYS,
 }
 
 FAMILY = Family("minicpmv4_6", RENAME, ENVOYS, TEXT_LAYERS, not_served=vit_merger_skipped,

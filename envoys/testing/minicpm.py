@@ -9,7 +9,7 @@ merger (``vit_merger``, 2x2 windows) runs after block 0 (``insert_layer_id``
 0) when the model downsamples 16x, its final LayerNorm (``post_layernorm``),
 then the merger (``model.merger``: 2x2 blocks of the tower's grid, one MLP, to
 the text width 32); and a Qwen3.5 text model of 4 blocks (``layer_types``
-linear, linear, linear, full, as the qwen3_5 builder's: width 32, full
+linear, linear, linear, full, as Qwen3.5's builder's: width 32, full
 attention 2 query heads / 1 key-value head of 32, partial rotary 0.25 with
 interleaved M-RoPE sections [2, 1, 1], gated DeltaNet 2 key / 4 value heads of
 16), with a byte-level BPE tokenizer.
@@ -40,8 +40,9 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, ProcessorMixin
 
-from .contract import ENCODER_BLOCK, MINICPM_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import ENCODER_BLOCK, MINICPM_PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
+from .qwen import QWEN3_5_TEXT_GAPS, QWEN3_5_TEXT_RULES
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import TokenizersBackend, byte_level_tokenizer
@@ -89,7 +90,7 @@ def _tokenizer() -> TokenizersBackend:
 
 
 def _text(tokenizer: TokenizersBackend) -> dict[str, Any]:
-    """The Qwen3.5 text model: the qwen3_5 builder's (4 blocks, 3 gated DeltaNet then 1 full attention)."""
+    """The Qwen3.5 text model: Qwen3.5's builder's (4 blocks, 3 gated DeltaNet then 1 full attention)."""
     return {
         "model_type": "qwen3_5_text",
         **text_sizes(
@@ -253,8 +254,8 @@ CONTRACTS = {
         projector_list=True,
         final_norm=True,
         pattern_unavailable=MINICPM_PER_IMAGE,
-        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
-        rules=(scatter(name), f"{name}.vision-attention", "qwen3_5.gated-deltanet", *attention("qwen3_5", "Qwen3_5Attention")),
+        text_gaps=QWEN3_5_TEXT_GAPS,
+        rules=(scatter(name), f"{name}.vision-attention", *QWEN3_5_TEXT_RULES),
         native=NATIVE,
     ) for name, cls in (("minicpmv4_6", "MiniCPMV4_6"), ("minicpmv4_7", "MiniCPMV4_7"))},
     # envoys/testing/minicpm.py, build_minicpm_ocr: the same tower downsampling 4x (no vit_merger): a 32x32 image is one
@@ -270,9 +271,8 @@ CONTRACTS = {
         projector_list=True,
         final_norm=True,
         pattern_unavailable=MINICPM_PER_IMAGE,
-        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
-        rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", "qwen3_5.gated-deltanet",
-               *attention("qwen3_5", "Qwen3_5Attention")),
+        text_gaps=QWEN3_5_TEXT_GAPS,
+        rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", *QWEN3_5_TEXT_RULES),
         native=NATIVE,
     ),
 }

@@ -353,6 +353,12 @@ BUILDERS = {
 }
 
 
+#: Qwen3.5's text model, wherever it is the text model (its own checkpoints, MiniCPM-V's): the rules it runs (its gated
+#: DeltaNet mixers', its softmax attention's), and the values its four blocks (linear, linear, linear, full) lack.
+QWEN3_5_TEXT_RULES = ("qwen3_5.gated-deltanet", *attention("qwen3_5", "Qwen3_5Attention"))
+QWEN3_5_TEXT_GAPS = {"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)}
+
+
 #: What the contract suite expects of these checkpoints (`envoys.testing.contract`), read off the builders' documented
 #: configurations above, never off the code under test.
 CONTRACTS = {
@@ -436,9 +442,8 @@ CONTRACTS = {
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
         pattern_unavailable=QWEN_PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
-        text_gaps={"attention_output": (0, 1, 2), "self_attn.": (0, 1, 2), "linear_attn.": (3,)},
-        rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", "qwen3_5.gated-deltanet",
-               *attention("qwen3_5", "Qwen3_5Attention")),
+        text_gaps=QWEN3_5_TEXT_GAPS,
+        rules=(scatter("qwen3_5"), "qwen3_5.vision-attention", *QWEN3_5_TEXT_RULES),
         video=VideoRow(tokens=8, stream=(1, 32, 32), grid=(2, 2, 2)),
         native={
             "vision": "model.visual", "projector": "model.visual.merger",

@@ -53,9 +53,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qwen3_5GatedDeltaNet
 
 from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
+from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..families import Batching
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, stitch, value_named
 from ..vision.tower import PackedVision, variable_resolution
@@ -238,4 +240,10 @@ MINICPM_RENAME = {
 #: Where the text blocks are.
 TEXT_LAYERS = "model.language_model.layers"
 
-__all__ = ["MINICPM_GRIDS", "MINICPM_RENAME", "PER_IMAGE", "TEXT_LAYERS", "MiniCPMVision", "MiniCPMVisionAttention", "vit_merger_skipped"]
+#: The kin's text model is Qwen3.5's: its hybrid blocks and their gated DeltaNet mixers.
+MINICPM_TEXT_ENVOYS = {Qwen3_5DecoderLayer: DeltaNetHybridLayer, Qwen3_5GatedDeltaNet: GatedDeltaNet}
+
+__all__ = [
+    "MINICPM_BATCHING", "MINICPM_GRIDS", "MINICPM_RENAME", "MINICPM_TEXT_ENVOYS", "PER_IMAGE", "TEXT_LAYERS", "MiniCPMVision",
+    "MiniCPMVisionAttention", "vit_merger_skipped",
+]
