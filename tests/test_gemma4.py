@@ -18,8 +18,10 @@ import pytest
 
 pytest.importorskip("transformers.models.gemma4", reason="target absent: this transformers release has no gemma4")
 import torch
+import torch.nn.functional as F
 from family_inputs import prompt
 from nnsight.intervention.interleaver import OutOfOrderError
+from packed_grids import GridSuite, nearest
 from rounding import assert_batch_close
 from transformers import Gemma4ForConditionalGeneration
 
@@ -399,3 +401,67 @@ def test_videos_and_audio_are_scattered_at_their_own_tokens(model, media):
         mask = ids == token
         assert int(mask.sum()) == count
         assert torch.equal(layer_input[mask], args[1].reshape(-1, model.config.text_config.hidden_size))
+
+
+# -- the grids, on patch-coloured images (packed_grids.py) ---------------------------------------------
+
+
+class TestGrids(GridSuite):
+    """Gemma 4: the padded patch axis, whose padded rows the grids drop, and the pooler's soft tokens."""
+
+    checkpoint = "gemma4"
+    sizes = ((64, 64), (56, 72))
+
+    def test_gemma4_patch_grid_drops_the_padded_rows(self, case):
+        """Each real row's patch is found by its colour; the padded rows (zero patches) are in no cell."""
+        model = case.model
+        pixels = case.inputs["pixel_values"]
+        rows = case.patch_rows(pixels.reshape(-1, pixels.shape[-1]))
+        proj = model.vision.patch_embed.input_proj._module
+        by_hand = F.linear(2 * (pixels - 0.5), proj.weight, proj.bias).reshape(-1, proj.out_features)
+        with case.trace():
+            embeddings = model.vision.patch_embeddings.save()
+            tower = model.vision.tower_output.save()
+        assert torch.equal(embeddings.reshape(by_hand.shape), by_hand)
+        for image, where in enumerate(rows):
+            assert torch.equal(model.vision.patch_grid(embeddings, image=image), by_hand[where])
+            assert torch.equal(model.vision.patch_grid(tower, image=image), tower.reshape(-1, tower.shape[-1])[where])
+            # a value over this image's rows only: its padded rows are dropped the same
+            own = tower[image]
+            assert torch.equal(model.vision.patch_grid(own, image=image), model.vision.patch_grid(tower, image=image))
+        assert sum(where.numel() for where in rows) < pixels.shape[0] * pixels.shape[1]  # there is padding to drop
+
+    def test_gemma4_token_grid_puts_each_soft_token_where_its_pooled_cell_is(self, case):
+        """Soft token (a, b) is the mean of the real patches (k a .. k a + k - 1, k b .. k b + k - 1) of the last
+        block's stream, times sqrt(width) (the tiny tower does not standardise)."""
+        model = case.model
+        kernel = model.config.vision_config.pooling_kernel_size
+        with case.trace():
+            tower = model.vision.tower_output.save()
+            pooled = model.projector.input.save()
+            features = model.vision.image_features.save()
+        assert not model.config.vision_config.standardize
+        assert int((case.inputs["input_ids"] == model.config.image_token_id).sum()) == features.shape[0]
+        width = tower.shape[-1]
+        for image, (h, w) in enumerate(case.shapes):
+            patches = model.vision.patch_grid(tower, image=image)
+            by_hand = patches.reshape(h // kernel, kernel, w // kernel, kernel, width).mean(dim=(1, 3)) * math.sqrt(width)
+            grid = model.vision.token_grid(pooled, image=image)
+            assert grid.shape[:2] == (h // kernel, w // kernel)
+            assert torch.equal(grid, pooled[nearest(pooled, by_hand)])
+            assert model.vision.token_grid(features, image=image).shape[:2] == (h // kernel, w // kernel)
+
+    def test_gemma4_grids_round_trip_leaving_the_padding(self, case):
+        vision = case.model.vision
+        with case.trace():
+            tower = vision.tower_output.save()
+            features = vision.image_features.save()
+        for image in range(2):
+            grid = vision.patch_grid(tower, image=image)
+            assert torch.equal(vision.place_patch_grid(grid, into=tower.clone(), image=image), tower)
+            emptied = vision.place_patch_grid(torch.zeros_like(grid), into=tower.clone(), image=image)
+            changed = (emptied != tower).any(dim=-1)
+            assert int(changed.sum()) == grid.shape[0] * grid.shape[1] and bool(changed[image].any())
+            assert not bool(changed[1 - image].any())
+            tokens = vision.token_grid(features, image=image)
+            assert torch.equal(vision.place_token_grid(tokens, into=features.clone(), image=image), features)

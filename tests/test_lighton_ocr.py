@@ -5,9 +5,9 @@ processor's ``input_ids`` and ``image_sizes``, the config's patch and merge
 sizes, the modules' own weights, or a recomputation from other values read in
 the same trace. Images (`pixtral_inputs`): 32x32 (8x8 patches of 4 px, 4x4
 image tokens) and 48 high x 64 wide (12x16 patches, 6x8 tokens). The spec's
-contracts and its grids (test_vision_contracts.py, test_grids_packed.py) run
-on this checkpoint too, and the tower's own behaviour (the suite of
-pixtral_inputs.py, declared at the end); this file holds what differs from
+contracts (test_vision_contracts.py) run on this checkpoint too, and the
+tower's own behaviour and its grids (the suites of pixtral_inputs.py and
+packed_grids.py, declared at the end); this file holds what differs from
 Mistral 3: the names, the processor writing image tokens alone, and a
 projector that reads the tower's output.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from packed_grids import PixtralGridSuite
 from pixtral_inputs import TWO, PixtralTowerSuite, bounds, image_sizes, patch_counts, patch_grids, processed, prompt
 
 from envoys import StandardizedTransformer
@@ -118,11 +119,17 @@ def test_an_edit_of_one_patch_the_projector_reads_changes_exactly_its_squares_to
     assert changed.tolist() == [token]
 
 
-# -- the Pixtral tower's suite (pixtral_inputs.py) ---------------------------------------------------------
+# -- the suites of the Pixtral tower (pixtral_inputs.py) and of its grids (packed_grids.py) ----------------------
 
 
-class TestLightonOcrPixtralTower(PixtralTowerSuite):
+class TestPixtralTower(PixtralTowerSuite):
     """LightOnOCR: the projector reads the tower's output, so an assignment to tower_output reaches it."""
 
     checkpoint = "lighton_ocr"
     reads_tower_output = True
+
+
+class TestGrids(PixtralGridSuite):
+    """LightOnOCR: Mistral 3's patch merger, renamed; the processor writes image tokens alone."""
+
+    checkpoint = "lighton_ocr"

@@ -11,13 +11,14 @@ block's identity, the block-diagonal pattern, what the projector reads,
 ablation, sizes, support, the text-only load, generation, outputs against the
 plain model) run on this checkpoint in test_vision_contracts.py; this file
 holds what is particular to a Pixtral tower under LLaVA, and declares on it the
-suite of the Pixtral tower (pixtral_inputs.py).
+suites of the Pixtral tower and of its grids (pixtral_inputs.py, packed_grids.py).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from packed_grids import PixtralGridSuite
 from pixtral_inputs import ONE, TWO, PixtralTowerSuite, bounds, patch_counts, processed, prompt
 from transformers import CLIPVisionConfig, LlavaConfig, PixtralVisionConfig
 
@@ -176,10 +177,16 @@ def test_the_towers_support_has_exactly_the_standard_rows(model):
     }
 
 
-# -- the Pixtral tower's suite (pixtral_inputs.py) ---------------------------------------------------------
+# -- the suites of the Pixtral tower (pixtral_inputs.py) and of its grids (packed_grids.py) ----------------------
 
 
-class TestLlavaPixtralPixtralTower(PixtralTowerSuite):
+class TestPixtralTower(PixtralTowerSuite):
     """Llava-Pixtral: LLaVA's projector reads the hidden state at vision_feature_layer, not the tower's output."""
+
+    checkpoint = "llava-pixtral"
+
+
+class TestGrids(PixtralGridSuite):
+    """Llava-Pixtral: no merge, so each image token is the projection of one patch."""
 
     checkpoint = "llava-pixtral"

@@ -10,8 +10,8 @@ The spec's contracts (the scatter and the mask, the packed stream and every
 block's identity, the block-diagonal pattern, what the projector reads and
 gives, ablation, sizes, support, the text-only load, generation, outputs
 against the plain model) run on this checkpoint in test_vision_contracts.py;
-this file holds what is particular to Mistral 3, and declares on it the suite
-of the Pixtral tower (pixtral_inputs.py).
+this file holds what is particular to Mistral 3, and declares on it the suites
+of the Pixtral tower and of its grids (pixtral_inputs.py, packed_grids.py).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from packed_grids import PixtralGridSuite
 from pixtral_inputs import ONE, TWO, PixtralTowerSuite, bounds, image_sizes, patch_counts, patch_grids, prompt
 
 from envoys import StandardizedTransformer, Unavailable
@@ -211,10 +212,16 @@ def test_sdpa_serves_the_interior_but_not_the_pattern(tiny_checkpoint):
     assert torch.equal(first[mask], features)
 
 
-# -- the Pixtral tower's suite (pixtral_inputs.py) ---------------------------------------------------------
+# -- the suites of the Pixtral tower (pixtral_inputs.py) and of its grids (packed_grids.py) ----------------------
 
 
-class TestMistral3PixtralTower(PixtralTowerSuite):
+class TestPixtralTower(PixtralTowerSuite):
     """Mistral 3: the projector reads the last block's hidden state, not the tower's output."""
+
+    checkpoint = "mistral3"
+
+
+class TestGrids(PixtralGridSuite):
+    """Mistral 3: the patch merger makes each image token of a 2 x 2 square of normed patches, unfolded."""
 
     checkpoint = "mistral3"

@@ -5,9 +5,9 @@ Every expected number comes from outside the code under test: the stock
 processor, the configs' sizes, the modules' own weights, the native modules'
 outputs (the indexer's choice, the experts') read in the same trace, or a
 recomputation from other values read there. The spec's contracts
-and the Pixtral tower's grids (test_vision_contracts.py, test_grids_packed.py)
-run on this checkpoint too, and the tower's behaviour (the suite of
-pixtral_inputs.py, declared at the end); its vision side is Mistral 3's, so this file holds what
+(test_vision_contracts.py) run on this checkpoint too, and the Pixtral tower's
+behaviour and its grids (the suites of pixtral_inputs.py and packed_grids.py,
+declared at the end); its vision side is Mistral 3's, so this file holds what
 differs: the text model.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
+from packed_grids import PixtralGridSuite
 from pixtral_inputs import ONE, TWO, PixtralTowerSuite, prompt
 
 from envoys import StandardizedTransformer
@@ -148,10 +149,16 @@ def test_logits_are_the_heads_output_soft_capped(model):
     assert not torch.equal(logits, head)
 
 
-# -- the Pixtral tower's suite (pixtral_inputs.py) ---------------------------------------------------------
+# -- the suites of the Pixtral tower (pixtral_inputs.py) and of its grids (packed_grids.py) ----------------------
 
 
-class TestMistralLarge4PixtralTower(PixtralTowerSuite):
+class TestPixtralTower(PixtralTowerSuite):
     """Mistral Large 4: Mistral 3's vision side, unchanged."""
+
+    checkpoint = "mistral_large4"
+
+
+class TestGrids(PixtralGridSuite):
+    """Mistral Large 4: Mistral 3's vision side, its 2 x 2 patch merger with it."""
 
     checkpoint = "mistral_large4"

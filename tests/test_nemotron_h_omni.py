@@ -19,9 +19,12 @@ import pytest
 
 pytest.importorskip("transformers.models.nemotron_h_omni", reason="target absent: this transformers release has no nemotron_h_omni")
 import torch
+import torch.nn.functional as F
 from family_inputs import prompt
+from packed_grids import GridSuite
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.image.grids import GridError
 from envoys.testing import chat_prompt, noise_audio, noise_image, noise_video
 from envoys.vision.scatter_host import scatter_host
 
@@ -415,3 +418,71 @@ def test_videos_and_audio_are_scattered_at_their_own_tokens(model, media):
         mask = ids == token
         assert int(mask.sum()) == count
         assert torch.equal(layer_input[mask], args[1].reshape(-1, model.config.text_config.hidden_size))
+
+
+# -- RADIO's grids, on patch-coloured images (packed_grids.py) ------------------------------------------
+
+
+class TestGrids(GridSuite):
+    """RADIO: each image's cls and register rows lead its stream and the grids drop them; the host pixel-shuffles."""
+
+    checkpoint = NAME
+
+    def test_radio_patch_grid_drops_the_cls_and_register_rows(self, case):
+        """The patch embeddings are the projection of the processor's flat patches (no prefix rows: ``of=
+        "patch_embeddings"``); the blocks' stream has each image's cls and register rows first, which the grid drops:
+        the tower's own ``features`` (its output less the prefix rows) is the grid of its last stream."""
+        model = case.model
+        assert case.inputs["image_grid_hw"].tolist() == [list(shape) for shape in case.shapes]
+        rows = case.patch_rows(case.inputs["pixel_values"])
+        projection = model.vision.patch_embed._module
+        by_hand = F.linear(case.inputs["pixel_values"], projection.weight, projection.bias)
+        with case.trace():
+            embeddings = model.vision.patch_embeddings.save()
+            tower = model.vision.tower_output.save()
+            features = model.vision.output.features.save()
+        prefix = model.vision.num_prefix_tokens
+        assert tower.shape[1] == embeddings.shape[1] + 2 * prefix
+        assert torch.equal(embeddings[0], by_hand)
+        own = features.split([h * w for h, w in case.shapes])
+        for image, (where, (h, w)) in enumerate(zip(rows, case.shapes)):
+            assert torch.equal(model.vision.patch_grid(embeddings, image=image, of="patch_embeddings"), by_hand[where])
+            assert torch.equal(model.vision.patch_grid(tower, image=image), own[image].reshape(h, w, -1))
+        with pytest.raises(GridError, match="'stream' or 'patch_embeddings'"):
+            model.vision.patch_grid(tower, image=0, of="features")
+        # the patch embeddings read as the stream (of= forgotten) would be shifted by the prefix rows: refused
+        with pytest.raises(GridError, match=rf"holding exactly {tower.shape[1]} rows"):
+            model.vision.patch_grid(embeddings, image=0)
+
+    def test_radio_token_grid_is_the_pixel_shuffle(self, case):
+        """Token (a, b) of an image is its features at (2a, 2b), (2a, 2b + 1), (2a + 1, 2b), (2a + 1, 2b + 1), joined:
+        what the projector receives (the host's pixel shuffle)."""
+        model = case.model
+        merge = round(1 / model.config.downsample_ratio)
+        assert model._module.vision_final_layernorm is None
+        with case.trace():
+            features = model.vision.output.features.save()
+            shuffled = model.projector.input.save()
+            image_features = model.vision.image_features.save()
+        assert int((case.inputs["input_ids"] == model.config.image_token_id).sum()) == image_features.shape[0]
+        own = features.split([h * w for h, w in case.shapes])
+        for image, (h, w) in enumerate(case.shapes):
+            patches = own[image].reshape(h // merge, merge, w // merge, merge, -1).permute(0, 2, 1, 3, 4)
+            expected = patches.reshape(h // merge, w // merge, -1)
+            assert torch.equal(model.vision.token_grid(shuffled, image=image), expected)
+            assert model.vision.token_grid(image_features, image=image).shape[:2] == (h // merge, w // merge)
+
+    def test_radio_grids_round_trip_leaving_the_prefix_rows(self, case):
+        vision = case.model.vision
+        with case.trace():
+            tower = vision.tower_output.save()
+            features = vision.image_features.save()
+        for image in range(2):
+            grid = vision.patch_grid(tower, image=image)
+            assert torch.equal(vision.place_patch_grid(grid, into=tower.clone(), image=image), tower)
+            emptied = vision.place_patch_grid(torch.zeros_like(grid), into=tower.clone(), image=image)
+            changed = (emptied != tower).any(dim=-1)[0].nonzero().squeeze(1)
+            first = sum(h * w + vision.num_prefix_tokens for h, w in case.shapes[:image]) + vision.num_prefix_tokens
+            assert torch.equal(changed, torch.arange(first, first + grid.shape[0] * grid.shape[1]))
+            tokens = vision.token_grid(features, image=image)
+            assert torch.equal(vision.place_token_grid(tokens, into=features.clone(), image=image), features)

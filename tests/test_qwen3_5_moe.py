@@ -23,6 +23,8 @@ import torch
 
 pytest.importorskip("transformers.models.qwen3_5_moe", reason="target absent: this transformers release has no qwen3_5_moe")
 
+from packed_grids import QwenLearnedPositionsGrids  # noqa: E402
+
 from envoys import StandardizedTransformer, Unavailable  # noqa: E402
 from envoys.testing import chat_prompt, noise_image  # noqa: E402
 
@@ -101,3 +103,9 @@ def test_no_block_is_dense(model):
     """The decoder layer builds the sparse block on every layer: router_logits is served on both."""
     assert model.support()["mlp.router_logits"] is None
     assert all(hasattr(block.mlp._module, "gate") for block in model.layers)
+
+
+class TestGrids(QwenLearnedPositionsGrids):
+    """Qwen3.5-MoE: Qwen3.5's tower in the MoE copy's modules, its learned position table with it."""
+
+    checkpoint = "qwen3_5_moe"

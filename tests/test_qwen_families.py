@@ -9,7 +9,8 @@ scatter and the mask, the packed stream and every block's identity, the
 pattern's per-image reason, what the merger reads, ablation, sizes, support,
 the text-only load, generation, outputs against the plain model) run on the
 five checkpoints in test_vision_contracts.py; this file holds what is
-particular to the Qwen ViT.
+particular to the Qwen ViT, and declares the grids' suites (packed_grids.py)
+on its four checkpoints.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import nnsight
 import pytest
 import torch
 from family_inputs import attends_per_image, eager_attention, grid, prompt
+from packed_grids import QwenLearnedPositionsGrids, QwenUnpositionedGrids
 from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
@@ -354,3 +356,64 @@ def test_qwen3_5_attention_values_exist_only_on_full_attention_blocks(load):
     length = mixed[0].shape[1]
     assert probabilities.shape == (1, model.config.text_config.num_attention_heads, length, length)
     assert torch.allclose(probabilities.sum(-1), torch.ones(probabilities.shape[:-1]))
+
+
+# -- the grids (the suites in packed_grids.py; Qwen3.5-MoE's class is in test_qwen3_5_moe.py) ----------------
+
+
+class TestGridsQwen2VL(QwenUnpositionedGrids):
+    """Qwen2-VL: no position table and one window per image, so the first block's input is the patch embeddings in
+    raster order."""
+
+    checkpoint = "qwen2_vl"
+
+
+class TestGridsQwen2_5VL(QwenUnpositionedGrids):
+    """Qwen2.5-VL: several windows per image, so the blocks run on the patch embeddings permuted into the tower's
+    window order, which the grids undo."""
+
+    checkpoint = "qwen2_5_vl"
+    windowed = True
+
+    def test_qwen_window_order_is_the_towers(self, case):
+        """The window order, as the grids undo it, is the tower's own ``window_index``: the blocks' rows are the
+        patch embeddings' merge units taken in that order."""
+        merge = case.model.config.vision_config.spatial_merge_size
+        with case.trace():  # its own trace: some releases compute the index before the patch embedding, some after
+            window_index = case.model.vision.window_index.save()
+        with case.trace():
+            embeddings = case.model.vision.patch_embeddings.save()
+            entering = case.model.vision.layers[0].layer_input.save()
+        units = embeddings[0].reshape(-1, merge * merge, embeddings.shape[-1])
+        assert torch.equal(entering[0], units[window_index].reshape(entering.shape[1:]))
+        for image in range(2):
+            assert torch.equal(case.model.vision.patch_grid(entering, image=image),
+                               case.model.vision.patch_grid(embeddings, image=image, of="patch_embeddings"))
+            assert not torch.equal(case.model.vision.patch_grid(entering, image=image, of="patch_embeddings"),
+                                   case.model.vision.patch_grid(embeddings, image=image, of="patch_embeddings"))
+
+    def test_a_write_inside_the_trace_reaches_the_patch_of_the_window_ordered_stream(self, case):
+        """Zeroing image 1's patch (0, 0) on the first block's input, through the grid, inside the trace: the first
+        block sees the zero at that patch's row, nowhere else."""
+        vision = case.model.vision
+        with case.trace():
+            entering = vision.layers[0].layer_input
+            grid = vision.patch_grid(entering, image=1)
+            grid[0, 0] = 0
+            vision.place_patch_grid(grid, into=entering, image=1)
+            seen = vision.layers[0].input_layernorm.input.save()
+        zero_rows = (seen.reshape(-1, seen.shape[-1]) == 0).all(dim=-1).nonzero().squeeze(1)
+        assert zero_rows.numel() == 1
+        assert bool((vision.patch_grid(seen.reshape(1, -1, seen.shape[-1]), image=1)[0, 0] == 0).all())
+
+
+class TestGridsQwen3VL(QwenLearnedPositionsGrids):
+    """Qwen3-VL: a learned 4 x 4 position table added to the patch embeddings before the first block."""
+
+    checkpoint = "qwen3_vl"
+
+
+class TestGridsQwen3_5(QwenLearnedPositionsGrids):
+    """Qwen3.5: Qwen3-VL's tower, its learned position table with it."""
+
+    checkpoint = "qwen3_5"
