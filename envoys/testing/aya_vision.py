@@ -13,8 +13,8 @@ thumbnail when there are several: a 32x32 image is 1 tile (16 tokens), a 64
 wide x 48 high one 2x2 tiles + the thumbnail (80), a 64 wide x 32 high one
 2x1 + the thumbnail (48).
 
-`cohere_tokenizer`, `COHERE_TEMPLATE`, `cohere2_text` and `siglip_tiles` are
-shared with the builders of its kin (Cohere 2 Vision's).
+Its tiles and tower are `envoys.testing.tiles`', its tokenizer, template and
+text model `envoys.testing.cohere`'s.
 """
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ from transformers import (
     AyaVisionConfig,
     AyaVisionForConditionalGeneration,
     AyaVisionProcessor,
-    Cohere2Config,
-    GotOcr2ImageProcessor,
-    SiglipVisionConfig,
 )
 
+from .cohere import IMAGE_TOKENS, cohere2_text, cohere_template, cohere_tokenizer
 from .contract import (
     COHERE2_ATTENTION,
     SIGLIP,
@@ -44,87 +42,7 @@ from .contract import (
     text_model,
 )
 from .norms import randomise_norms
-from .sizes import text_sizes, vision_sizes
-from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
-
-TILE = 32
-PATCH = 4
-DOWNSAMPLE = 2
-TOKENS_PER_TILE = (TILE // PATCH // DOWNSAMPLE) ** 2  # 16
-MAX_TILES = 4
-#: The words Aya Vision's processor writes before each tile's image tokens (TILE_1, TILE_2, ... and TILE_GLOBAL),
-#: plain words a real Cohere tokenizer encodes.
-TILE_WORDS = ("TILE", "TILE_GLOBAL", *(f"TILE_{k}" for k in range(1, MAX_TILES + 1)))
-
-#: Cohere's chat turns, reduced (no system preamble): ``<BOS_TOKEN><|START_OF_TURN_TOKEN|><|USER_TOKEN|>`` + the
-#: content, each image as the processor's placeholder, + ``<|END_OF_TURN_TOKEN|>``, then the chatbot's turn.
-COHERE_TEMPLATE = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
-    "{{ '<|START_OF_TURN_TOKEN|>' + ('<|USER_TOKEN|>' if message['role'] == 'user' else '<|CHATBOT_TOKEN|>') }}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for item in message['content'] %}"
-    "{% if item['type'] == 'image' %}{{ 'IMAGE_PLACEHOLDER' }}"
-    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}"
-    "{{ '<|END_OF_TURN_TOKEN|>' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' }}{% endif %}"
-)
-
-#: Cohere's turn tokens.
-TURN_TOKENS = ["<PAD>", "<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>",
-               "<|CHATBOT_TOKEN|>"]
-#: The image tokens Cohere's vision tokenizers hold, by the names Cohere 2 Vision's processor reads.
-IMAGE_TOKENS = {
-    "boi_token": "<|START_OF_IMG|>",
-    "eoi_token": "<|END_OF_IMG|>",
-    "image_token": "<|IMG_PATCH|>",
-    "img_line_break_token": "<|IMG_LINE_BREAK|>",
-}
-
-
-def cohere_template(placeholder: str) -> str:
-    """`COHERE_TEMPLATE` with each image written as ``placeholder``."""
-    return COHERE_TEMPLATE.replace("IMAGE_PLACEHOLDER", placeholder)
-
-
-def cohere_tokenizer(named: dict[str, str], template: str) -> TokenizersBackend:
-    """A Cohere-style tokenizer: the turn tokens and the image tokens special, ``named`` as the processor's names."""
-    return word_level_tokenizer(
-        special_tokens=[*TURN_TOKENS, *IMAGE_TOKENS.values()],
-        named_tokens=named,
-        chat_template=template,
-        bos_token="<BOS_TOKEN>",
-        eos_token="<|END_OF_TURN_TOKEN|>",
-        pad_token="<PAD>",
-        words=(*WORDS, *TILE_WORDS),
-    )
-
-
-def siglip_tiles(**particular) -> SiglipVisionConfig:
-    """The SigLIP tower: 2 blocks, width 32, 2 heads, MLP 64 wide, patch 4 on 32x32 tiles, no pooling head."""
-    return SiglipVisionConfig(**vision_sizes(image_size=TILE, patch_size=PATCH, vision_use_head=False, **particular))
-
-
-def cohere2_text(tokenizer: TokenizersBackend) -> Cohere2Config:
-    """The Cohere 2 text model: 2 parallel blocks of width 32, 2 query heads / 1 key-value head of 16, block 0
-    sliding (window 16, rotary embeddings), block 1 global (no position embedding), tied embeddings."""
-    return Cohere2Config(**text_sizes(
-        tokenizer,
-        head_dim=16,
-        sliding_window=16,
-        layer_types=["sliding_attention", "full_attention"],
-        tie_word_embeddings=True,
-    ))
-
-
-def gotocr2_tiles() -> GotOcr2ImageProcessor:
-    """GotOcr2's image processor cutting each image into 1 to ``MAX_TILES`` tiles of ``TILE`` pixels, a thumbnail
-    appended where there are several (Aya Vision's and InternVL's)."""
-    return GotOcr2ImageProcessor(
-        size={"height": TILE, "width": TILE}, crop_to_patches=True, min_patches=1, max_patches=MAX_TILES,
-    )
+from .tiles import DOWNSAMPLE, PATCH, TILE, gotocr2_tiles, siglip_tiles
 
 
 def build_aya_vision() -> tuple[AyaVisionForConditionalGeneration, AyaVisionProcessor]:

@@ -1,4 +1,4 @@
-"""A tiny Cohere 2 Vision checkpoint: Aya Vision's tiles, tower and text model (`envoys.testing.aya_vision`), its own
+"""A tiny Cohere 2 Vision checkpoint: Aya Vision's tiles, tower and text model (`envoys.testing.tiles`, `envoys.testing.cohere`), its own
 projector and processor.
 
 The builder returns an unsaved (`Cohere2VisionForConditionalGeneration`,
@@ -20,7 +20,7 @@ from transformers import (
     Cohere2VisionProcessor,
 )
 
-from .aya_vision import DOWNSAMPLE, IMAGE_TOKENS, MAX_TILES, TILE, TOKENS_PER_TILE, cohere2_text, cohere_template, cohere_tokenizer, siglip_tiles
+from .cohere import IMAGE_TOKENS, cohere2_text, cohere_template, cohere_tokenizer
 from .contract import (
     COHERE2_ATTENTION,
     SIGLIP,
@@ -37,6 +37,7 @@ from .contract import (
     text_model,
 )
 from .norms import randomise_norms
+from .tiles import DOWNSAMPLE, MAX_TILES, TILE, TOKENS_PER_TILE, siglip_tiles
 
 
 def build_cohere2_vision() -> tuple[Cohere2VisionForConditionalGeneration, Cohere2VisionProcessor]:
@@ -48,7 +49,7 @@ def build_cohere2_vision() -> tuple[Cohere2VisionForConditionalGeneration, Coher
     ``last_hidden_state`` (after ``post_layernorm``), pixel-shuffles each tile
     2x2 to 16 tokens and maps each block's 128 features to 32 with a SwiGLU
     (``alignment_intermediate_size`` 64, 32 after the gate). Cohere 2 text
-    model: `envoys.testing.aya_vision.cohere2_text`. Every norm's weight and bias
+    model: `envoys.testing.cohere.cohere2_text`. Every norm's weight and bias
     are drawn at random. The chat template writes one ``<|IMG_PATCH|>`` per
     image, which the processor expands to ``<|START_OF_IMG|>``, 16
     ``<|IMG_PATCH|>`` + ``<|IMG_LINE_BREAK|>`` per tile (the thumbnail last),

@@ -21,7 +21,7 @@ from transformers import (
     CohereCompassVideoProcessor,
 )
 
-from .aya_vision import TURN_TOKENS, cohere_template
+from .cohere import TURN_TOKENS, cohere_template
 from .contract import (
     NO_WINDOWS,
     QWEN_PER_IMAGE,

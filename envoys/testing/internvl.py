@@ -8,7 +8,7 @@ so 64 patches (8x8) a tile after the CLS token: 65 tower rows a tile. The
 host drops the CLS and pixel-shuffles each tile (``downsample_ratio`` 0.5),
 folding each 2x2 block of patches into one image token: 16 tokens a tile
 (``image_seq_length``). The image processor (GotOcr2's, ``crop_to_patches``,
-Aya Vision's tiles: `envoys.testing.aya_vision.gotocr2_tiles`) picks a canvas of
+Aya Vision's tiles: `envoys.testing.tiles.gotocr2_tiles`) picks a canvas of
 up to 4 tiles for the image's aspect ratio and appends a thumbnail when there
 are several: a 32x32 image is 1 tile (16 tokens), a 64 wide x 48 high one 2x2
 tiles + the thumbnail (80), a 64 wide x 32 high one 2x1 + the thumbnail (48).
@@ -25,11 +25,11 @@ from transformers import (
     InternVLVisionConfig,
 )
 
-from .aya_vision import DOWNSAMPLE, PATCH, TILE, TOKENS_PER_TILE, gotocr2_tiles
 from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .llava import INTERLEAVE_TEMPLATE, qwen2_text
 from .norms import randomise_norms
 from .sizes import vision_sizes
+from .tiles import DOWNSAMPLE, PATCH, TILE, TOKENS_PER_TILE, gotocr2_tiles
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 #: The tokens InternVL's tokenizer names for its processor: each image is ``<img>``, its tiles' ``<IMG_CONTEXT>``

@@ -25,11 +25,11 @@ from transformers import (
     Qwen3Config,
 )
 
-from .aya_vision import DOWNSAMPLE, TOKENS_PER_TILE, gotocr2_tiles
 from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .internvl import IMAGE_TOKENS, internvit, internvl_tokenizer, randomise_internvit
 from .norms import randomise_norms
 from .sizes import text_sizes
+from .tiles import DOWNSAMPLE, TOKENS_PER_TILE, gotocr2_tiles
 
 #: The placeholder Qianfan-OCR's chat template writes for an image (the processor's ``image_placeholder_token``).
 PLACEHOLDER = "<image>"
