@@ -20,6 +20,7 @@ pytest.importorskip("transformers.models.gemma4", reason="target absent: this tr
 import torch
 import torch.nn.functional as F
 from family_inputs import prompt
+from logit_caps import assert_capped_as_the_wrapper
 from nnsight.intervention.interleaver import OutOfOrderError
 from packed_grids import GridSuite, nearest
 from rounding import assert_batch_close
@@ -465,3 +466,8 @@ class TestGrids(GridSuite):
             assert not bool(changed[1 - image].any())
             tokens = vision.token_grid(features, image=image)
             assert torch.equal(vision.place_token_grid(tokens, into=features.clone(), image=image), features)
+
+
+def test_project_on_vocab_squashes_the_logits_where_the_model_does(model):
+    """Gemma 4's wrapper applies final_logit_softcapping after its head."""
+    assert_capped_as_the_wrapper(model, capped=True)

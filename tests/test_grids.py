@@ -3,7 +3,7 @@
 Each batched tower's grids (``vision.patch_grid`` / ``token_grid`` and their
 inverses) are checked by `tiled_grids.TiledGridSuite`, declared with the
 family's facts in the family's own test file (``class TestGrids``); the packed
-and padded towers' in test_grids_packed.py.
+and padded towers' by the suites of `packed_grids`, declared the same way.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Omni.
 
 from __future__ import annotations
 
+import re
+
 import nnsight
 import pytest
 
@@ -486,3 +488,10 @@ class TestGrids(GridSuite):
             assert torch.equal(changed, torch.arange(first, first + grid.shape[0] * grid.shape[1]))
             tokens = vision.token_grid(features, image=image)
             assert torch.equal(vision.place_token_grid(tokens, into=features.clone(), image=image), features)
+
+
+def test_its_videos_are_withheld_saying_why(model):
+    reason = "nemotron_h_omni's video is not served: its processor writes a video's frames with the image token"
+    assert model.support()["video"].startswith(reason)
+    with pytest.raises(Unavailable, match=re.escape(f"vision.video_features is unavailable: {reason}")):
+        model.vision.video_features

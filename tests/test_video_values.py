@@ -265,11 +265,3 @@ def test_two_videos_each_have_their_tokens_and_their_grids(tiny_checkpoint):
     assert first.shape == (2, 4, 4, model.hidden_size) and second.shape == (1, 4, 8, model.hidden_size)
     _, _, _, alone, _ = video_only(model)
     assert_batch_close(first.reshape(-1, model.hidden_size), alone)  # one packed run of two videos, then of one
-
-
-def test_a_family_that_withholds_its_videos_says_why(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint("nemotron_h_omni"), task="image-text-to-text")
-    reason = "nemotron_h_omni's video is not served: its processor writes a video's frames with the image token"
-    assert model.support()["video"].startswith(reason)
-    with pytest.raises(Unavailable, match=re.escape(f"vision.video_features is unavailable: {reason}")):
-        model.vision.video_features
