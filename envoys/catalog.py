@@ -1,15 +1,24 @@
 """The rule catalogue: every rule of every tiny checkpoint the installed transformers can build.
 
-For the commands and tests that list rules (``python -m instrument.show``,
-the snapshot check, the release tools; the entry point
-``instrument.rules:catalog``): it builds every checkpoint's model, so the
-library never imports it.
+For the commands and tests that list rules (``python -m instrument.show``
+through the entry point ``instrument.rules:catalog``; the snapshot check and
+the release tools, `maintain`). It reads each checkpoint's model classes
+alone, so it builds each model on the meta device (`envoys.testing.build_empty`):
+no weights, quietly (transformers' warnings about the tiny configs are held
+back for the length of the builds). A builder that reads its weights' values
+while it builds cannot run there, and only its checkpoint is built with weights.
+It imports every builder, so the library never imports it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
+
+from transformers import PreTrainedModel
+from transformers.utils import logging as transformers_logging
 
 from instrument import Rule
 from rewrites import of_particular_forwards
@@ -20,6 +29,34 @@ from .families import family_for
 from .rules import rules_for_model
 
 
+@contextmanager
+def _transformers_quiet() -> Iterator[None]:
+    """transformers logs errors alone inside the block (its warnings about a tiny config: an attention
+    implementation set on a sub-config, keys it does not read); its verbosity is restored after it."""
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+
+
+def model_of(name: str) -> PreTrainedModel:
+    """The model of the tiny checkpoint ``name``, as the catalogue reads it: on the meta device (no weights), or,
+    where its builder reads its weights' values while it builds, built with them (`envoys.testing.build`)."""
+    try:
+        with _transformers_quiet():
+            try:
+                return testing.build_empty(name)
+            except (RuntimeError, NotImplementedError):  # the builder reads a weight's value (meta tensors have none)
+                return testing.build(name)[0]
+    except ImportError as error:  # a processor's optional backend: the catalogue would silently lack its rules
+        raise ImportError(
+            f"the rule catalogue builds every tiny checkpoint, and {name!r} cannot be built here: {error}; "
+            "install the project's test extra (pip install -e '.[test]')"
+        ) from error
+
+
 @lru_cache(maxsize=1)
 def catalog() -> tuple[Rule, ...]:
     """Every rule of every tiny checkpoint the installed transformers can build, once each: the scatters, then the
@@ -28,13 +65,7 @@ def catalog() -> tuple[Rule, ...]:
     found: dict[str, Rule] = {}
     users: dict[str, dict[str, None]] = {}
     for name in testing.NAMES:
-        try:
-            model, _ = testing.build(name)
-        except ImportError as error:  # a processor's optional backend: the catalogue would silently lack its rules
-            raise ImportError(
-                f"the rule catalogue builds every tiny checkpoint, and {name!r} cannot be built here: {error}; "
-                "install the project's test extra (pip install -e '.[test]')"
-            ) from error
+        model = model_of(name)
         family = family_for(model.config.model_type)
         for rule in rules_for_model(model, family):
             for each in (rule, *rule.drill.values()):  # and what it drills into (a scatter helper, never installed)

@@ -104,6 +104,46 @@ def test_no_target_lists_every_rule(capsys):
     assert [line.split()[0] for line in out.splitlines() if not line.startswith(" ")] == [r.name for r in catalog()]
 
 
+def test_the_catalogue_builds_no_weights(monkeypatch):
+    """The rule list reads each checkpoint's model classes off its model built on the meta device
+    (`envoys.testing.build_empty`): no parameter or buffer holds a value. A checkpoint is built with weights only
+    where its builder cannot run there because it reads its weights' values while it builds (MiniCPM's redraws
+    the entries its init left at zero)."""
+    from envoys import catalog, testing
+
+    empty, refused, weighted = [], [], []
+    build_empty, build = testing.build_empty, testing.build
+
+    def on_meta(name):
+        try:
+            model = build_empty(name)
+        except (RuntimeError, NotImplementedError):
+            refused.append(name)
+            raise
+        held = [n for n, tensor in (*model.named_parameters(), *model.named_buffers()) if not tensor.is_meta]
+        assert not held, f"{name}: {held[:5]} hold values"
+        empty.append(name)
+        return model
+
+    def with_weights(name, seed=0):
+        weighted.append(name)
+        return build(name, seed)
+
+    monkeypatch.setattr(testing, "build_empty", on_meta)
+    monkeypatch.setattr(testing, "build", with_weights)
+    assert catalog.catalog.__wrapped__() == catalog.catalog()  # afresh, as the command does in its own process
+    assert sorted(empty + refused) == sorted(testing.NAMES) and weighted == refused
+
+
+def test_the_catalogue_on_the_meta_device_is_the_catalogue_of_the_checkpoints_built(monkeypatch):
+    """The same rules, site names and model_types as when every checkpoint is built with its weights."""
+    from envoys import catalog, testing
+
+    on_meta = catalog.catalog()
+    monkeypatch.setattr(catalog, "model_of", lambda name: testing.build(name)[0])
+    assert catalog.catalog.__wrapped__() == on_meta
+
+
 def test_an_unknown_target_says_what_to_type(capsys):
     status, out, err = run(capsys, "NoSuchModel")
     assert (status, out) == (2, "")
@@ -116,6 +156,7 @@ def test_the_command_as_the_readme_writes_it():
     )
     marked = [line for line in done.stdout.splitlines() if line.startswith("inputs_embeds_masked_scatter_0 ->")]
     assert len(marked) == 1 and '__vlm_site__("inputs_embeds_masked_scatter_0"' in marked[0]
+    assert done.stderr == ""  # the catalogue's builds of the tiny checkpoints say nothing (transformers' warnings held back)
 
 
 def test_a_dotted_path_names_the_same_forward(capsys):

@@ -23,6 +23,7 @@ write changes, not what a trained model computes.
 - `tiny_checkpoint(name)`: the same, built once per process into a temporary
   folder that is removed at exit (what tests and the documentation use).
 - `build(name)`: the model and processor in memory, unsaved.
+- `build_empty(name)`: the model alone on the meta device, no weights (its classes and config).
 - `build_text_checkpoint(name, directory)`: its text model alone, as a causal LM.
 - `noise_image(width, height)` and `chat_prompt(processor, n_images, text)`:
   an input image whose every patch differs, and a prompt with one image
@@ -131,6 +132,23 @@ def build(name: str, seed: int = 0) -> tuple[PreTrainedModel, ProcessorMixin]:
     return model.eval(), processor
 
 
+def build_empty(name: str) -> PreTrainedModel:
+    """The model of `name` built on the meta device: its classes, config and shapes, and no weights.
+
+    For what reads a model's structure alone, such as the rule catalogue
+    (`envoys.catalog`): nothing is drawn or stored, and the caller's torch
+    generator is left as it was. The builder's processor is built and
+    dropped; the attention implementation is left as the builder made it (it
+    changes no module class). A builder that reads its weights' values while
+    it builds (one that redraws the entries left at zero) cannot run on the
+    meta device: torch's RuntimeError (or NotImplementedError) says so.
+    """
+    builder = _builder(name)
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        model, _ = builder()
+    return model.eval()
+
+
 def _save(model: PreTrainedModel, saved_with: Any, directory: str | os.PathLike[str]) -> Path:
     """Save ``model`` and its processor or tokenizer into ``directory``, eager attention written into the config.
 
@@ -185,7 +203,7 @@ def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: in
 
 
 __all__ = [
-    "BUILDERS", "NAMES", "build", "build_checkpoint", "build_text_checkpoint", "chat_prompt", "image_prompts", "noise_audio",
+    "BUILDERS", "NAMES", "build", "build_checkpoint", "build_empty", "build_text_checkpoint", "chat_prompt", "image_prompts", "noise_audio",
     "noise_image", "noise_video", "patch_coloured_image",
 ]
 
