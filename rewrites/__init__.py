@@ -1,18 +1,19 @@
 """The rules: which forwards are rewritten, and which calls in them become sites.
 
-Two kinds, both data (`instrument.Rule`):
+All data (`instrument.Rule`):
 
 - rules found from a model's classes: the rule of every forward of a shape
   some concern recognises (`FOUND`, `found`: a packed tower's per-image
-  attention, and an audio tower's; a windowed tower's window order;
-  DeepStack; the gated DeltaNet), the kernel call of every other attention
+  attention, and an audio tower's; RADIO's attention; a windowed tower's
+  window order; DeepStack; the gated DeltaNet; a text block viewing its
+  feed-forward into the stream's shape; a SAM-style encoder's softmax and
+  windows), the kernel call of every other attention
   class on transformers' shared interface (`attention`), the logits call of
   every mixture-of-experts router (`router`), and the scatter in a family's
   host forward (`image_scatter`: the family states only what differs, in a
-  `Scatter`);
-- rules of particular forwards, one per target, each module holding one
-  concern's (`LISTED`): RADIO's attention, Llama 4's text block, the SAM
-  encoder's softmax and windows (GOT-OCR 2.0, SAM).
+  `Scatter`).
+
+No rule names a particular forward: every one is found from the model.
 
 Each module defines its site labels once, as constants the envoys import.
 `rules_for_classes` gives the rules for the classes a model holds, but the
@@ -31,19 +32,15 @@ from .attention import attention_rules
 from .found import Template, found_rules
 from .router import router_rules
 
-#: The rules of particular forwards, by concern.
-LISTED: tuple[Rule, ...] = (
-    *radio_attention.RULES,
-    *llama4_feed_forward.RULES,
-    *sam_vision.RULES,
-)
-
 #: The shapes a forward is given a rule for, by concern, in the order they are tried (the first that fits wins).
 FOUND: tuple[Template, ...] = (
     *qwen_vit_attention.TEMPLATES,
+    *radio_attention.TEMPLATES,
     *qwen_vit_windows.TEMPLATES,
     *deepstack.TEMPLATES,
     *deltanet.TEMPLATES,
+    *llama4_feed_forward.TEMPLATES,
+    *sam_vision.TEMPLATES,
 )
 
 
@@ -54,19 +51,16 @@ def target_of(cls: type) -> str:
 
 
 def of_particular_forwards(rule: Rule) -> bool:
-    """Whether ``rule`` is one concern's rule of a particular forward (listed, or found from the forward's shape),
-    rather than the shared attention, eager-kernel or router rule of a class, or a host's scatter."""
-    return rule.name in {listed.name for listed in LISTED} or rule.name.rpartition(".")[2] in {template.suffix for template in FOUND}
+    """Whether ``rule`` is one concern's rule of a particular forward (found from the forward's shape), rather than the
+    shared attention, eager-kernel or router rule of a class, or a host's scatter."""
+    return rule.name.rpartition(".")[2] in {template.suffix for template in FOUND}
 
 
 def rules_for_classes(classes: Iterable[type]) -> tuple[Rule, ...]:
-    """The rules for module classes a model holds: the listed rules whose target some class runs and the rules of
-    the forwards whose shape fits a template (`FOUND`), then an attention rule for every other class on the shared
-    attention interface (each after the eager kernel it drills into), then a rule for every mixture-of-experts
-    router's logits call."""
+    """The rules for module classes a model holds: the rules of the forwards whose shape fits a template (`FOUND`),
+    then an attention rule for every other class on the shared attention interface (each after the eager kernel it
+    drills into), then a rule for every mixture-of-experts router's logits call."""
     classes = tuple(dict.fromkeys(classes))
-    targets = {target_of(cls) for cls in classes}
-    listed = tuple(rule for rule in LISTED if rule.target in targets)
-    found = found_rules(classes, FOUND, claimed=[rule.target for rule in listed])
-    claimed = [rule.target for rule in (*found, *listed)]
-    return found + listed + attention_rules(classes, claimed=claimed) + router_rules(classes, claimed=claimed)
+    found = found_rules(classes, FOUND)
+    claimed = [rule.target for rule in found]
+    return found + attention_rules(classes, claimed=claimed) + router_rules(classes, claimed=claimed)

@@ -1,5 +1,10 @@
 """RADIO's attention: one kernel call for a single image, one per image when several are packed.
 
+Found from the forward's shape (`TEMPLATES`, through `rewrites.found`): an
+attention forward with three projections' transposes and three kernel calls,
+one of them per image over ``torch.split`` of the packed queries, keys and
+values.
+
 ``RadioAttention.forward`` projects the packed stream ``[1, tokens, width]``
 (every image's cls and register tokens, then its patches, image after image)
 to queries, keys and values, each ``self.x_proj(hidden_states).view(...).transpose(1, 2)``
@@ -19,7 +24,9 @@ Before transformers 5.18 RADIO's attention had another form, and no family
 used it: Nemotron-H Omni, which holds RADIO's tower, came in 5.18 (`BEFORE_5_18`).
 """
 
-from instrument import Rule, Variant
+from instrument import Variant
+
+from .found import Template
 
 BEFORE_5_18 = Variant(
     "<5.18",
@@ -40,12 +47,12 @@ SITES = {
     "attention_interface": ("attention_interface_1", "attention_interface_2", PER_IMAGE_SITE),
 }
 
-RULES = (
-    Rule(
-        "radio.vision-attention",
-        "transformers.models.radio.modeling_radio:RadioAttention.forward",
+TEMPLATES = (
+    Template(
+        "vision-attention",
         SITES,
         "the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)",
+        shape={"torch.split": 1},
         variants=(BEFORE_5_18,),
     ),
 )

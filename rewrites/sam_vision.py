@@ -1,9 +1,12 @@
-"""The SAM-style vision encoder of GOT-OCR 2.0 (and PP-Chart2Table, which runs its classes) and transformers' SAM
-(DeepSeek-VL-Hybrid's high-res tower): its attention's softmax and its blocks' return from attention windows.
+"""A SAM-style vision encoder: its attention's softmax and its blocks' return from attention windows.
 
-The two class families are generated from one modular source: their
-attention and block forwards are the same text, so each rule below names
-both targets and finds the same sites in each.
+Found from the forwards' shapes (`TEMPLATES`, through `rewrites.found`): an
+attention forward that projects with one fused ``self.qkv``, adds decomposed
+relative positions (``self.get_decomposed_rel_pos``) and computes its softmax
+inline; a block forward that calls ``self.window_partition`` and
+``self.window_unpartition`` once each. GOT-OCR 2.0's encoder (which
+PP-Chart2Table runs) and transformers' SAM (DeepSeek-VL-Hybrid's high-res
+tower) have both, generated from one modular source.
 
 ``GotOcr2VisionAttention.forward`` (``SamVisionAttention.forward``) computes
 its kernel inline, not through transformers' shared attention interface: the
@@ -25,34 +28,24 @@ padding: its output, ``[images, height, width, width]``, is what the block
 adds to its stream. A global block makes neither call.
 """
 
-from instrument import Rule
+from .found import Template
 
 #: The attention's softmax: argument 0 the scores, the output the probabilities.
 SOFTMAX_SITE = "torch_nn_functional_softmax_0"
 #: A windowed block's return from windows: its output is what the attention adds to the stream.
 UNPARTITION_SITE = "self_window_unpartition_0"
 
-#: The modules defining the two class families' forwards, and their classes' prefixes.
-FAMILIES = (
-    ("got_ocr2", "transformers.models.got_ocr2.modeling_got_ocr2", "GotOcr2"),
-    ("sam", "transformers.models.sam.modeling_sam", "Sam"),
-)
-
-RULES = tuple(
-    rule
-    for name, module, prefix in FAMILIES
-    for rule in (
-        Rule(
-            f"{name}.vision-attention",
-            f"{module}:{prefix}VisionAttention.forward",
-            {"torch.nn.functional.softmax": (SOFTMAX_SITE,)},
-            "the inline kernel's softmax: the scores in, the probabilities out",
-        ),
-        Rule(
-            f"{name}.vision-windows",
-            f"{module}:{prefix}VisionLayer.forward",
-            {"self.window_unpartition": (UNPARTITION_SITE,)},
-            "a windowed block's attention output put back on the image's grid, padding cropped",
-        ),
-    )
+TEMPLATES = (
+    Template(
+        "vision-attention",
+        {"torch.nn.functional.softmax": (SOFTMAX_SITE,)},
+        "the inline kernel's softmax: the scores in, the probabilities out",
+        shape={"self.qkv": 1, "self.get_decomposed_rel_pos": 1},
+    ),
+    Template(
+        "vision-windows",
+        {"self.window_unpartition": (UNPARTITION_SITE,)},
+        "a windowed block's attention output put back on the image's grid, padding cropped",
+        shape={"self.window_partition": 1},
+    ),
 )
