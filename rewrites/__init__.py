@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from instrument import Rule
 from instrument.calls import defining_class
 
-from . import deepstack, deltanet, llama4_feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision
+from . import deepstack, deltanet, feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision
 from .attention import attention_rules
 from .found import Template, found_rules
 from .router import router_rules
@@ -39,7 +39,7 @@ FOUND: tuple[Template, ...] = (
     *qwen_vit_windows.TEMPLATES,
     *deepstack.TEMPLATES,
     *deltanet.TEMPLATES,
-    *llama4_feed_forward.TEMPLATES,
+    *feed_forward.TEMPLATES,
     *sam_vision.TEMPLATES,
 )
 

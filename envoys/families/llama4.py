@@ -62,8 +62,8 @@ from transformers.models.llama4.modeling_llama4 import (
     Llama4VisionModel,
 )
 
+from rewrites.feed_forward import FEED_FORWARD_SITE
 from rewrites.image_scatter import Scatter
-from rewrites.llama4_feed_forward import FEED_FORWARD_SITE
 
 from ..blocks.moe import RoutedMlp
 from ..core.bugs import KnownBug
