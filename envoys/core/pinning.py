@@ -9,10 +9,10 @@ occurrence k itself.
 
 nnsight's ``tracer.iter[k]`` does that by setting the running worker's
 ``Mediator.iteration`` (the occurrence its next request is tagged with). A
-`PinnedEProperty` does the same around its own request only: it sets the pin
-to its occurrence for the read (and for each half of a write), then puts back
-whatever was there, so the requests after it, and a ``tracer.iter`` loop it
-sits in, are as they were. Because the pin is explicit, reads of several
+`PinnedEProperty` (declared with `pinned_value`) does the same around its own
+request only: it sets the pin to its occurrence for the read (and for each
+half of a write), then puts back whatever was there, so the requests after
+it, and a ``tracer.iter`` loop it sits in, are as they were. Because the pin is explicit, reads of several
 occurrences in one trace work in forward order (block 0's value, then block
 1's), and a read of occurrence 1 alone waits for the second call.
 
@@ -30,10 +30,11 @@ read of a step the run did not make.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .passes import passes_before, pinned
-from .values import EProperty, explained
+from .values import EProperty, explained, value
 
 #: Which occurrence of its location a value means on an envoy, or None for "the next one" (no pin).
 Occurrence = Callable[[Any], "int | None"]
@@ -81,3 +82,16 @@ class PinnedEProperty(EProperty):
         # is issued while the model is still paused at that visit, so it lands there too.
         with explained(obj, self.name), self._pinned(obj, location):
             self._write(obj, value, location)
+
+
+def pinned_value(
+    name: str, layout: type, *, occurrence: Occurrence, per_forward: Callable[[Any], int] | None = None, **declared: Any
+) -> PinnedEProperty:
+    """A standard value pinned to one occurrence of its location (a `PinnedEProperty`): `value` with two more keywords.
+
+    ``occurrence``: which call of the forward the value is on an envoy (0 the
+    first; None for the next one, no pin). ``per_forward``: how many times the
+    site fires in a forward that reaches it (1 when not given). ``declared``:
+    `value`'s keywords (``description``, ``key``, ``select``, ``unavailable``, ...).
+    """
+    return value(name, layout, kind=partial(PinnedEProperty, occurrence=occurrence, per_forward=per_forward), **declared)

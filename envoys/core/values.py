@@ -128,7 +128,8 @@ Select = Selector | Callable[[Any], Selector] | None
 
 
 class EProperty(eproperty):
-    """A standard value on an envoy (see the module docstring).
+    """A standard value on an envoy (see the module docstring), declared with `value` (which says what each argument
+    is) or `pinning.pinned_value`; a subclass that locates or pins its own way is declared through `value`'s ``kind``.
 
     ``key``: the location's suffix under the envoy's path, or a function of the
     envoy returning the whole location. ``select``: a `Selector` (or a function
@@ -485,35 +486,58 @@ def value(
     *,
     description: str,
     key: str | Callable[[Any], str],
-    select: Selector | None = None,
-    unavailable: Any = None,
+    select: Select = None,
+    unavailable: Reason = None,
+    read_only: str | None = None,
+    every_step: bool = False,
     prepare: Callable[[Any], None] | None = None,
-    view: View | None = None,
-    inverse: Inverse | None = None,
+    view: Callable[..., Any] | None = None,
+    inverse: Callable[..., Any] | None = None,
+    needs_envoy: bool = False,
+    shape: str | None = None,
     doc: str | None = None,
+    kind: Callable[..., EProperty] = EProperty,
 ) -> EProperty:
-    """A standard value, the one way to declare one: the selected part (through ``view`` if given), annotated with its
-    layout.
+    """A standard value, the one way to declare one (`pinning.pinned_value` for one pinned to an occurrence of its
+    location): the selected part (through ``view`` if given), annotated with its layout.
 
-    ``key``: the location's suffix under the envoy's path (``"output"``), or a
-    function of the envoy returning the whole location; ``select``: which part
-    of what is served there (a `Selector`); ``unavailable``: a reason, or a
-    function of the envoy returning one or None; ``prepare``: run inside the
-    trace before the value is requested. ``view`` maps the part to what the
-    user reads, and ``inverse`` maps a written value back to the part's own
-    shape (needed whenever ``view`` changes the shape). ``doc`` is the value's
-    docstring (by default its description and layout).
+    ``name``: the attribute it is on its envoy class. ``layout``: the `Layout`
+    a repr and the docs show as its type. ``description``: what it is, as a
+    repr shows it, before its axes (``shape``). ``key``: the location's suffix
+    under the envoy's path (``"output"``), or a function of the envoy returning
+    the whole location. ``select``: which part of what is served there (a
+    `Selector`, or a function of the envoy returning one; None for all of it).
+    ``unavailable``: a reason, or a function of the envoy returning one or None.
+    ``read_only``: why it takes no write (assigning it, or editing the tensor
+    read, raises with it); None for a writable value. ``every_step``: served on
+    every step of generate, even on an envoy whose values are computed on the
+    first step only (its ``first_step_only``). ``prepare``: run inside the trace
+    before the value is requested (a drill that has to be asked for first).
+    ``view`` maps the part to what the user reads (``view(part)``), and
+    ``inverse`` maps a written value back to the part's own shape
+    (``inverse(written, current_part)``; needed whenever ``view`` changes the
+    shape); with ``needs_envoy`` both take the envoy first (``view(envoy,
+    part)``, ``inverse(envoy, written, current_part)``), for a view sized off
+    the model. ``shape``: the axes a repr shows after the description where
+    they are not the layout's (``layout.shape()``), "" for none. ``doc``: the
+    value's docstring (by default its description and axes). ``kind``: the
+    `EProperty` class that serves it (or a partial of one), for a value that
+    finds its location or its occurrence its own way.
     """
+    axes = layout.shape() if shape is None else shape
 
     def read(self: Any, part: Any) -> Any:
-        return view(part) if view is not None else part
+        if view is None:
+            return part
+        return view(self, part) if needs_envoy else view(part)
 
     read.__name__ = name
     read.__annotations__ = {"return": layout}
-    read.__doc__ = doc or f"{description[:1].upper()}{description[1:]}, ``{layout.shape()}``."
-    prop = EProperty(
-        key=key, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable, prepare=prepare
+    read.__doc__ = doc or f"{description[:1].upper()}{description[1:]}" + (f", ``{axes}``." if axes else ".")
+    prop = kind(
+        key=key, description=f"{description} {axes}" if axes else description, select=select, unavailable=unavailable,
+        read_only=read_only, prepare=prepare, every_step=every_step,
     )(read)
     if inverse is not None:
-        prop.inverse(lambda self, written, current: inverse(written, current))
+        prop.inverse(inverse if needs_envoy else lambda self, written, current: inverse(written, current))
     return prop
