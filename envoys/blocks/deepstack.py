@@ -19,12 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from rewrites.deepstack import DEEPSTACK_SITE
 
 from ..core.layouts import ImageFeatures
-from ..core.pinning import PinnedEProperty
+from ..core.pinning import pinned_value
 from ..core.standard import missing_site
 from ..core.values import Argument
 from ..text.blocks import Layer
@@ -74,42 +72,22 @@ def no_deepstack(block: Any) -> str | None:
     return missing_site(text_model(block), DEEPSTACK_SITE)
 
 
-class DeepstackEProperty(PinnedEProperty):
-    """An EProperty at the text model's ``_deepstack_process`` call, pinned to this block's occurrence of it.
-
-    The call runs once after each of the first blocks, from one line of the
-    text model's loop, so its location is the same for every block and block
-    k's is its k-th occurrence. A read or write here asks for that occurrence
-    explicitly (pinned) rather than the next one the model reaches.
-    """
-
-    def __init__(
-        self,
-        key: Any = None,
-        description: str | None = None,
-        unavailable: Any = None,
-        select: Any = None,
-    ) -> None:
-        super().__init__(
-            key=key if key is not None else deepstack_location,
-            description=description,
-            unavailable=unavailable if unavailable is not None else no_deepstack,
-            select=select,
-            occurrence=block_index,
-            per_forward=taps,
-        )
-
-
 class DeepstackLayer(Layer):
     """A DeepStack text block (Qwen3-VL's): `Layer`'s values, and the DeepStack feature added after it
-    (``deepstack_output``)."""
+    (``deepstack_output``).
 
-    @DeepstackEProperty(
-        description="what the text model adds at the image positions after this block [image_tokens, hidden_size]",
-        select=Argument(2, "visual_embeds"),
-    )
-    def deepstack_output(self, feature: torch.Tensor) -> ImageFeatures:
-        """What the text model adds at the image positions after this block, ``[image_tokens, hidden_size]``.
+    The text model's ``_deepstack_process`` call runs once after each of the
+    first blocks, from one line of its loop, so its location is the same for
+    every block and block k's is its k-th occurrence: ``deepstack_output`` asks
+    for that occurrence explicitly (pinned) rather than the next one the model
+    reaches.
+    """
+
+    deepstack_output = pinned_value(
+        "deepstack_output", ImageFeatures, description="what the text model adds at the image positions after this block",
+        key=deepstack_location, select=Argument(2, "visual_embeds"), unavailable=no_deepstack,
+        occurrence=block_index, per_forward=taps,
+        doc="""What the text model adds at the image positions after this block, ``[image_tokens, hidden_size]``.
 
         ``layers[k+1].input[mask] == layers[k].layer_output[mask] + layers[k].deepstack_output``,
         the rest of the stream unchanged: block k's tap, merged by its merger
@@ -118,5 +96,5 @@ class DeepstackLayer(Layer):
         the mask is every visual token, ``image_token_mask | video_token_mask``, and
         the rows are the image's and the video's taps in prompt order
         (``[image_tokens + video_tokens, hidden_size]``).
-        """
-        return feature
+        """,
+    )

@@ -52,7 +52,7 @@ from rewrites.deltanet import CHUNK_SITE, RECURRENT_SITE
 
 from ..core.layouts import Layout
 from ..core.standard import Standard, child, missing_site, site_label
-from ..core.values import Argument, EProperty, First, Item, Selector, standard_values
+from ..core.values import Argument, EProperty, First, Item, Selector, standard_values, value
 from .hybrid import HybridLayer
 
 #: The cache arguments of the forward: a cache passed in is used whatever ``use_cache`` says.
@@ -160,16 +160,16 @@ def pinned_to(worker: Mediator, occurrence: int) -> Iterator[None]:
 
 
 class KernelValue(EProperty):
-    """An `EProperty` at the kernel call the forward runs (`kernel_call`): ``part`` is ``input`` or ``output``."""
+    """An `EProperty` at the kernel call the forward runs (`kernel_call`): its ``key`` is the call's ``input`` or
+    ``output``. Declared with `value` (``kind=KernelValue``)."""
 
-    def __init__(self, part: str, **eproperty: Any) -> None:
+    def __init__(self, **eproperty: Any) -> None:
         super().__init__(**eproperty)
-        self.part = part
         self._call: KernelCall | None = None
 
     def _location(self, obj: Any) -> str:
         call = self._call or KernelCall(CHUNK_SITE, 0)
-        return f"{obj.path}.source.{site_label(obj, call.site)}.{self.part}"
+        return f"{obj.path}.source.{site_label(obj, call.site)}.{self.key}"
 
     @contextmanager
     def _at_kernel(self, obj: Any) -> Iterator[None]:
@@ -255,17 +255,14 @@ def kernel_value(
     name: str, layout: type, part: str, select: Selector, description: str, doc: str, unavailable: Any = no_kernel_sites,
     per_key_head: bool = False,
 ) -> KernelValue:
-    """A DeltaNet value at the kernel call: ``select``'s part of its input or output, annotated with ``layout``.
-    ``per_key_head``: a query or key, served with one head per key head whatever the block repeats (`key_heads`)."""
-
-    def read(self: Any, value: Any) -> Any:
-        return key_heads(self, value) if per_key_head else value
-
-    read.__name__ = name
-    read.__annotations__ = {"return": layout}
-    read.__doc__ = doc
-    served = KernelValue(part, description=f"{description} {layout.shape()}", select=select, unavailable=unavailable)(read)
-    return served.inverse(repeated_as_received) if per_key_head else served
+    """A DeltaNet value at the kernel call: ``select``'s part of its ``part`` (``input`` or ``output``), annotated with
+    ``layout``. ``per_key_head``: a query or key, served with one head per key head whatever the block repeats
+    (`key_heads`)."""
+    heads = {"view": key_heads, "inverse": repeated_as_received, "needs_envoy": True} if per_key_head else {}
+    return value(
+        name, layout, description=description, key=part, select=select, unavailable=unavailable, doc=doc,
+        kind=KernelValue, **heads,
+    )
 
 
 class GatedDeltaNet(Standard):

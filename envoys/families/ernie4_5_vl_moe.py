@@ -73,7 +73,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import (
     Ernie4_5_VLMoeMLP,
     Ernie4_5_VLMoeMoeBlock,
@@ -88,7 +87,7 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..blocks.moe import RoutedMlp, not_routed
 from ..core.layouts import Hidden, PackedPatches, RouterLogits
-from ..core.values import EProperty, Item, value
+from ..core.values import Item, value
 from ..towers.per_image import per_image_pattern
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images, norm_output
@@ -148,14 +147,14 @@ class ErnieMoeMlp(RoutedMlp):
     """A text block's MLP (dense, or the modality-split mixture): `RoutedMlp`'s ``mlp_output`` (item 0 of the
     mixture's output), and ``router_logits`` the mixture's assembled ``[tokens, experts]``, read-only (`ASSEMBLED`)."""
 
-    @EProperty(key=lambda mlp: f"{mlp.path}.output", select=Item(1), unavailable=not_assembled, read_only=ASSEMBLED,
-               description="every token's router logits, from its modality's router [tokens, experts]")
-    def router_logits(self, logits: torch.Tensor) -> RouterLogits:
-        """Every token's logits from the router that routed it, ``[tokens, experts]`` (the batch's tokens flattened,
-        row-major): the text router's on the text tokens, the vision router's on the vision tokens (the image tokens
-        and the image start and end tokens). Read-only: write ``text_moe.router_logits`` or
-        ``vision_moe.router_logits``."""
-        return logits
+    router_logits = value(
+        "router_logits", RouterLogits, description="every token's router logits, from its modality's router",
+        key=lambda mlp: f"{mlp.path}.output", select=Item(1), unavailable=not_assembled, read_only=ASSEMBLED,
+        doc="Every token's logits from the router that routed it, ``[tokens, experts]`` (the batch's tokens flattened, "
+        "row-major): the text router's on the text tokens, the vision router's on the vision tokens (the image tokens "
+        "and the image start and end tokens). Read-only: write ``text_moe.router_logits`` or "
+        "``vision_moe.router_logits``.",
+    )
 
     def gradient_reason(self, name: str) -> str | None:
         """Why the value ``name`` has no gradient: the assembled logits are returned and discarded."""
@@ -179,11 +178,10 @@ class ModalityExperts(RoutedMlp):
     ``[tokens of the modality, experts]``, at the router's ``F_linear_0`` (a write changes which of its experts run);
     ``mlp_output`` is Unavailable (`one_modality`)."""
 
-    @EProperty(key="output", unavailable=one_modality, select=Item(0),
-               description="one modality's experts' outputs, flattened")
-    def mlp_output(self, out: torch.Tensor) -> Hidden:
-        """Unavailable: `one_modality`."""
-        return out
+    mlp_output = value(
+        "mlp_output", Hidden, description="one modality's experts' outputs, flattened", shape="", key="output",
+        select=Item(0), unavailable=one_modality, doc="Unavailable: `one_modality`.",
+    )
 
 
 ENVOYS = {

@@ -31,7 +31,7 @@ import torch
 
 from ..core.layouts import Hidden, Logits, TokenIds, TokenMask
 from ..core.standard import NoSuchValue
-from ..core.values import Argument, EProperty, Field
+from ..core.values import Argument, Field, value
 
 
 def parameter(name: str) -> Any:
@@ -188,35 +188,30 @@ class TextRoot:
 
     # -- inputs and outputs ---------------------------------------------------------------------
 
-    @EProperty(key=lambda root: f"{root.path}.input", description="the token ids the forward receives [batch, seq]",
-               select=parameter("input_ids"))
-    def input_ids(self, ids: torch.Tensor) -> TokenIds:
-        """The token ids the forward receives, ``[batch, seq]`` (one new token per row on a decode step)."""
-        return ids
-
-    @EProperty(key=lambda root: f"{root.path}.input", description="which positions are real tokens [batch, seq]",
-               select=parameter("attention_mask"))
-    def attention_mask(self, mask: torch.Tensor | None) -> TokenMask:
-        """The attention mask the forward receives, ``[batch, seq]``, 1 at real tokens and 0 at padding (None if none was passed)."""
-        return mask
+    input_ids = value(
+        "input_ids", TokenIds, description="the token ids the forward receives", shape="[batch, seq]",
+        key=lambda root: f"{root.path}.input", select=parameter("input_ids"),
+        doc="The token ids the forward receives, ``[batch, seq]`` (one new token per row on a decode step).",
+    )
+    attention_mask = value(
+        "attention_mask", TokenMask, description="which positions are real tokens",
+        key=lambda root: f"{root.path}.input", select=parameter("attention_mask"),
+        doc="The attention mask the forward receives, ``[batch, seq]``, 1 at real tokens and 0 at padding (None if "
+        "none was passed).",
+    )
 
     @property
     def input_size(self) -> torch.Size:
         """``(batch, seq)`` of the forward's input ids; inside a trace."""
         return self.input_ids.shape
 
-    @EProperty(key=lambda root: f"{root.embed_tokens.path}.output",
-               description="the token embedding's output [batch, seq, hidden_size]")
-    def token_embeddings(self, embeddings: torch.Tensor) -> Hidden:
-        """The token embedding's output, ``[batch, seq, hidden_size]`` (scaled, on a text model that scales
-        its embeddings), before any image feature is scattered in; assign or edit in place."""
-        return embeddings
-
-    @EProperty(key=logits_location, description="the language-model head's output [batch, seq, vocab]",
-               select=Field("logits"))
-    def logits(self, logits: torch.Tensor) -> Logits:
-        """The language-model head's output, ``[batch, seq, vocab]``."""
-        return logits
+    token_embeddings = value(
+        "token_embeddings", Hidden, description="the token embedding's output",
+        key=lambda root: f"{root.embed_tokens.path}.output",
+        doc="The token embedding's output, ``[batch, seq, hidden_size]`` (scaled, on a text model that scales its "
+        "embeddings), before any image feature is scattered in; assign or edit in place.",
+    )
+    logits = value("logits", Logits, description="the language-model head's output", key=logits_location, select=Field("logits"))
 
     @property
     def next_token_probs(self) -> torch.Tensor:

@@ -235,6 +235,18 @@ class Gemma4VisionMlp(VisionMlp):
     mlp_output = post_norm_output("mlp_output", Patches, "MLP", MLP_POST_NORM, no_images)
 
 
+def real_rows(inputs: Any) -> torch.Tensor:
+    """Which rows of the padded patch axis are real, off the root's ``(args, kwargs)``: its ``image_position_ids``."""
+    args, kwargs = inputs
+    positions = kwargs.get("image_position_ids")
+    if positions is None:
+        raise ValueError(
+            "vision.patch_mask reads the processor's image_position_ids, and this forward was given none "
+            "(a forward without an image, such as a decode step under generate)"
+        )
+    return real_patches(positions)
+
+
 def no_patch_embedder(vision: Any) -> str | None:
     """Why ``vision.patch_embeddings`` is unavailable, or None."""
     reason = no_images(vision)
@@ -270,24 +282,17 @@ class Gemma4Vision(Vision):
         "of vision.patch_mask (the processor's image_position_ids hold each patch's (x, y))"
     )
 
-    @EProperty(key=lambda v: f"{v.root.path}.input", description="which patch rows are real [images, patches] bool",
-               unavailable=no_images,
-               read_only="it is where the processor padded the patch axis; change the images instead")
-    def patch_mask(self, inputs: Any) -> PatchMask:
-        """Which rows of the padded patch axis hold a real patch, ``[images, patches]`` bool.
+    patch_mask = value(
+        "patch_mask", PatchMask, description="which patch rows are real", key=lambda v: f"{v.root.path}.input",
+        unavailable=no_images, read_only="it is where the processor padded the patch axis; change the images instead",
+        view=real_rows,
+        doc="""Which rows of the padded patch axis hold a real patch, ``[images, patches]`` bool.
 
         Read off the root's ``image_position_ids`` (the processor's; ``(-1, -1)``
         marks a padded row) before anything runs, so read it first, as
         ``image_token_mask``. Each image's True rows come first.
-        """
-        args, kwargs = inputs
-        positions = kwargs.get("image_position_ids")
-        if positions is None:
-            raise ValueError(
-                "vision.patch_mask reads the processor's image_position_ids, and this forward was given none "
-                "(a forward without an image, such as a decode step under generate)"
-            )
-        return real_patches(positions)
+        """,
+    )
 
     patch_embeddings = value(
         "patch_embeddings", Patches, description="every image's projected patches before the position embedding",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.layouts import Patches
-from ..core.values import EProperty, Field, value
+from ..core.values import Field, value
 from ..vision.tower import Vision, VisionAttention, no_images, no_patch_embed, variable_resolution
 from .gemma4 import PatchMask, documented
 
@@ -57,6 +57,18 @@ class NaflexAttention(VisionAttention):
     )
 
 
+def real_rows(inputs: Any) -> Any:
+    """Which rows of the padded patch axis are real, off the root's ``(args, kwargs)``: its ``pixel_attention_mask``."""
+    args, kwargs = inputs
+    mask = kwargs.get("pixel_attention_mask")
+    if mask is None:
+        raise ValueError(
+            "vision.patch_mask reads the processor's pixel_attention_mask, and this forward was given none "
+            "(a forward without an image, such as a decode step under generate)"
+        )
+    return mask.bool()
+
+
 class NaflexVision(Vision):
     """SigLIP2's NaFlex tower: each image on its own grid of patches, its row padded to a fixed count.
 
@@ -72,24 +84,17 @@ class NaflexVision(Vision):
         "spatial_shapes holds each image's (height, width) in patches, and vision.patch_mask its real rows"
     )
 
-    @EProperty(key=lambda v: f"{v.root.path}.input", description="which patch rows are real [images, patches] bool",
-               unavailable=no_images,
-               read_only="it is where the processor padded the patch axis; change the images instead")
-    def patch_mask(self, inputs: Any) -> PatchMask:
-        """Which rows of the padded patch axis hold a real patch, ``[images, patches]`` bool.
+    patch_mask = value(
+        "patch_mask", PatchMask, description="which patch rows are real", key=lambda v: f"{v.root.path}.input",
+        unavailable=no_images, read_only="it is where the processor padded the patch axis; change the images instead",
+        view=real_rows,
+        doc="""Which rows of the padded patch axis hold a real patch, ``[images, patches]`` bool.
 
         The root's ``pixel_attention_mask`` (the processor's, 1 on a real
         patch) as booleans, read before anything runs, so read it first, as
         ``image_token_mask``. Each image's True rows come first.
-        """
-        args, kwargs = inputs
-        mask = kwargs.get("pixel_attention_mask")
-        if mask is None:
-            raise ValueError(
-                "vision.patch_mask reads the processor's pixel_attention_mask, and this forward was given none "
-                "(a forward without an image, such as a decode step under generate)"
-            )
-        return mask.bool()
+        """,
+    )
 
     patch_embeddings = value(
         "patch_embeddings", Patches, description="every image's projected patches before the position embedding",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.layouts import Pattern
-from ..core.values import EProperty, standard_values
+from ..core.values import EProperty, standard_values, value
 from ..text.blocks import either
 from ..vision.tower import no_images
 
@@ -42,18 +42,12 @@ def per_image_pattern(
         return f"{reason}; {READ_THE_SPLIT_FIRST}"
 
     def unavailable(name: str) -> EProperty:
-        def read(self: Any, value: Any) -> Pattern:
-            return value
-
-        read.__name__ = name
-        read.__doc__ = f"Unavailable: `{reason_name}`."
-        value = EProperty(
-            key=lambda a: f"{a.path}.source.{site}.output",
-            description=description,
-            unavailable=either(no_images, per_image),
-        )(read)
-        value.per_call_site = site  # each call of the site is one image's (or window's): `per_call_site`
-        return value
+        pattern = value(
+            name, Pattern, description=description, shape="", key=lambda a: f"{a.path}.source.{site}.output",
+            unavailable=either(no_images, per_image), doc=f"Unavailable: `{reason_name}`.",
+        )
+        pattern.per_call_site = site  # each call of the site is one image's (or window's): `per_call_site`
+        return pattern
 
     return unavailable("attention_scores"), unavailable("attention_probabilities")
 

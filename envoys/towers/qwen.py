@@ -42,7 +42,7 @@ from rewrites.qwen_vit_attention import FLASH_SITE, JOIN_SITE, PER_IMAGE_SITE, S
 from rewrites.qwen_vit_windows import INDEX_SITE, WINDOW_SITE
 
 from ..core.layouts import HeadOutputs, Keys, Layout, PackedPatches, Queries, Values
-from ..core.pinning import PinnedEProperty
+from ..core.pinning import pinned_value
 from ..core.standard import missing_site
 from ..core.values import Argument, EProperty, Field, Item, Selector, value
 from ..image.frames import check_video, frames_raster
@@ -131,25 +131,14 @@ def no_join(attention: Any) -> str | None:
 
 def whole(name: str, layout: type, what: str, argument: str, index: int, occurrence: int) -> EProperty:
     """Queries, keys or values, whole, at the split (its ``occurrence``-th call) or the flash call."""
-
-    def identity(self: Any, part: torch.Tensor) -> Any:
-        return part
-
-    identity.__name__ = name
-    identity.__annotations__ = {"return": layout}
-    identity.__doc__ = (
-        f"Every image's {what}, ``[1, heads, patches, head_dim]``, before the per-image split"
+    return pinned_value(
+        name, layout, description=f"every image's {what} before the per-image split", shape="[1, heads, patches, head_dim]",
+        key=whole_site, select=Whole(index, argument), unavailable=either(no_images, no_whole_site),
+        occurrence=lambda attention: None if flash(attention) else occurrence, per_forward=lambda attention: SPLITS,
+        doc=f"Every image's {what}, ``[1, heads, patches, head_dim]``, before the per-image split"
         + ("; after the 2D rotary embedding" if name != "attention_values" else "")
-        + "; assign or edit in place."
+        + "; assign or edit in place.",
     )
-    return PinnedEProperty(
-        key=whole_site,
-        description=f"every image's {what} before the per-image split [1, heads, patches, head_dim]",
-        unavailable=either(no_images, no_whole_site),
-        select=Whole(index, argument),
-        occurrence=lambda attention: None if flash(attention) else occurrence,
-        per_forward=lambda attention: SPLITS,
-    )(identity)
 
 
 class QwenVisionAttention(PackedVisionAttention):
@@ -174,13 +163,13 @@ class QwenVisionAttention(PackedVisionAttention):
 
     attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
-    @EProperty(key=lambda a: f"{a.path}.source.{JOIN_SITE}.output",
-               description="every image's per-head outputs joined back [1, patches, heads, head_dim]",
-               unavailable=either(no_images, no_join))
-    def attention_head_outputs(self, joined: torch.Tensor) -> HeadOutputs:
-        """Every image's per-head outputs concatenated back, ``[1, patches, heads, head_dim]``, before the
-        output projection; assign or edit in place (the edit reaches the block's output)."""
-        return joined
+    attention_head_outputs = value(
+        "attention_head_outputs", HeadOutputs, description="every image's per-head outputs joined back",
+        shape="[1, patches, heads, head_dim]", key=lambda a: f"{a.path}.source.{JOIN_SITE}.output",
+        unavailable=either(no_images, no_join),
+        doc="Every image's per-head outputs concatenated back, ``[1, patches, heads, head_dim]``, before the output "
+        "projection; assign or edit in place (the edit reaches the block's output).",
+    )
 
 
 # -- the tower -------------------------------------------------------------------------------------
@@ -279,12 +268,12 @@ class QwenVision(PackedVision):
         "window order on Qwen2.5-VL.",
     )
 
-    @EProperty(key=lambda v: f"{v.path}.source.{window_index_at(v)[0]}",
-               description="which merge unit each window-order position holds [merge_units]",
-               unavailable=no_windows, select=lambda v: window_index_at(v)[1],
-               read_only="it is computed from image_grid_thw; the tower's other steps do not read it from here")
-    def window_index(self, index: torch.Tensor) -> WindowIndex:
-        """Qwen2.5-VL: which merge unit (``spatial_merge_size**2`` consecutive patches, counted over every image of the
+    window_index = value(
+        "window_index", WindowIndex, description="which merge unit each window-order position holds", shape="[merge_units]",
+        key=lambda v: f"{v.path}.source.{window_index_at(v)[0]}", select=lambda v: window_index_at(v)[1],
+        unavailable=no_windows,
+        read_only="it is computed from image_grid_thw; the tower's other steps do not read it from here",
+        doc="""Qwen2.5-VL: which merge unit (``spatial_merge_size**2`` consecutive patches, counted over every image of the
         call) sits at each position of the window order, ``[merge_units]``. The blocks' values are
         ``patches.reshape(units, merge**2, -1)[window_index]``, flattened back; ``torch.argsort(window_index)``
         restores merge-block order, as the tower does after the merger.
@@ -292,8 +281,8 @@ class QwenVision(PackedVision):
         Read it before the blocks' values. It is served where the forward has it: at the permutation into
         windows, after the patch embedding; on releases that permute inline (before transformers 5.17), at the
         call computing it, which transformers 5.9 to 5.16 make before the patch embedding, so there it is read
-        before ``patch_embeddings``."""
-        return index
+        before ``patch_embeddings``.""",
+    )
 
     # -- sizes, off the vision config -------------------------------------------------------------
 

@@ -64,6 +64,11 @@ def projected(name: str, layout: type, what: str, site: str) -> EProperty:
     )
 
 
+def per_head(attention: Any, joined: torch.Tensor) -> torch.Tensor:
+    """The output projection's input, ``[1, tokens, heads * head_dim]``, as ``[1, tokens, heads, head_dim]`` (a view)."""
+    return joined.unflatten(-1, (attention._module.num_attention_heads, attention._module.head_dim))
+
+
 class RadioVisionAttention(PackedVisionAttention):
     """RADIO's attention: the interior whole, around one kernel call for one image or one per image for several.
 
@@ -84,18 +89,15 @@ class RadioVisionAttention(PackedVisionAttention):
         PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE", "one pattern per image, inside each kernel call"
     )
 
-    @EProperty(key=lambda a: f"{child(a, 'o_proj').path}.input",
-               description="every image's per-head outputs, joined [1, tokens, heads, head_dim]",
-               unavailable=no_images, select=Argument(0, "input"))
-    def attention_head_outputs(self, joined: torch.Tensor) -> HeadOutputs:
-        """Every image's per-head outputs, ``[1, tokens, heads, head_dim]``, as the output projection receives them
-        (the kernel's output for one image, the per-image outputs concatenated for several); a view, so an
-        in-place edit reaches the block, as does an assignment."""
-        return joined.unflatten(-1, (self._module.num_attention_heads, self._module.head_dim))
-
-    @attention_head_outputs.inverse
-    def attention_head_outputs(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return written.reshape(current.shape)
+    attention_head_outputs = value(
+        "attention_head_outputs", HeadOutputs, description="every image's per-head outputs, joined",
+        shape="[1, tokens, heads, head_dim]", key=lambda a: f"{child(a, 'o_proj').path}.input",
+        select=Argument(0, "input"), unavailable=no_images,
+        view=per_head, inverse=lambda attention, written, current: written.reshape(current.shape), needs_envoy=True,
+        doc="Every image's per-head outputs, ``[1, tokens, heads, head_dim]``, as the output projection receives them "
+        "(the kernel's output for one image, the per-image outputs concatenated for several); a view, so an in-place "
+        "edit reaches the block, as does an assignment.",
+    )
 
 
 def scaled(name: str, what: str, scale: str) -> EProperty:

@@ -141,6 +141,45 @@ def no_softmax(attention: Any) -> str | None:
     return missing_site(attention, SOFTMAX_SITE)
 
 
+def split_qkv(attention: Any, projected: torch.Tensor) -> torch.Tensor:
+    """The ``qkv`` linear's output ``[rows, height, width, 3 * width]`` as ``[3, rows, heads, patches, head_dim]``: a
+    view, in the order the forward splits it."""
+    heads = attention._module.num_attention_heads
+    rows, height, width, _ = projected.shape
+    return projected.reshape(rows, height * width, 3, heads, -1).permute(2, 0, 3, 1, 4)
+
+
+def qkv_part(name: str, layout: type, index: int, what: str, doc: str) -> EProperty:
+    """Part ``index`` of the ``qkv`` linear's output (0 queries, 1 keys, 2 values), ``[rows, heads, patches,
+    head_dim]``: a view, written back into a copy of the output with that part replaced."""
+
+    def put(attention: Any, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+        whole = current.clone()
+        split_qkv(attention, whole)[index] = written
+        return whole
+
+    return value(
+        name, layout, description=what, shape="[rows, heads, patches, head_dim]",
+        key=lambda a: f"{child(a, 'qkv').path}.output", unavailable=no_images,
+        view=lambda attention, projected: split_qkv(attention, projected)[index], inverse=put, needs_envoy=True, doc=doc,
+    )
+
+
+def heads_apart(attention: Any, flat: torch.Tensor) -> torch.Tensor:
+    """The softmax's ``[rows * heads, patches, patches]`` as a `Pattern`, ``[rows, heads, patches, patches]`` (a view)."""
+    return flat.unflatten(0, (-1, attention._module.num_attention_heads))
+
+
+def joined_apart(attention: Any, joined: torch.Tensor) -> torch.Tensor:
+    """The output projection's input ``[rows, height, width, width]`` as ``[rows, patches, heads, head_dim]`` (a view)."""
+    return joined.flatten(1, 2).unflatten(-1, (attention._module.num_attention_heads, -1))
+
+
+def reshaped_back(attention: Any, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """A written value in the shape of the module's own tensor ``current``."""
+    return written.reshape(current.shape)
+
+
 class SamVisionAttention(VisionAttention):
     """A SAM block's attention: inline softmax with relative position terms, on windows or on the whole grid.
 
@@ -158,91 +197,42 @@ class SamVisionAttention(VisionAttention):
         view=flat_grid, inverse=onto_grid, doc=ATTENTION_OUTPUT_DOC,
     )
 
-    def _qkv(self, projected: torch.Tensor) -> torch.Tensor:
-        """The ``qkv`` linear's output ``[rows, height, width, 3 * width]`` as ``[3, rows, heads, patches, head_dim]``:
-        a view, in the order the forward splits it."""
-        heads = self._module.num_attention_heads
-        rows, height, width, _ = projected.shape
-        return projected.reshape(rows, height * width, 3, heads, -1).permute(2, 0, 3, 1, 4)
-
-    def _put(self, index: int, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        """The ``qkv`` output ``current`` with its part ``index`` (0 queries, 1 keys, 2 values) replaced by ``written``."""
-        whole = current.clone()
-        self._qkv(whole)[index] = written
-        return whole
-
-    @EProperty(key=lambda a: f"{child(a, 'qkv').path}.output", description="the queries [rows, heads, patches, head_dim]",
-               unavailable=no_images)
-    def attention_queries(self, projected: torch.Tensor) -> Queries:
-        """The queries, ``[rows, heads, patches, head_dim]`` (rows: windows or images): part 0 of the ``qkv`` linear's
-        output, before the scale; a view, so an in-place edit reaches the scores, as does an assignment."""
-        return self._qkv(projected)[0]
-
-    @attention_queries.inverse
-    def attention_queries(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return self._put(0, written, current)
-
-    @EProperty(key=lambda a: f"{child(a, 'qkv').path}.output", description="the keys [rows, heads, patches, head_dim]",
-               unavailable=no_images)
-    def attention_keys(self, projected: torch.Tensor) -> Keys:
-        """The keys, ``[rows, heads, patches, head_dim]``: part 1 of the ``qkv`` linear's output; a view."""
-        return self._qkv(projected)[1]
-
-    @attention_keys.inverse
-    def attention_keys(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return self._put(1, written, current)
-
-    @EProperty(key=lambda a: f"{child(a, 'qkv').path}.output", description="the values [rows, heads, patches, head_dim]",
-               unavailable=no_images)
-    def attention_values(self, projected: torch.Tensor) -> Values:
-        """The values, ``[rows, heads, patches, head_dim]``: part 2 of the ``qkv`` linear's output; a view."""
-        return self._qkv(projected)[2]
-
-    @attention_values.inverse
-    def attention_values(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return self._put(2, written, current)
-
-    def _heads(self, flat: torch.Tensor) -> torch.Tensor:
-        """The softmax's ``[rows * heads, patches, patches]`` as a `Pattern`, ``[rows, heads, patches, patches]``."""
-        return flat.unflatten(0, (-1, self._module.num_attention_heads))
-
-    @EProperty(key=lambda a: f"{a.path}.source.{SOFTMAX_SITE}.input",
-               description="the scores entering the softmax [rows, heads, patches, patches]",
-               unavailable=either(no_images, no_softmax), select=Argument(0, "input"))
-    def attention_scores(self, scores: torch.Tensor) -> Pattern:
-        """The scores entering the softmax, ``[rows, heads, patches, patches]``: the scaled query-key products plus
-        the decomposed relative position terms (height and width); no mask, so a windowed block's padded patches
-        are keys too. A view; assign or edit in place."""
-        return self._heads(scores)
-
-    @attention_scores.inverse
-    def attention_scores(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return written.reshape(current.shape)
-
-    @EProperty(key=lambda a: f"{a.path}.source.{SOFTMAX_SITE}.output",
-               description="the softmax's output [rows, heads, patches, patches]",
-               unavailable=either(no_images, no_softmax))
-    def attention_probabilities(self, probabilities: torch.Tensor) -> Pattern:
-        """The softmax's output, ``[rows, heads, patches, patches]``, before it weights the values (dropout is off in
-        eval). A view; assign or edit in place."""
-        return self._heads(probabilities)
-
-    @attention_probabilities.inverse
-    def attention_probabilities(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return written.reshape(current.shape)
-
-    @EProperty(key=lambda a: f"{child(a, 'proj').path}.input",
-               description="each head's output [rows, patches, heads, head_dim]",
-               unavailable=no_images, select=Argument(0, "input"))
-    def attention_head_outputs(self, joined: torch.Tensor) -> HeadOutputs:
-        """Each head's output, ``[rows, patches, heads, head_dim]``, as the output projection (``proj``) receives
-        them joined, ``[rows, height, width, width]``; a view, so an in-place edit reaches the projection, as does
-        an assignment."""
-        return joined.flatten(1, 2).unflatten(-1, (self._module.num_attention_heads, -1))
-
-    @attention_head_outputs.inverse
-    def attention_head_outputs(self, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return written.reshape(current.shape)
+    attention_queries = qkv_part(
+        "attention_queries", Queries, 0, "the queries",
+        "The queries, ``[rows, heads, patches, head_dim]`` (rows: windows or images): part 0 of the ``qkv`` linear's "
+        "output, before the scale; a view, so an in-place edit reaches the scores, as does an assignment.",
+    )
+    attention_keys = qkv_part(
+        "attention_keys", Keys, 1, "the keys",
+        "The keys, ``[rows, heads, patches, head_dim]``: part 1 of the ``qkv`` linear's output; a view.",
+    )
+    attention_values = qkv_part(
+        "attention_values", Values, 2, "the values",
+        "The values, ``[rows, heads, patches, head_dim]``: part 2 of the ``qkv`` linear's output; a view.",
+    )
+    attention_scores = value(
+        "attention_scores", Pattern, description="the scores entering the softmax", shape="[rows, heads, patches, patches]",
+        key=lambda a: f"{a.path}.source.{SOFTMAX_SITE}.input", select=Argument(0, "input"),
+        unavailable=either(no_images, no_softmax), view=heads_apart, inverse=reshaped_back, needs_envoy=True,
+        doc="The scores entering the softmax, ``[rows, heads, patches, patches]``: the scaled query-key products plus "
+        "the decomposed relative position terms (height and width); no mask, so a windowed block's padded patches "
+        "are keys too. A view; assign or edit in place.",
+    )
+    attention_probabilities = value(
+        "attention_probabilities", Pattern, description="the softmax's output", shape="[rows, heads, patches, patches]",
+        key=lambda a: f"{a.path}.source.{SOFTMAX_SITE}.output", unavailable=either(no_images, no_softmax),
+        view=heads_apart, inverse=reshaped_back, needs_envoy=True,
+        doc="The softmax's output, ``[rows, heads, patches, patches]``, before it weights the values (dropout is off "
+        "in eval). A view; assign or edit in place.",
+    )
+    attention_head_outputs = value(
+        "attention_head_outputs", HeadOutputs, description="each head's output", shape="[rows, patches, heads, head_dim]",
+        key=lambda a: f"{child(a, 'proj').path}.input", select=Argument(0, "input"), unavailable=no_images,
+        view=joined_apart, inverse=reshaped_back, needs_envoy=True,
+        doc="Each head's output, ``[rows, patches, heads, head_dim]``, as the output projection (``proj``) receives "
+        "them joined, ``[rows, height, width, width]``; a view, so an in-place edit reaches the projection, as does "
+        "an assignment.",
+    )
 
 
 class SamVisionMlp(VisionMlp):

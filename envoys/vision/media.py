@@ -26,7 +26,7 @@ from nnsight.intervention.source import STATE
 from rewrites.image_scatter import MEDIA
 
 from ..core.standard import missing_site
-from ..core.values import Argument, EProperty
+from ..core.values import Argument, EProperty, value
 from .scatter_host import scatter_host
 
 #: What carries each medium in a trace: the processor's keyword, then the forward's arguments (Video-LLaVA's
@@ -176,20 +176,15 @@ def token_mask(medium: str, layout: type, reason: Callable[[Any], str | None] | 
     def unavailable(envoy: Any) -> str | None:
         return (reason(envoy) if reason is not None else None) or not_served(envoy.root, medium) or generated_apart(envoy)
 
-    def mask(self: Any, inputs: Any) -> Any:
-        return forward_mask(self.root, medium, inputs)
-
-    mask.__name__ = f"{medium}_token_mask"
-    mask.__annotations__ = {"return": layout}
-    mask.__doc__ = (
-        f"Which positions of the text batch hold a {medium} token, ``[batch, seq]`` bool, off the root's "
+    return value(
+        f"{medium}_token_mask", layout, description=f"which positions hold a {medium} token",
+        key=lambda envoy: f"{envoy.root.path}.input", unavailable=unavailable,
+        read_only=f"it is where the prompt has {medium} tokens; change the prompt instead", every_step=True,
+        view=lambda envoy, inputs: forward_mask(envoy.root, medium, inputs), needs_envoy=True,
+        doc=f"Which positions of the text batch hold a {medium} token, ``[batch, seq]`` bool, off the root's "
         f"``input_ids``. All false on a forward that carries no {medium} (a decode step under generate), even "
-        f"where a generated token happens to be the {medium} token."
+        f"where a generated token happens to be the {medium} token.",
     )
-    return EProperty(key=lambda envoy: f"{envoy.root.path}.input",
-                     description=f"which positions hold a {medium} token [batch, seq] bool", unavailable=unavailable,
-                     read_only=f"it is where the prompt has {medium} tokens; change the prompt instead",
-                     every_step=True)(mask)
 
 
 def scatter_site(root: Any, medium: str) -> tuple[Any, str, Argument]:
@@ -217,6 +212,12 @@ def drill_if_sourced(envoy: Any, medium: str) -> None:
         _ = getattr(host.source, outer).source
 
 
+def rows_of_hidden(envoy: Any, scattered: torch.Tensor) -> torch.Tensor:
+    """What a host scatters, as ``[tokens, hidden_size]``: LLaVA-NeXT-Video hands its scatter the frames' features flat,
+    ``[video_tokens * hidden_size]``."""
+    return scattered.reshape(-1, envoy.root.hidden_size)
+
+
 def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | None] | None = None,
                        doc: str | None = None) -> EProperty:
     """``<medium>_features``: what the host scatters into the token embeddings at ``medium``'s tokens,
@@ -235,23 +236,15 @@ def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | 
         host, site, _ = scatter_site(envoy.root, medium)
         return missing_site(host, site)
 
-    def features(self: Any, scattered: torch.Tensor) -> Any:
-        # LLaVA-NeXT-Video hands its scatter the frames' features flat, [video_tokens * hidden_size]
-        return scattered.reshape(-1, self.root.hidden_size)
-
-    def back(self: Any, written: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-        return written.reshape(current.shape)
-
-    features.__name__ = f"{medium}_features"
-    features.__annotations__ = {"return": layout}
-    features.__doc__ = doc or (
-        f"What the wrapper scatters into the token embeddings at the {medium} tokens, ``[{medium}_tokens, "
-        f"hidden_size]``, row-major over the tokens."
+    return value(
+        f"{medium}_features", layout, description="what the wrapper scatters into the embeddings",
+        key=lambda envoy: scatter_location(envoy, medium),
+        select=lambda envoy: scatter_site(envoy.root, medium)[2], unavailable=unavailable,
+        prepare=lambda envoy: drill_if_sourced(envoy, medium), view=rows_of_hidden,
+        inverse=lambda envoy, written, current: written.reshape(current.shape), needs_envoy=True,
+        doc=doc or f"What the wrapper scatters into the token embeddings at the {medium} tokens, ``[{medium}_tokens, "
+        "hidden_size]``, row-major over the tokens.",
     )
-    return EProperty(key=lambda envoy: scatter_location(envoy, medium),
-                     description=f"what the wrapper scatters into the embeddings [{medium}_tokens, hidden_size]",
-                     unavailable=unavailable, select=lambda envoy: scatter_site(envoy.root, medium)[2],
-                     prepare=lambda envoy: drill_if_sourced(envoy, medium))(features).inverse(back)
 
 
 __all__ = ["CARRIERS", "MEDIA", "absent_from_trace", "carries", "placeholder_id", "scattered_features", "token_mask"]

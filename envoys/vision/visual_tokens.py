@@ -17,7 +17,7 @@ import torch
 
 from ..core.layouts import Layout
 from ..core.standard import Standard
-from ..core.values import EProperty, Selector
+from ..core.values import EProperty, Selector, value
 from .tower import FIRST_STEP_ONLY, VISION_ORDER, no_images
 
 
@@ -43,23 +43,17 @@ def _no_visual_tokens(projector: Any) -> str | None:
 def visual_tokens_value(layout: type[Layout], padded_at: str, padded_part: Selector | None = None) -> EProperty:
     """``projector.visual_tokens`` in ``layout``, read off the padded probabilities at ``padded_at`` (a location under
     the projector: its ``input``, or a child's ``output``), ``padded_part`` of it (a `Selector`, or None)."""
-
-    def visual_tokens(self: Any, padded: torch.Tensor) -> Any:
-        return padded[..., : visual_words(self.root.config)]
-
-    visual_tokens.__annotations__ = {"return": layout}
-    visual_tokens.__doc__ = (
-        f"Each image token's probabilities over the visual vocabulary, ``{layout.shape()}``, the indicator words' "
+    return value(
+        "visual_tokens", layout, description="each image token's probabilities over the visual vocabulary",
+        key=lambda projector: f"{projector.path}.{padded_at}", select=padded_part, unavailable=_no_visual_tokens,
+        view=lambda projector, padded: padded[..., : visual_words(projector.root.config)],
+        inverse=lambda projector, written, current: torch.cat((written, current[..., written.shape[-1]:]), dim=-1),
+        needs_envoy=True,
+        doc=f"Each image token's probabilities over the visual vocabulary, ``{layout.shape()}``, the indicator words' "
         "columns left out: the softmax of the visual tokenizer's logits, before the host pads each row with zeros for "
         "the indicator words and weighs the embedding table's rows by it (``projector.output``). A view of the padded "
-        "rows: an in-place edit reaches the table; assign probabilities of the same shape to replace them."
+        "rows: an in-place edit reaches the table; assign probabilities of the same shape to replace them.",
     )
-    prop = EProperty(
-        key=lambda projector: f"{projector.path}.{padded_at}", select=padded_part,
-        description=f"each image token's probabilities over the visual vocabulary {layout.shape()}",
-        unavailable=_no_visual_tokens,
-    )(visual_tokens)
-    return prop.inverse(lambda self, written, current: torch.cat((written, current[..., written.shape[-1]:]), dim=-1))
 
 
 class VisualTokenizerProjector(Standard):
