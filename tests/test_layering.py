@@ -76,3 +76,44 @@ def test_no_project_import_sits_inside_a_function():
         for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
     }
     assert not {path: found for path, found in inside.items() if found and path not in DEFERRED_ON_PURPOSE}
+
+
+def _name(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def value_classes(sources: list[str]) -> set[str]:
+    """The names of the classes a standard value is: nnsight's ``eproperty``, `EProperty`, and every class in
+    ``sources`` deriving from one of them."""
+    classes = [node for source in sources for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ClassDef)]
+    names = {"eproperty", "EProperty"}
+    while True:
+        found = {c.name for c in classes if any(_name(base) in names for base in c.bases)} - names
+        if not found:
+            return names
+        names |= found
+
+
+def built_by_hand(source: str, classes: set[str]) -> list[int]:
+    """The lines of ``source`` that build one of ``classes`` (called, or as a decorator's call) or decorate with one."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and _name(node.func) in classes:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines += [d.lineno for d in node.decorator_list if _name(d) in classes]
+    return lines
+
+
+def test_a_value_is_declared_with_value_outside_the_core():
+    """A standard value is declared with ``value`` (``pinned_value`` where it is pinned to an occurrence); only
+    envoys/core builds an `EProperty` or a subclass of it itself."""
+    sources = {path: path.read_text() for path in sorted((ROOT / "envoys").rglob("*.py"))}
+    classes = value_classes(list(sources.values()))
+    assert {"PinnedEProperty", "KernelValue"} <= classes
+    assert built_by_hand("@EProperty(key='output')\ndef f(self, x): ...\n\ng = PinnedEProperty(key='input')(f)", classes) == [1, 4]
+    by_hand = {
+        str(path.relative_to(ROOT)): built_by_hand(source, classes)
+        for path, source in sources.items() if path.relative_to(ROOT / "envoys").parts[0] != "core"
+    }
+    assert not {path: lines for path, lines in by_hand.items() if lines}
