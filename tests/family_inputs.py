@@ -80,7 +80,7 @@ def merge_block_reaches_its_token_alone(model, images, merged: tuple[int, int]) 
 
 
 def family_of(name: str) -> Family:
-    """The family of the tiny checkpoint ``name`` (``llava-siglip``'s is llava's, ``blip-2``'s blip-2's)."""
+    """The family of the tiny checkpoint ``name`` (``llava-siglip``'s is llava's; a model_type with a dash is its own)."""
     for model_type in dict.fromkeys((name, name.rpartition("-")[0], name.partition("-")[0])):
         try:
             return family_for(model_type)

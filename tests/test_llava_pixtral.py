@@ -23,6 +23,8 @@ from pixtral_inputs import ONE, TWO, PixtralTowerSuite, bounds, patch_counts, pr
 from transformers import CLIPVisionConfig, LlavaConfig, PixtralVisionConfig
 
 from envoys import StandardizedTransformer, Unavailable
+from envoys.families import llava
+from envoys.towers.pixtral import PIXTRAL_RENAME
 
 #: The Pixtral tower's native names under the standard ones, as the specification gives them.
 PIXTRAL_NAMES = {
@@ -53,8 +55,6 @@ def test_loads_with_its_stock_processor_and_the_pixtral_tower_and_envoys(model):
 
 
 def test_the_pixtral_names_apply_only_to_a_checkpoint_with_a_pixtral_tower():
-    from envoys.families import llava, mistral3
-
     def config(vision):
         return LlavaConfig(vision_config=vision)
 
@@ -64,7 +64,7 @@ def test_the_pixtral_names_apply_only_to_a_checkpoint_with_a_pixtral_tower():
     assert "post_layernorm" not in pixtral
     assert not set(PIXTRAL_NAMES) & set(clip)
     assert llava.FAMILY.rename_for(config({"model_type": "siglip_vision_model"}))["post_layernorm"] == "norm"
-    assert {key: mistral3.RENAME[key] for key in PIXTRAL_NAMES} == PIXTRAL_NAMES  # one spelling for both families
+    assert {key: PIXTRAL_RENAME[key] for key in PIXTRAL_NAMES} == PIXTRAL_NAMES  # the tower's one spelling, whatever the host
     names = {cls.__name__: envoy.__name__ for cls, envoy in llava.ENVOYS.items()}
     assert {name: names[name] for name in ("PixtralVisionModel", "PixtralAttentionLayer", "PixtralAttention",
                                            "PixtralMLP", "SiglipVisionModel", "CLIPVisionModel")} == {

@@ -20,6 +20,7 @@ from packed_grids import PixtralGridSuite
 from pixtral_inputs import ONE, TWO, PixtralTowerSuite, prompt
 
 from envoys import StandardizedTransformer
+from envoys.families import mistral3
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +31,6 @@ def model(tiny_checkpoint):
 
 
 def test_the_vision_side_is_mistral3s_and_the_text_blocks_are_dense_then_moe(model):
-    from envoys.families import mistral3
-
     assert model.family.rename == mistral3.RENAME
     assert {cls: envoy for cls, envoy in model.family.envoys.items() if cls in mistral3.ENVOYS} == mistral3.ENVOYS
     assert type(model._module.model.language_model).__name__ == "MistralLarge4TextModel"
