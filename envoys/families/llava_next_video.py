@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from rewrites.image_scatter import Scatter
 
+from ..towers.anyres import LlavaNextGrids
 from . import IMAGE_AND_VIDEO, Family
-from .llava_next import ENVOYS, RENAME, LlavaNextGrids
+from .llava_next import ENVOYS, RENAME
 
 SCATTER = Scatter(purpose="image features (_0), the tiles unpadded with image_newline rows added, and video "
                           "features (_1), the frames pooled 2x2, scattered into the embeddings")

@@ -54,13 +54,13 @@ from ..core.layouts import ImageFeatures
 from ..core.values import Field, value
 from ..image.frames import uniform_frames
 from ..image.grids import Grid, ImageInputs
+from ..towers.anyres import LlavaNextGrids, LlavaNextVision, TileAttention, TilePatches, TilePatchLayer
 from ..towers.encoder_names import SIGLIP_WRAPPER_RENAME
 from ..towers.feature_layers import with_feature_layer_gradients
 from ..towers.fixed_tower import TileRows
 from ..vision.media import scattered_features
 from ..vision.tower import VisionMlp, never_an_image, no_images
 from . import IMAGE_AND_VIDEO, Family
-from .llava_next import LlavaNextGrids, LlavaNextVision, TileAttention, TilePatches, TilePatchLayer
 
 
 class OnevisionVision(LlavaNextVision):
