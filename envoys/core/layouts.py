@@ -90,3 +90,7 @@ class Logits(Layout):
 
 class RouterLogits(Layout):
     """[tokens, experts]: a router's score for each expert, the batch's tokens flattened (batch * seq)."""
+
+
+class PatchMask(Layout):
+    """[images, patches] bool: which rows of the tower's padded patch axis hold a real patch."""

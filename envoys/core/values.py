@@ -541,3 +541,12 @@ def value(
     if inverse is not None:
         prop.inverse(inverse if needs_envoy else lambda self, written, current: inverse(written, current))
     return prop
+
+
+def documented(prop: EProperty, doc: str) -> EProperty:
+    """``prop`` with its own docstring (a copy: the shared value keeps its own)."""
+    copied = type(prop).__new__(type(prop))
+    property.__init__(copied)  # an eproperty is a property, which copy.copy refuses
+    copied.__dict__.update(vars(prop))
+    copied.__doc__ = doc
+    return copied

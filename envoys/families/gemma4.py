@@ -48,8 +48,9 @@ from transformers.models.gemma4.modeling_gemma4 import (
 )
 
 from ..audio import Audio, ConformerLayer
+from ..blocks.per_layer_input import Gemma4TextLayer
 from ..blocks.sandwich import SandwichAttention, SandwichMlp
-from ..towers.gemma4 import GEMMA4_GRIDS, Gemma4TextLayer, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
+from ..towers.gemma4 import GEMMA4_GRIDS, Gemma4Vision, Gemma4VisionLayer, Gemma4VisionMlp
 from ..towers.gemma4 import Gemma4VisionAttention as Gemma4VisionAttentionEnvoy
 from . import Family, Media
 

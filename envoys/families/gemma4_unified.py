@@ -38,8 +38,8 @@ from transformers.models.gemma4_unified.modeling_gemma4_unified import (
     Gemma4UnifiedVisionEmbedder,
 )
 
+from ..blocks.per_layer_input import Gemma4TextLayer
 from ..blocks.sandwich import SandwichAttention, SandwichMlp
-from ..towers.gemma4 import Gemma4TextLayer
 from ..towers.gemma4_unified import GEMMA4_UNIFIED_GRIDS, Gemma4UnifiedVision
 from . import Family
 

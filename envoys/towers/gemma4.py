@@ -30,7 +30,7 @@ Gemma's blocks (tower and text) are sandwich-normed: the block adds
 ``post_feedforward_layernorm(mlp(...))`` to the stream, so
 ``attention_output`` and ``mlp_output`` are those norms' outputs, not the
 attention's and the MLP's own. A text block may further add a per-layer
-input branch and scales its output by ``layer_scalar`` (`Gemma4TextLayer`).
+input branch and scales its output by ``layer_scalar`` (`envoys.blocks.per_layer_input`).
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from typing import Any
 
 import torch
 
-from ..blocks.sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichLayer, SandwichNorms, post_norm_output, sandwich_stream_values
-from ..core.layouts import Hidden, Layout, Patches
+from ..blocks.sandwich import ATTENTION_POST_NORM, MLP_POST_NORM, SandwichNorms, post_norm_output, sandwich_stream_values
+from ..core.layouts import Patches, PatchMask
 from ..core.standard import Standard, child
-from ..core.values import Argument, EProperty, Field, Unavailable, value
+from ..core.values import Field, Unavailable, documented, value
 from ..image.frames import check_video
 from ..image.grids import Grid, GridError, ImageInputs, check_image
 from ..vision.tower import FIRST_STEP_ONLY, VISION_ORDER, Vision, VisionAttention, VisionMlp, no_images, variable_resolution
@@ -53,14 +53,6 @@ PADDING = (
     "fixed row count (max_soft_tokens * pooling_kernel_size**2), are padding: vision.patch_mask, off the "
     "processor's image_position_ids ((-1, -1) on a padded row), says which."
 )
-
-
-class PatchMask(Layout):
-    """[images, patches] bool: which rows of the tower's padded patch axis hold a real patch."""
-
-
-class PerLayerInput(Layout):
-    """[batch, seq, hidden_size_per_layer_input]: the per-layer input a text block receives."""
 
 
 def real_patches(image_position_ids: torch.Tensor) -> torch.Tensor:
@@ -159,15 +151,6 @@ class Gemma4Grids:
 
 
 GEMMA4_GRIDS = Gemma4Grids()
-
-
-def documented(prop: EProperty, doc: str) -> EProperty:
-    """``prop`` with its own docstring (a copy: the shared value keeps its own)."""
-    copied = type(prop).__new__(type(prop))
-    property.__init__(copied)  # an eproperty is a property, which copy.copy refuses
-    copied.__dict__.update(vars(prop))
-    copied.__doc__ = doc
-    return copied
 
 
 # -- Gemma's sandwich-normed block ----------------------------------------------------------------
@@ -334,42 +317,3 @@ class Gemma4Vision(Vision):
 # -- the text block -------------------------------------------------------------------------------
 
 
-def no_per_layer_input(block: Any) -> str | None:
-    """Why this block has no per-layer input branch, or None."""
-    if child(block, "post_per_layer_input_norm") is not None:
-        return None
-    return (
-        "this model has no per-layer inputs (its text config's hidden_size_per_layer_input is 0 or absent), so its blocks "
-        "add nothing after the MLP: layer_output == (layer_input + attention_output + mlp_output) * layer_scalar"
-    )
-
-
-class Gemma4TextLayer(SandwichLayer):
-    """A Gemma 4 text block: sandwich-normed, with an optional per-layer input branch, scaled by ``layer_scalar``.
-
-    ``attention_output`` and ``mlp_output`` are the outputs of
-    ``post_attention_layernorm`` and ``post_feedforward_layernorm`` (on a MoE
-    block the MLP's and the experts' sum, normed), ``per_layer_output`` what
-    the per-layer input branch adds after them, and the block multiplies the
-    sum by its ``layer_scalar`` buffer, so, exactly::
-
-        layer_output == (layer_input + attention_output + mlp_output + per_layer_output) * layer_scalar
-
-    (without per-layer inputs the third term is absent). Each ``[batch, seq,
-    hidden_size]``.
-    """
-
-    per_layer_input = value(
-        "per_layer_input", PerLayerInput, description="the per-layer input this block receives", key="input",
-        select=Argument(1, "per_layer_input"), unavailable=no_per_layer_input,
-        doc="The per-layer input this block receives, ``[batch, seq, hidden_size_per_layer_input]``: the text model's "
-        "per-layer embedding of the tokens (image positions embedded as the pad token) combined with its projection "
-        "of the input embeddings, this block's slice.",
-    )
-
-    per_layer_output = value(
-        "per_layer_output", Hidden, description="what the per-layer input branch adds to the stream",
-        key=lambda block: f"{child(block, 'post_per_layer_input_norm').path}.output", select=None, unavailable=no_per_layer_input,
-        doc="What the per-layer input branch adds to the stream after the MLP, ``[batch, seq, hidden_size]`` "
-        "(``post_per_layer_input_norm``'s output), before the block scales the stream by ``layer_scalar``.",
-    )

@@ -31,11 +31,11 @@ from typing import Any
 
 from ..core.layouts import Patches
 from ..core.standard import child
-from ..core.values import value
+from ..core.values import documented, value
 from ..image.grids import ImageInputs
 from ..vision.tower import no_images, variable_resolution
 from .blockless import BlocklessVision
-from .gemma4 import Gemma4Grids, Gemma4Vision, documented
+from .gemma4 import Gemma4Grids, Gemma4Vision
 
 #: How the padded patch axis shows, said once for every value's docstring.
 PADDING = (

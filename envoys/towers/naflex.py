@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.layouts import Patches
-from ..core.values import Field, value
+from ..core.layouts import Patches, PatchMask
+from ..core.values import Field, documented, value
 from ..vision.tower import Vision, VisionAttention, no_images, no_patch_embed, variable_resolution
-from .gemma4 import PatchMask, documented
 
 #: How the padded patch axis shows, said once for every tower value's docstring.
 PADDING = (
