@@ -5,8 +5,7 @@ through the entry point ``instrument.rules:catalog``; the snapshot check and
 the release tools, `maintain`). It reads each checkpoint's model classes
 alone, so it builds each model on the meta device (`envoys.testing.build_empty`):
 no weights, quietly (transformers' warnings about the tiny configs are held
-back for the length of the builds). A builder that reads its weights' values
-while it builds cannot run there, and only its checkpoint is built with weights.
+back for the length of the builds).
 It imports every builder, so the library never imports it.
 """
 
@@ -42,14 +41,11 @@ def _transformers_quiet() -> Iterator[None]:
 
 
 def model_of(name: str) -> PreTrainedModel:
-    """The model of the tiny checkpoint ``name``, as the catalogue reads it: on the meta device (no weights), or,
-    where its builder reads its weights' values while it builds, built with them (`envoys.testing.build`)."""
+    """The model of the tiny checkpoint ``name``, as the catalogue reads it: on the meta device, no weights
+    (`envoys.testing.build_empty`)."""
     try:
         with _transformers_quiet():
-            try:
-                return testing.build_empty(name)
-            except (RuntimeError, NotImplementedError):  # the builder reads a weight's value (meta tensors have none)
-                return testing.build(name)[0]
+            return testing.build_empty(name)
     except ImportError as error:  # a processor's optional backend: the catalogue would silently lack its rules
         raise ImportError(
             f"the rule catalogue builds every tiny checkpoint, and {name!r} cannot be built here: {error}; "
@@ -60,7 +56,7 @@ def model_of(name: str) -> PreTrainedModel:
 @lru_cache(maxsize=1)
 def catalog() -> tuple[Rule, ...]:
     """Every rule of every tiny checkpoint the installed transformers can build, once each: the scatters, then the
-    rules of particular forwards (listed, or found from their shape), then the attention and router rules, each
+    rules of particular forwards (found from their shape), then the attention and router rules, each
     with ``model_types``, the families whose checkpoints run it."""
     found: dict[str, Rule] = {}
     users: dict[str, dict[str, None]] = {}

@@ -17,6 +17,7 @@ import pytest
 from synthetic import write_module
 
 import envoys
+from envoys import testing
 from envoys.catalog import catalog
 from envoys.families import family_for
 from envoys.rules import rules_for_model
@@ -696,12 +697,10 @@ def test_finding_the_rules_changes_nothing_on_the_model():
 
 
 def test_a_checkpoint_the_catalogue_cannot_build_is_named_with_what_to_install(monkeypatch):
-    import envoys.testing
-
-    def missing_backend(name, seed=0):
+    def missing_backend(name):
         raise ImportError("ParakeetFeatureExtractor requires the librosa library")
 
-    monkeypatch.setattr(envoys.testing, "build", missing_backend)
+    monkeypatch.setattr(testing, "build_empty", missing_backend)
     catalog.cache_clear()
     try:
         with pytest.raises(ImportError, match=rf"the rule catalogue builds every tiny checkpoint, and '{NAMES[0]}' "

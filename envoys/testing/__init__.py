@@ -140,8 +140,8 @@ def build_empty(name: str) -> PreTrainedModel:
     generator is left as it was. The builder's processor is built and
     dropped; the attention implementation is left as the builder made it (it
     changes no module class). A builder that reads its weights' values while
-    it builds (one that redraws the entries left at zero) cannot run on the
-    meta device: torch's RuntimeError (or NotImplementedError) says so.
+    it builds skips the meta parameters (MiniCPM's, which redraws the entries
+    its init left at zero).
     """
     builder = _builder(name)
     with torch.random.fork_rng(devices=[]), torch.device("meta"):

@@ -120,9 +120,12 @@ def _processing(downsample_mode: str) -> dict[str, Any]:
 
 
 def _randomise_zeros(model: torch.nn.Module) -> None:
-    """Draw every parameter entry transformers initialises to exactly zero from N(0, 0.02)."""
+    """Draw every parameter entry transformers initialises to exactly zero from N(0, 0.02) (none on the meta device,
+    where a parameter has no entries to read: `envoys.testing.build_empty`)."""
     with torch.no_grad():
         for parameter in model.parameters():
+            if parameter.is_meta:
+                continue
             zero = parameter == 0
             if zero.any():
                 parameter[zero] = torch.randn(int(zero.sum())) * 0.02
