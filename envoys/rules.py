@@ -45,8 +45,7 @@ def rules_to_install(model: torch.nn.Module) -> tuple[Rule, ...]:
     family's base model built alone (``LlavaModel``: the host when a wrapper holds it) gets the scatter too; where
     the family scatters in the root's forward (Llama 4, Nemotron-H Omni), the model whose own forward scatters gets
     it; any other model (a tower, a text model of a family not served) the rules of the classes it holds.
-    `instrument.hf_plugin` installs them on every model transformers' own tests build (the entry point
-    ``instrument.rules:for_model``)."""
+    `maintain.hf_plugin` installs them on every model transformers' own tests build."""
     classes = rules_for_classes(type(module) for module in model.modules())
     try:
         family = family_for(model.config.model_type)

@@ -25,7 +25,8 @@ from envoys.testing import ABSENT, in_release
 from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
 from instrument.versions import for_installed
 
-pytest.register_assert_rewrite("family_inputs")  # its checks report their values as a test module's do
+#: the helper modules whose checks and suites report their values as a test module's do
+pytest.register_assert_rewrite("family_inputs", "logit_caps", "packed_grids", "pixtral_inputs", "tiled_grids", "video_edits")
 
 
 @pytest.fixture(scope="session")

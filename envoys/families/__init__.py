@@ -223,7 +223,7 @@ def families() -> tuple[Family, ...]:
 
 
 def served_model_types() -> list[str]:
-    """Every supported family's model_type, sorted (the entry point ``instrument.rules:served``)."""
+    """Every supported family's model_type, sorted (what `maintain.hf_tests` runs transformers' tests of)."""
     return sorted(family.model_type for family in families())
 
 

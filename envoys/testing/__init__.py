@@ -66,7 +66,7 @@ Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
 
 def in_release(model_type: str) -> bool:
     """Whether the installed transformers has ``model_type``: a model of its own (``transformers.models.<model_type>``)
-    or one that a model's module defines beside others (``qwen2_5_omni_thinker``, in ``qwen2_5_omni``)."""
+    or one that a model's module defines beside others (an omni model's thinker, in the omni model's module)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     return importlib.util.find_spec(f"transformers.models.{model_type}") is not None or model_type in CONFIG_MAPPING_NAMES
