@@ -18,8 +18,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from family_inputs import family_of
 
+from envoys import testing as tiny
+from envoys.testing import NAMES
 from maintain import hf_compare, hf_record, hf_source, hf_tests
+from maintain.hf_plugin import rules_for
 from maintain.releases import Outcome, table
 
 FILE = "tests/models/llava/test_modeling_llava.py"
@@ -91,17 +95,17 @@ def test_a_regression_is_a_test_that_passed_without_and_not_with():
 
 
 def test_the_report_names_each_regression_and_change_by_id():
-    ok = hf_compare.FamilyResult("gemma3", without={"x": "passed", "y": "skipped"}, with_={"x": "passed", "y": "skipped"},
-                                 installs=[{"model": "G", "rules": ["gemma3.image-scatter"]}])
+    ok = hf_compare.FamilyResult("qwen3_vl", without={"x": "passed", "y": "skipped"}, with_={"x": "passed", "y": "skipped"},
+                                 installs=[{"model": "G", "rules": ["qwen3_vl.image-scatter"]}])
     bad = hf_compare.FamilyResult("llava", without={"t1": "passed", "t2": "failed"}, with_={"t1": "failed", "t2": "passed"},
                                   installs=[{"model": "L", "rules": ["r"]}, {"model": "M", "error": "DriftError: moved"}])
-    absent = hf_compare.FamilyResult("qwen3_5", error="no tests/models/qwen3_5/test_modeling_*.py in src")
+    absent = hf_compare.FamilyResult("qwen2_5_vl", error="no tests/models/qwen2_5_vl/test_modeling_*.py in src")
     text = hf_compare.report([ok, bad, absent])
     rows = text.splitlines()
     assert rows[0].split()[:3] == ["family", "test", "ids"]
-    assert rows[1].split() == ["gemma3", "2", "1", "passed,", "1", "skipped", "1", "passed,", "1", "skipped", "0", "0", "1", "model", "classes"]
+    assert rows[1].split() == ["qwen3_vl", "2", "1", "passed,", "1", "skipped", "1", "passed,", "1", "skipped", "0", "0", "1", "model", "classes"]
     assert rows[2].split()[:6] == ["llava", "2", "1", "passed,", "1", "failed"] and rows[2].split()[-4:] == ["1", "1", "model", "classes"]
-    assert "no tests/models/qwen3_5/test_modeling_*.py in src" in rows[3]
+    assert "no tests/models/qwen2_5_vl/test_modeling_*.py in src" in rows[3]
     assert "  llava  t1: passed -> failed\n" in text.split("other changes")[0]
     assert "  llava  t2: failed -> passed\n" in text.split("other changes")[1]
     assert "  llava  M: DriftError: moved\n" in text
@@ -123,14 +127,14 @@ def test_the_release_table_gains_a_column_where_transformers_tests_ran():
 
 
 def test_a_familys_test_module_is_found_by_its_model_type_or_its_folder(tmp_path):
-    for path in (FILE, "tests/models/llava/test_processing_llava.py", "tests/models/qwen3_5/test_modeling_qwen3_5_moe.py",
-                 "tests/models/qwen3_5/test_modeling_qwen3_5_text.py", "tests/models/blip_2/test_modeling_blip_2.py"):
+    for path in (FILE, "tests/models/llava/test_processing_llava.py", "tests/models/qwen3_vl/test_modeling_qwen3_vl_moe.py",
+                 "tests/models/qwen3_vl/test_modeling_qwen3_vl_text.py", "tests/models/blip_2/test_modeling_blip_2.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("")
     assert hf_source.model_test_files(tmp_path, "llava") == (Path(FILE),)
-    assert hf_source.model_test_files(tmp_path, "qwen3_5") == (
-        Path("tests/models/qwen3_5/test_modeling_qwen3_5_moe.py"), Path("tests/models/qwen3_5/test_modeling_qwen3_5_text.py"))
-    assert hf_source.model_test_files(tmp_path, "gemma3") == ()
+    assert hf_source.model_test_files(tmp_path, "qwen3_vl") == (
+        Path("tests/models/qwen3_vl/test_modeling_qwen3_vl_moe.py"), Path("tests/models/qwen3_vl/test_modeling_qwen3_vl_text.py"))
+    assert hf_source.model_test_files(tmp_path, "qwen2_5_vl") == ()
     assert hf_source.model_test_files(tmp_path, "blip-2") == (Path("tests/models/blip_2/test_modeling_blip_2.py"),)
     assert hf_source.missing(tmp_path) == ""
 
@@ -180,25 +184,25 @@ def test_the_plugins_load_without_the_library(tmp_path):
     assert done.stdout.strip() == "[]"
 
 
-def test_the_plugin_finds_the_scatter_where_the_family_puts_it():
-    """The host's scatter on the wrapper, on the base model built alone, and on a root that scatters itself (Llama 4,
-    whose config transformers maps to the wrapper as its base model); a tower alone gets its class rules."""
-    from envoys import testing as tiny
-    from maintain.hf_plugin import rules_for
-
+@pytest.mark.parametrize("in_root", [name for name in NAMES if family_of(name).scatter.in_root])
+def test_the_plugin_finds_the_scatter_where_the_family_puts_it(in_root):
+    """The host's scatter on the wrapper, on the base model built alone, and on every root that scatters itself (Llama
+    4's, whose config transformers maps to the wrapper as its base model, among them); a tower alone gets its class
+    rules."""
     def names(model):
         return {rule.name for rule in rules_for(model)}
 
     try:
         llava, _ = tiny.build("llava-siglip")
-        llama4, _ = tiny.build("llama4")
+        root, _ = tiny.build(in_root)
     except ValueError as absent:
         pytest.skip(str(absent))
     assert "llava.image-scatter" in names(llava) and "llava.image-scatter" in names(llava.model)
     tower = names(llava.model.vision_tower)
     assert "siglip.SiglipAttention" in tower and not any(name.endswith(".image-scatter") for name in tower)
-    assert "llama4.image-scatter" in names(llama4)
-    assert not any(name.endswith(".image-scatter") for name in names(llama4.vision_model))
+    assert any(name.endswith(".image-scatter") for name in names(root))
+    (native,) = [name for name, standard in family_of(in_root).rename.items() if standard == "vision"]
+    assert not any(name.endswith(".image-scatter") for name in names(root.get_submodule(native)))
 
 
 FAKE_TESTS = '''
@@ -258,9 +262,9 @@ def test_one_familys_two_runs_report_a_regression_by_its_id(tmp_path, monkeypatc
 
 
 def test_a_family_not_served_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(hf_tests, "served_model_types", lambda python: ("gemma3", "llava"))
+    monkeypatch.setattr(hf_tests, "served_model_types", lambda python: ("llava", "qwen3_vl"))
     monkeypatch.setattr(hf_tests, "run_logged", lambda *a, **k: SimpleNamespace(returncode=0))  # the packages' install
     (tmp_path / "tests" / "models").mkdir(parents=True)
     options = hf_tests.Options(families=("llava", "nonesuch"), source=tmp_path)
     check = hf_tests.check(Path(sys.executable), "5.24.0", tmp_path / "work", tmp_path / "log", options)
-    assert check.failed and check.error == "not served on transformers 5.24.0: nonesuch (served: gemma3, llava)"
+    assert check.failed and check.error == "not served on transformers 5.24.0: nonesuch (served: llava, qwen3_vl)"
