@@ -1,6 +1,6 @@
 """LLaVA-OneVision (model_type llava_onevision): a SigLIP tower on tiles, a two-layer projector, a Qwen2 text model.
 
-LLaVA-NeXT's anyres tiling (`envoys.families.llava_next`) on a SigLIP tower.
+LLaVA-NeXT's anyres tiling (`envoys.towers.anyres`) on a SigLIP tower.
 The image processor resizes and pads an image to the best of
 ``image_grid_pinpoints`` and cuts it into tiles of the tower's ``image_size``,
 after a base tile (the whole image resized to one tile); the host drops the

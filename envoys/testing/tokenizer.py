@@ -12,7 +12,7 @@ Two kinds:
   ``tokenizer.image_token_id``.
 * :func:`byte_level_tokenizer`: a byte-level BPE (the 256 byte symbols plus
   merges trained on a word list) with exactly the structure of Qwen3.5's
-  tokenizer class. For model type ``qwen3_5``, transformers ignores the saved
+  tokenizer class. For Qwen3.5's model type, transformers ignores the saved
   ``tokenizer_class`` and rebuilds a byte-level BPE from the saved vocabulary
   and merges; a tokenizer that already *is* that byte-level BPE survives the
   rebuild unchanged.
