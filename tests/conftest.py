@@ -19,7 +19,7 @@ if ENVIRONMENT not in os.environ:
     os.environ[ENVIRONMENT] = tempfile.mkdtemp(prefix="vlm-instrument-cache-")
     atexit.register(shutil.rmtree, os.environ[ENVIRONMENT], True)
 
-from envoys import testing
+from envoys import StandardizedTransformer, testing
 from envoys.core.bugs import BrokenLoad
 from envoys.testing import ABSENT, in_release
 from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_rule
@@ -42,6 +42,17 @@ def tiny_checkpoint() -> Callable[..., Path]:
         return testing.tiny_checkpoint(name, seed)
 
     return get
+
+
+@pytest.fixture(scope="module")
+def model(request: pytest.FixtureRequest, tiny_checkpoint: Callable[..., Path]) -> StandardizedTransformer:
+    """The test module's checkpoint (its ``CHECKPOINT``, a name of `envoys.testing.NAMES`), loaded as a user loads it,
+    on the CPU with eager attention, once per module. A module or class may define its own ``model`` instead."""
+    name = getattr(request.module, "CHECKPOINT", None)
+    if name is None:
+        raise pytest.UsageError(f"{request.module.__name__} asks for the model fixture: set CHECKPOINT = '<a tiny "
+                                "checkpoint's name>' in it, or define its own model fixture")
+    return StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", device="cpu", attn_implementation="eager")
 
 
 def absent(model_type: str) -> str | None:

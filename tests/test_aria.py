@@ -18,17 +18,14 @@ import pytest
 import torch
 from family_inputs import prompt
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 from envoys.testing import noise_image
 
 #: 32x32 (its whole 7x7 grid real) and 64 wide x 48 high (980 x 735 on the 980 square: 6 of 7 patch rows real).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("aria"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "aria"
 
 
 def processed(model, images) -> dict:

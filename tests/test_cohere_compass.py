@@ -16,21 +16,16 @@ themselves, never from the code under test.
 from __future__ import annotations
 
 import nnsight
-import pytest
 import torch
 from family_inputs import eager_attention
 
-from envoys import StandardizedTransformer
 from envoys.testing import chat_prompt, noise_image
 
 #: 32x32 noise (16 patches, 4 tokens) and 48 high x 64 wide (48 patches, 12 tokens).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("cohere_compass"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "cohere_compass"
 
 
 def prompt(model) -> str:

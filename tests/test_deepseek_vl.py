@@ -9,10 +9,8 @@ patches, a 4x4 grid, 16 image tokens an image, text width 32.
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from envoys import StandardizedTransformer
 from envoys.testing import chat_prompt, noise_image, patch_coloured_image
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
@@ -20,10 +18,7 @@ SIDE = 4  # patches a side
 TOKENS = SIDE * SIDE
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("deepseek_vl"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "deepseek_vl"
 
 
 def prompt(model, count=2):

@@ -28,10 +28,7 @@ WINDOW = 3
 WINDOWED, GLOBAL = 1, 0  # the blocks
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("deepseek_vl_hybrid"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "deepseek_vl_hybrid"
 
 
 def prompt(model, count=2):

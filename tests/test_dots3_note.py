@@ -13,7 +13,6 @@ the text router in test_moe_router.py.
 
 from __future__ import annotations
 
-import pytest
 import torch
 from family_inputs import attends_per_image, merge_block_reaches_its_token_alone, prompt
 from transformers.models.dots3_note.modeling_dots3_note import apply_rotary_pos_emb_vision
@@ -25,10 +24,7 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 6x8 grid of 8 px patches
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("dots3_note"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "dots3_note"
 
 
 # -- names -----------------------------------------------------------------------------------------

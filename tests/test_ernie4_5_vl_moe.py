@@ -20,7 +20,7 @@ import pytest
 import torch
 from family_inputs import attends_per_image, prompt
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 from envoys.testing import chat_prompt, noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
@@ -28,10 +28,7 @@ TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 
 EXPERTS, TOP_K = 4, 2  # envoys/testing/ernie4_5_vl_moe.py: 4 experts a modality, 2 a token; block 1 sparse
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("ernie4_5_vl_moe"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "ernie4_5_vl_moe"
 
 
 def inputs(model, images):

@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 from family_inputs import prompt
 
-from envoys import StandardizedTransformer
 from envoys.testing import noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("exaone4_5"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "exaone4_5"
 
 
 def grid(model, images) -> torch.Tensor:

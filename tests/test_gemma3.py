@@ -31,11 +31,7 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # two sizes: 32x32, and 64 wide by 48 high
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("gemma3"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "gemma3"
 
 
 def inputs(model, images):

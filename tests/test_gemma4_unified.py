@@ -29,11 +29,7 @@ TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 32x32, and 6
 NO_BLOCKS = r"Gemma4UnifiedVisionEmbedder has no blocks \(vision\.num_layers is 0\): model\.vision is Gemma 4 Unified's"
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("gemma4_unified"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "gemma4_unified"
 
 
 def processed(model, images) -> dict:

@@ -33,13 +33,9 @@ from test_glm import (  # noqa: F401  (test_glm's tower tests, collected here on
     test_writing_patch_embeddings_reaches_the_first_block,
 )
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 
-
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("glm4v_moe"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "glm4v_moe"
 
 
 def test_the_modules_are_the_copys_and_the_text_blocks_are_plain(model):

@@ -28,10 +28,7 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 1 tile; 2x2 tiles + the thumbnail
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("granite_docling"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "granite_docling"
 
 
 def processed(model, images, **options) -> dict:

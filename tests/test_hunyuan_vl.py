@@ -15,7 +15,6 @@ image, its newline column and begin and end rows, its order.
 from __future__ import annotations
 
 import nnsight
-import pytest
 import torch
 from family_inputs import eager_attention, grid, prompt
 
@@ -26,10 +25,7 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 12x16 grid of 4 px patches
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("hunyuan_vl"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "hunyuan_vl"
 
 
 # -- the per-image attention -----------------------------------------------------------------------

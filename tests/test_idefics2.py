@@ -18,7 +18,7 @@ import pytest
 import torch
 from family_inputs import prompt
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 from envoys.census import SCATTERS, SUPPORTED, census, entry
 from envoys.testing import noise_image
 
@@ -26,10 +26,7 @@ from envoys.testing import noise_image
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("idefics2"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "idefics2"
 
 
 def real_patches(model, images) -> torch.Tensor:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envoys import StandardizedTransformer
 from envoys.testing import chat_prompt, noise_image
 
 IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
@@ -24,10 +23,7 @@ TOKENS = SIDE * SIDE
 HEADS, HEAD_DIM = 2, 16
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("janus"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "janus"
 
 
 def prompt(model, count=2):

@@ -15,7 +15,6 @@ output.
 
 from __future__ import annotations
 
-import pytest
 import torch
 from family_inputs import attends_per_image, grid, merge_block_reaches_its_token_alone, prompt
 from transformers.models.kimi_k25.modeling_kimi_k25 import apply_rotary_pos_emb_vision
@@ -27,10 +26,7 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 12x16 grid of 4 px patches
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("kimi_k25"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "kimi_k25"
 
 
 # -- names -----------------------------------------------------------------------------------------

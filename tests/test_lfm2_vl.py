@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from family_inputs import prompt
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 from envoys.testing import noise_image, patch_coloured_image
 
 ONE = [noise_image(32, 32, seed=0)]
@@ -30,10 +30,7 @@ ROWS, FACTOR, PATCH = 80, 2, 4
 SLOTS = ROWS // FACTOR**2
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("lfm2_vl"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "lfm2_vl"
 
 
 def processed(model, images) -> dict:

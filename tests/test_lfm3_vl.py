@@ -19,7 +19,7 @@ pytest.importorskip("transformers.models.lfm3_vl", reason="target absent: this t
 import nnsight
 import torch
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 from envoys.testing import chat_prompt, noise_image
 
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: a 6x8 patch grid
@@ -27,10 +27,7 @@ TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 
 GRIDS, TOKENS, MERGE = [[1, 4, 4], [1, 6, 8]], [4, 12], 2
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("lfm3_vl"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "lfm3_vl"
 
 
 def prompt(model) -> str:

@@ -14,19 +14,11 @@ projector that reads the tower's output.
 
 from __future__ import annotations
 
-import pytest
 import torch
 from packed_grids import PixtralGridSuite
 from pixtral_inputs import TWO, PixtralTowerSuite, bounds, image_sizes, patch_counts, patch_grids, processed, prompt
 
-from envoys import StandardizedTransformer
-
-
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("lighton_ocr"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "lighton_ocr"
 
 
 def merged_grids(model, images) -> list[tuple[int, int]]:

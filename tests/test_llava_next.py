@@ -28,11 +28,7 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]  # 32x32, and 48 wide by 64 high: 3 and 5 tiles
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("llava_next"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "llava_next"
 
 
 def prompt(model, images) -> str:

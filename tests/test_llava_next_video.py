@@ -12,22 +12,17 @@ image path run by hand (``get_image_features``) outside the trace.
 
 from __future__ import annotations
 
-import pytest
 import torch
 from test_llava_next import grid_shape, packed, patch_side, processed, prompt, tiles_per_image
 from video_edits import assert_a_patch_edit_moves_its_token
 
-from envoys import StandardizedTransformer
 from envoys.testing import noise_image
 
 #: 32x32 (a base tile and a 1x2 grid: 36 tokens) and 64 wide x 48 high (a base tile and a 2x2 grid: 70 tokens).
 IMAGES = [noise_image(32, 32, seed=5), noise_image(64, 48, seed=6)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("llava_next_video"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "llava_next_video"
 
 
 def test_loads_with_its_stock_processor(model):

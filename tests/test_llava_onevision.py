@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 from transformers.image_processing_utils import select_best_resolution
 
-from envoys import StandardizedTransformer
 from envoys.testing import chat_prompt, noise_image, noise_video
 
 ONE = [noise_image(32, 32, seed=0)]
@@ -30,11 +29,7 @@ THREE = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1), noise_image(2
 SIDE = 4  # a 32 pixel tile of 8 pixel patches
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("llava_onevision"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "llava_onevision"
 
 
 def prompt(model, count) -> str:

@@ -15,7 +15,6 @@ import pytest
 import torch
 from family_inputs import prompt
 
-from envoys import StandardizedTransformer
 from envoys.testing import noise_image
 
 pytest.importorskip("transformers.models.llava_onevision1_5", reason="target absent: llava_onevision1_5 came in 5.25")
@@ -23,10 +22,7 @@ pytest.importorskip("transformers.models.llava_onevision1_5", reason="target abs
 TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # 64 wide, 48 high: 16 and 48 patches
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("llava_onevision1_5"), task="image-text-to-text",
-                                   attn_implementation="eager")
+CHECKPOINT = "llava_onevision1_5"
 
 
 def patches_per_image(model, images) -> list[int]:

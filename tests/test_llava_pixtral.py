@@ -22,7 +22,7 @@ from packed_grids import PixtralGridSuite
 from pixtral_inputs import ONE, TWO, PixtralTowerSuite, bounds, patch_counts, processed, prompt
 from transformers import CLIPVisionConfig, LlavaConfig, PixtralVisionConfig
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 from envoys.families import llava
 from envoys.towers.pixtral import PIXTRAL_RENAME
 
@@ -33,11 +33,7 @@ PIXTRAL_NAMES = {
 }
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("llava-pixtral"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "llava-pixtral"
 
 
 # -- loading and names ---------------------------------------------------------------------------------

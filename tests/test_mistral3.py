@@ -24,12 +24,7 @@ from pixtral_inputs import ONE, TWO, PixtralTowerSuite, bounds, image_sizes, pat
 
 from envoys import StandardizedTransformer, Unavailable
 
-
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("mistral3"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "mistral3"
 
 
 def token_counts(model, images) -> list[int]:

@@ -19,15 +19,9 @@ import torch
 from packed_grids import PixtralGridSuite
 from pixtral_inputs import ONE, TWO, PixtralTowerSuite, prompt
 
-from envoys import StandardizedTransformer
 from envoys.families import mistral3
 
-
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("mistral_large4"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "mistral_large4"
 
 
 def test_the_vision_side_is_mistral3s_and_the_text_blocks_are_dense_then_moe(model):

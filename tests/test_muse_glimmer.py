@@ -16,10 +16,8 @@ processor and the modules themselves, never from the code under test.
 from __future__ import annotations
 
 import nnsight
-import pytest
 import torch
 
-from envoys import StandardizedTransformer
 from envoys.testing import chat_prompt, noise_image
 
 #: 32x32 noise (a 4x4 patch grid: one window, 4 tokens) and 64 wide x 48 high (6 rows of 8 patches: windows of 4x4,
@@ -29,10 +27,7 @@ WINDOWS = [0, 16, 32, 48, 56, 64]
 PER_IMAGE = [0, 16, 64]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("muse_glimmer"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "muse_glimmer"
 
 
 def prompt(model) -> str:

@@ -36,9 +36,7 @@ TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]  # two sizes: 3
 COUNTS = ["one-image", "two-images"]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint(NAME), task="image-text-to-text", device="cpu", attn_implementation="eager")
+CHECKPOINT = NAME
 
 
 def inputs(model, images) -> dict[str, torch.Tensor]:

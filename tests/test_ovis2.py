@@ -16,7 +16,6 @@ import pytest
 import torch
 from family_inputs import prompt
 
-from envoys import StandardizedTransformer
 from envoys.testing import noise_image
 
 #: The builder's sizes: a tile is 8x8 patches; the tokenizer folds 2x2 of them into one token, 4x4 a tile.
@@ -28,11 +27,7 @@ TWO = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 INDICATOR_TOKENS = ("<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>")
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("ovis2"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "ovis2"
 
 
 def processed(model, images) -> dict:

@@ -34,10 +34,7 @@ MERGE_UNIT = 4  # 2x2 patches
 WORDS, INDICATORS = 60, 4  # the visual vocabulary: 60 words, then the image start, image end, video start, video end
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("ovis2_5"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "ovis2_5"
 
 
 def window_order(rows: int, columns: int, side: int) -> list[int]:

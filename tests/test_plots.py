@@ -161,9 +161,7 @@ def test_a_missing_matplotlib_names_the_plot_extra(monkeypatch, tmp_path):
     assert not (tmp_path / "never.png").exists()
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("llava-siglip"), task="image-text-to-text", attn_implementation="eager")
+CHECKPOINT = "llava-siglip"
 
 
 def test_each_recipe_draws_itself(model, tmp_path):

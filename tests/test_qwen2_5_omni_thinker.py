@@ -15,11 +15,9 @@ documented config and the processor, never from the code under test.
 from __future__ import annotations
 
 import nnsight
-import pytest
 import torch
 from transformers import AutoProcessor
 
-from envoys import StandardizedTransformer
 from envoys.testing import chat_prompt, noise_audio, noise_image, noise_video
 
 #: 32x32 noise: 64 patches of 4 px, 16 image tokens.
@@ -28,10 +26,7 @@ IMAGE = [noise_image(32, 32, seed=0)]
 AUDIO = [noise_audio(1.0, seed=0)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("qwen2_5_omni_thinker"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "qwen2_5_omni_thinker"
 
 
 def test_the_modules_are_the_omni_copys(model):

@@ -25,17 +25,14 @@ pytest.importorskip("transformers.models.qwen3_5_moe", reason="target absent: th
 
 from packed_grids import QwenLearnedPositionsGrids  # noqa: E402
 
-from envoys import StandardizedTransformer, Unavailable  # noqa: E402
+from envoys import Unavailable  # noqa: E402
 from envoys.testing import chat_prompt, noise_image  # noqa: E402
 
 #: 32x32 noise (16 patches, 4 tokens) and 48 high x 64 wide (48 patches, 12 tokens).
 IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("qwen3_5_moe"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "qwen3_5_moe"
 
 
 def prompt(model) -> str:

@@ -18,10 +18,8 @@ config, never from the code under test.
 from __future__ import annotations
 
 import nnsight
-import pytest
 import torch
 
-from envoys import StandardizedTransformer
 from envoys.testing import chat_prompt, noise_audio, noise_image, noise_video
 
 #: 32x32 noise (16 patches, 4 tokens) and 48 high x 64 wide (48 patches, 12 tokens).
@@ -30,10 +28,7 @@ IMAGES = [noise_image(32, 32, seed=0), noise_image(64, 48, seed=1)]
 AUDIO = [noise_audio(1.0, seed=0)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint) -> StandardizedTransformer:
-    return StandardizedTransformer(tiny_checkpoint("qwen3_omni_moe_thinker"), task="image-text-to-text",
-                                   device="cpu", attn_implementation="eager")
+CHECKPOINT = "qwen3_omni_moe_thinker"
 
 
 def test_the_modules_are_the_omni_copys(model):

@@ -24,11 +24,7 @@ ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(
-        tiny_checkpoint("qwen3_vl"), task="image-text-to-text", device="cpu", attn_implementation="eager"
-    )
+CHECKPOINT = "qwen3_vl"
 
 
 def taps(model) -> int:

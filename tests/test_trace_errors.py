@@ -14,7 +14,6 @@ import threading
 import pytest
 import torch
 
-from envoys import StandardizedTransformer
 from envoys.core.not_saved import NotSavedError
 from envoys.core.values import Unavailable
 from envoys.testing import chat_prompt, noise_image
@@ -22,9 +21,7 @@ from envoys.testing import chat_prompt, noise_image
 IMAGE = noise_image(32, 32, seed=5)
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
+CHECKPOINT = "qwen3_vl"
 
 
 @pytest.fixture(scope="module")

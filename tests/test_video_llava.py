@@ -14,7 +14,7 @@ import pytest
 import torch
 from video_edits import assert_a_patch_edit_moves_its_token
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
 from envoys.image.grids import GridError
 from envoys.testing import chat_prompt, noise_image, noise_video
 
@@ -22,10 +22,7 @@ IMAGES = [noise_image(32, 32, seed=3), noise_image(64, 48, seed=4)]
 SIDE = 4  # 32 pixel images of 8 pixel patches
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint("video_llava"), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+CHECKPOINT = "video_llava"
 
 
 def prompt(model) -> str:
