@@ -7,8 +7,8 @@ blocks, width 32, 8 px patches on 32x32 images, no pooling head), a Llama text
 model of `sizes.text_sizes`, and the stock processor with its stock image
 processor (`DeepseekVLImageProcessor`), which resizes an image so its longer
 side is 32 and pads it to 32x32 with its mean colour: 16 patches and 16 image
-tokens an image, whatever its size. The tokenizer (`deepseek_tokenizer`) is
-shared with DeepSeek-VL-Hybrid's builder.
+tokens an image, whatever its size. Its tokenizer and text model are
+`envoys.testing.deepseek`'s.
 """
 
 from __future__ import annotations
@@ -18,53 +18,12 @@ from transformers import (
     DeepseekVLForConditionalGeneration,
     DeepseekVLImageProcessor,
     DeepseekVLProcessor,
-    LlamaConfig,
 )
 
 from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, text_model
+from .deepseek import DEEPSEEK_TEMPLATE, deepseek_tokenizer, llama_text
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
-from .sizes import text_sizes
-from .tokenizer import WORDS, TokenizersBackend, word_level_tokenizer
-
-BOS = "<｜begin▁of▁sentence｜>"
-EOS = "<｜end▁of▁sentence｜>"
-
-#: DeepSeek-VL's chat format, reduced: ``User: <image_placeholder>...\n\nAssistant:``, each image one placeholder
-#: where the message puts it, an assistant turn closed by the end-of-sentence token.
-DEEPSEEK_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if message['role'] == 'user' %}{{ 'User: ' }}"
-    "{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' }}{% endif %}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for item in message['content'] %}"
-    "{% if item['type'] == 'image' %}{{ '<image_placeholder>' }}"
-    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}"
-    "{% if message['role'] == 'assistant' %}{{ '" + EOS + "' }}{% else %}{{ '\n\n' }}{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
-)
-
-
-def deepseek_tokenizer() -> TokenizersBackend:
-    """DeepSeek-VL's tokenizer: its begin- and end-of-sentence tokens (BOS prepended, as its Llama tokenizer does;
-    the end token pads), ``<image_placeholder>`` and the chat format `DEEPSEEK_TEMPLATE`."""
-    return word_level_tokenizer(
-        special_tokens=[BOS, EOS],
-        named_tokens={"image_token": "<image_placeholder>"},
-        chat_template=DEEPSEEK_TEMPLATE,
-        bos_token=BOS,
-        add_bos_token=True,
-        eos_token=EOS,
-        pad_token=EOS,
-        words=(*WORDS, "User", "Assistant"),
-    )
-
-
-def llama_text(tokenizer: TokenizersBackend) -> LlamaConfig:
-    """The Llama text model: 2 blocks, width 32, 2 query heads, 1 key-value head, the tokenizer's vocabulary."""
-    return LlamaConfig(**text_sizes(tokenizer))
 
 
 def build_deepseek_vl() -> tuple[DeepseekVLForConditionalGeneration, DeepseekVLProcessor]:

@@ -3,7 +3,7 @@
 The builder returns an unsaved (`DeepseekVLHybridForConditionalGeneration`,
 `DeepseekVLHybridProcessor`) pair with random float32 weights (seed the torch
 generator first; :func:`envoys.testing.build` does). The low-res side is
-DeepSeek-VL's (`deepseek_vl`: SigLIP, 2 blocks, 8 px patches on 32x32, 16
+DeepSeek-VL's (SigLIP, 2 blocks, 8 px patches on 32x32, 16
 patches); the high-res tower is SAM's ViT on 64x64 images of 8 px patches (an
 8x8 grid): 2 blocks of width 32, 2 heads, block 0 global, block 1 attending
 in 3x3 windows (the grid padded to 9x9: 9 windows an image). The stock image
@@ -24,7 +24,7 @@ from transformers import (
 )
 
 from .contract import LLAMA_ATTENTION, SIGLIP, SIGLIP_ATTENTION, Loads, Reads, Row, Sizes, batched, encoder_tower, scatter, text_model
-from .deepseek_vl import DEEPSEEK_TEMPLATE, deepseek_tokenizer, llama_text
+from .deepseek import DEEPSEEK_TEMPLATE, deepseek_tokenizer, llama_text
 from .llava import IMAGE_SIZE, IMAGE_TOKENS, siglip_tower
 from .norms import randomise_norms
 
