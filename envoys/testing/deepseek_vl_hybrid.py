@@ -96,7 +96,7 @@ BUILDERS = {"deepseek_vl_hybrid": build_deepseek_vl_hybrid}
 #: What the contract suite expects of these checkpoints (`envoys.testing.contract`), read off the builders' documented
 #: configurations above, never off the code under test.
 CONTRACTS = {
-    # envoys/testing/deepseek_vl_hybrid.py: deepseek_vl's SigLIP tower (model.vision) and 16 image tokens an image; the
+    # envoys/testing/deepseek_vl_hybrid.py: DeepSeek-VL's SigLIP tower (model.vision) and 16 image tokens an image; the
     # aligner's first argument is its tower_output (the second, the SAM tower's, tests/test_deepseek_vl_hybrid.py); the
     # SAM tower's blocks run the rules of GOT-OCR 2.0's (rewrites/sam_vision.py).
     "deepseek_vl_hybrid": Row(
