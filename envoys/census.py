@@ -78,9 +78,6 @@ LEFT_OUT = {
     "unlimited_ocr": "a SAM encoder and a ViT, each run twice in one forward (global views, then local crops): it needs "
                      "per-call tower values; its MoE text blocks are of a kind already served, their reference "
                      "sliding-window caches untested",
-    "minimax_m3_vl": "a packed tower whose attention splits at `cu_seqlens` into one kernel call per image (the Qwen "
-                     "ViT's layout) on a MoE text model with a sparse-attention indexer: it belongs with the packed "
-                     "towers and MoE text models",
     "granite4_vision": "no one scatter of the image features: a window Q-Former downsamples the tower's layers and "
                        "`Granite4VisionTextModel` adds them at several text layers inside its layer loop "
                        "(`hidden_states.masked_scatter` per tap, a DeepStack of its own), which the DeepStack envoy "
