@@ -298,32 +298,11 @@ class Row:
         return [noise_image(*FIRST_IMAGE, seed=0), noise_image(*self.second_image, seed=1)]
 
 
-#: The Qwen ViT's attention calls its kernel once per image, at attention_interface_2: the spec's reason (PER_IMAGE).
-QWEN_PER_IMAGE = r"the Qwen ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
-#: RADIO's attention calls its kernel once per image too, at attention_interface_3 when several images are packed.
-RADIO_PER_IMAGE = r"RADIO's attention makes one kernel call per image.*attention_interface_3.*cu_seqlens"
-#: The GLM ViT's attention calls its kernel once per image too, at attention_interface_2.
-GLM_PER_IMAGE = r"the GLM ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
-#: A packed SigLIP-shaped tower's attention (PaddleOCR-VL, VideoLLaMA 3) calls its kernel once per image too.
-PACKED_SIGLIP_PER_IMAGE = (
-    r"this packed SigLIP tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
-)
-#: The Muse tower's attention calls its kernel once per window or per image, at attention_interface_2.
-MUSE_PER_IMAGE = r"the Muse tower's attention makes one interface call per window.*\(attention_interface_2\).*cu_seqlens"
-#: MoonViT's attention (Kimi K2.5) calls its kernel once per image too, at attention_interface_2.
-KIMI_PER_IMAGE = r"MoonViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
-#: HunYuanVL's tower attention calls its kernel once per image too, at attention_interface_2.
-HUNYUAN_PER_IMAGE = r"HunYuanVL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
-#: MiniCPM-V's tower attention calls its kernel once per image unit too, at attention_interface_2.
-MINICPM_PER_IMAGE = r"MiniCPM-V's ViT attention makes one interface call per image unit \(attention_interface_2.*cu_seqlens"
-#: Dots 3 Note's tower attention calls its kernel once per image too, at attention_interface_2.
-DOTS_PER_IMAGE = r"the Dots 3 tower's attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
+#: A packed tower whose attention calls its kernel once per image (or per window) at cu_seqlens: the Qwen ViT's
+#: (the spec's reason, PER_IMAGE), and every tower of that shape's, each naming its own tower and call.
+PER_IMAGE = r"attention makes one (interface|kernel) call per (image|window).*cu_seqlens"
 #: A vision side with no tower blocks (Gemma 4 Unified's embedder): every block value's reason.
 NO_BLOCKS = r"has no blocks \(vision\.num_layers is 0\)"
-#: LFM3-VL's tower attention calls its kernel once per image too, at attention_interface_2.
-#: Ovis2.5's tower attention calls its kernel once per window or per image, at attention_interface_2.
-OVIS2_5_PER_IMAGE = r"the Ovis2.5 tower's attention makes one interface call per window.*\(attention_interface_2\).*cu_seqlens"
-LFM3_VL_PER_IMAGE = r"LFM3-VL's tower attention makes one interface call per image \(attention_interface_2.*cu_seqlens"
 #: A Qwen tower that attends per image has no window order.
 NO_WINDOWS = {"window_index": "attends per image, not in windows"}
 

@@ -47,7 +47,7 @@ from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import MiniMaxM3VL
 from .contract import (
     ENCODER_BLOCK,
     NO_WINDOWS,
-    PACKED_SIGLIP_PER_IMAGE,
+    PER_IMAGE,
     SIGLIP,
     Loads,
     MoeRow,
@@ -187,7 +187,7 @@ CONTRACTS = {
         stream=packed(64, 192),
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("tower_output", unbatched=True),
-        pattern_unavailable=PACKED_SIGLIP_PER_IMAGE,
+        pattern_unavailable=PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("minimax_m3_vl"), "minimax_m3_vl.vision-attention",
