@@ -78,18 +78,13 @@ from ..blocks.indexed import INDEXER_TOP_K
 from ..core.layouts import PackedPatches
 from ..core.values import Argument, value
 from ..towers.glm import GlmVision
-from ..towers.per_image import per_image_pattern
+from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
 from . import Batching, Family
 
 #: Why the Dots tower's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "the Dots 3 tower's attention makes one interface call per image (attention_interface_2), so no one tensor is "
-    "the block's pattern; read attention_queries and attention_keys, whole, and split them where the calls do: at the "
-    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the processor's "
-    "image_grid_thw"
-)
+PER_IMAGE = per_image_reason("the Dots 3 tower's attention")
 
 
 class DotsVisionAttention(QwenVisionAttention):

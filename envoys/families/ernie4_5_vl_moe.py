@@ -88,18 +88,13 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 from ..blocks.moe import RoutedMlp, not_routed
 from ..core.layouts import Hidden, PackedPatches, RouterLogits
 from ..core.values import Item, value
-from ..towers.per_image import per_image_pattern
+from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images, norm_output
 from . import Family
 
 #: Why the ERNIE ViT's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "the ERNIE-4.5-VL ViT's attention makes one interface call per image (attention_interface_2), so no one tensor "
-    "is the block's pattern; read attention_queries and attention_keys, whole, and split them where the calls do: "
-    "at the attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the "
-    "processor's image_grid_thw"
-)
+PER_IMAGE = per_image_reason("the ERNIE-4.5-VL ViT's attention")
 
 #: Why the block's assembled router_logits takes no write.
 ASSEMBLED = (

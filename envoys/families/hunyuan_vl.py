@@ -60,18 +60,13 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 from ..core.layouts import PackedPatches
 from ..core.values import value
 from ..image.grids import RasterGrids
-from ..towers.per_image import per_image_pattern
+from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, no_patch_embed
 from . import Batching, Family
 
 #: Why HunYuanVL's tower attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "HunYuanVL's tower attention makes one interface call per image (attention_interface_2), so no one tensor is the "
-    "block's pattern; read attention_queries and attention_keys, whole, and split them where the calls do: at the "
-    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the processor's "
-    "image_grid_thw"
-)
+PER_IMAGE = per_image_reason("HunYuanVL's tower attention")
 
 
 class HunYuanVisionAttention(QwenVisionAttention):

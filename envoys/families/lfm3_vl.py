@@ -70,7 +70,7 @@ from ..core.standard import child
 from ..core.values import First, value
 from ..text.blocks import Attention, Mlp
 from ..towers.encoder_names import WRAPPER_RENAME
-from ..towers.per_image import per_image_pattern
+from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention, tower_output_at
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
 from . import Family
@@ -83,12 +83,7 @@ MLP_POST_NORM = "post_ffn_norm"
 CONV = {"conv": "a gated short convolution"}
 
 #: Why LFM3-VL's tower attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "LFM3-VL's tower attention makes one interface call per image (attention_interface_2), so no one tensor is the "
-    "block's pattern; read attention_queries and attention_keys, whole, and split them where the calls do: at the "
-    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the processor's "
-    "image_grid_thw"
-)
+PER_IMAGE = per_image_reason("LFM3-VL's tower attention")
 
 RENAME = {
     **{key: name for key, name in WRAPPER_RENAME.items() if key != "model.language_model.norm"},

@@ -90,7 +90,7 @@ from ..image.frames import check_video
 from ..image.grids import Grid, ImageInputs, value_named
 from ..towers.encoder_names import ENCODER_BLOCK_RENAME, WRAPPER_RENAME
 from ..towers.packed_siglip import one_row
-from ..towers.per_image import per_image_pattern
+from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import TOKEN_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 from ..vision.tower import (
     PackedVisionLayer,
@@ -115,11 +115,11 @@ RENAME = {
 SCATTER = Scatter(helper="self._merge_visual_features")
 
 #: Why the Ovis2.5 tower's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "the Ovis2.5 tower's attention makes one interface call per window on its window_attention blocks and one per "
-    "image on its full_attention blocks (attention_interface_2), so no one tensor is the block's pattern; read "
-    "attention_queries and attention_keys, whole, in window order, and split them where the calls do: at the "
-    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens'])"
+PER_IMAGE = per_image_reason(
+    "the Ovis2.5 tower's attention",
+    "per window on its window_attention blocks and one per image on its full_attention blocks (attention_interface_2)",
+    bounds=None,
+    window_order=True,
 )
 
 

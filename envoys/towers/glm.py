@@ -38,16 +38,11 @@ from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 from ..core.layouts import PackedPatches
 from ..core.values import value
 from ..vision.tower import as_patches, from_patches, no_images, norm_output
-from .per_image import per_image_pattern
+from .per_image import per_image_pattern, per_image_reason
 from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 
 #: Why the GLM ViT's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "the GLM ViT's attention makes one interface call per image (attention_interface_2), so no one tensor is the "
-    "block's pattern; read attention_queries and attention_keys, whole, and split them where the calls do: at the "
-    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens']), which per image is the processor's "
-    "image_grid_thw"
-)
+PER_IMAGE = per_image_reason("the GLM ViT's attention")
 
 class GlmVisionAttention(QwenVisionAttention):
     """The GLM ViT's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image.

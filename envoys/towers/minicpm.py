@@ -62,15 +62,14 @@ from ..families import Batching
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, stitch, value_named
 from ..vision.tower import PackedVision, variable_resolution
 from .encoder_names import ENCODER_RENAME
-from .per_image import per_image_pattern
+from .per_image import per_image_pattern, per_image_reason
 from .qwen import QwenVisionAttention
 
 #: Why MiniCPM-V's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "MiniCPM-V's ViT attention makes one interface call per image unit (attention_interface_2: per source image or "
-    "slice, per 2x2 window in the vit_merger), so no one tensor is the block's pattern; read attention_queries and "
-    "attention_keys, whole, and split them where the calls do: at the attention's cu_seqlens argument "
-    "(self_attn.inputs[1]['cu_seqlens']), which per unit is the processor's target_sizes"
+PER_IMAGE = per_image_reason(
+    "MiniCPM-V's ViT attention",
+    "per image unit (attention_interface_2: per source image or slice, per 2x2 window in the vit_merger)",
+    bounds="per unit is the processor's target_sizes",
 )
 
 

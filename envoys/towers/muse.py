@@ -42,7 +42,7 @@ from ..core.layouts import PackedPatches
 from ..core.values import value
 from ..image.grids import Grid, ImageInputs, raster, value_named
 from ..vision.tower import as_patches, from_patches, no_images, norm_output
-from .per_image import per_image_pattern
+from .per_image import per_image_pattern, per_image_reason
 from .qwen import PATCH_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 
 #: The native names of the Muse tower under the standard ones, from the wrapper (the text side is the family's).
@@ -60,11 +60,11 @@ MUSE_VISION_RENAME = {
 
 
 #: Why the Muse tower's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "the Muse tower's attention makes one interface call per window on its window_attention blocks and one per image "
-    "on its full_attention blocks (attention_interface_2), so no one tensor is the block's pattern; read "
-    "attention_queries and attention_keys, whole, in window order, and split them where the calls do: at the "
-    "attention's cu_seqlens argument (self_attn.inputs[1]['cu_seqlens'])"
+PER_IMAGE = per_image_reason(
+    "the Muse tower's attention",
+    "per window on its window_attention blocks and one per image on its full_attention blocks (attention_interface_2)",
+    bounds=None,
+    window_order=True,
 )
 
 

@@ -25,6 +25,29 @@ READ_THE_SPLIT_FIRST = (
 )
 
 
+def per_image_reason(
+    attention: str,
+    calls: str = "per image (attention_interface_2)",
+    *,
+    bounds: str | None = "per image is the processor's image_grid_thw",
+    window_order: bool = False,
+) -> str:
+    """Why a packed tower's attention has no one pattern, and how to split its queries and keys as its calls do.
+
+    ``attention`` names the attention (``"the GLM ViT's attention"``); ``calls``
+    says which interface calls it makes; ``bounds`` what its ``cu_seqlens``
+    follow (None: not stated); ``window_order``: its blocks' rows are in window
+    order, so the whole queries and keys are too.
+    """
+    order = ", in window order" if window_order else ""
+    follows = f", which {bounds}" if bounds else ""
+    return (
+        f"{attention} makes one interface call {calls}, so no one tensor is the block's pattern; read attention_queries "
+        f"and attention_keys, whole{order}, and split them where the calls do: at the attention's cu_seqlens argument "
+        f"(self_attn.inputs[1]['cu_seqlens']){follows}"
+    )
+
+
 def per_image_pattern(
     reason: str,
     site: str,

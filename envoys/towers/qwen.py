@@ -49,7 +49,7 @@ from ..image.frames import check_video, frames_raster
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, value_named
 from ..text.blocks import either
 from ..vision.tower import PackedVision, PackedVisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
-from .per_image import per_image_pattern
+from .per_image import per_image_pattern, per_image_reason
 
 #: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by every family on it (and
 #: by the GLM ViT's, which names them alike).
@@ -67,11 +67,9 @@ QWEN_VIT_RENAME = {
 }
 
 #: Why the Qwen ViT's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = (
-    "the Qwen ViT's attention makes one interface call per image (attention_interface_2; one per window on "
-    "Qwen2.5-VL's windowed blocks), so no one tensor is the block's pattern; read attention_queries and "
-    "attention_keys, whole, and split them where the calls do: at the attention's cu_seqlens argument "
-    "(self_attn.inputs[1]['cu_seqlens']), which per image is the processor's image_grid_thw"
+PER_IMAGE = per_image_reason(
+    "the Qwen ViT's attention",
+    "per image (attention_interface_2; one per window on Qwen2.5-VL's windowed blocks)",
 )
 
 SPLITS = 3  # the split's calls (SPLIT_SITE) in one forward of the attention: queries, keys, values
