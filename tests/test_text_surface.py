@@ -89,6 +89,8 @@ def test_pre_norms_feed_the_attention_and_the_mlp(model, part):
             normed = getattr(block, norm).output.save()
             received = first_argument(getattr(block, part).inputs).save()
             tracer.stop()
+        if received.dim() == normed.dim() - 1:  # a packed block that squeezes its one row for the attention (MiniMax-M3-VL's)
+            normed = normed.squeeze(0)
         assert torch.equal(normed, received)
 
 
