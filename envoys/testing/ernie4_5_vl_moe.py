@@ -48,6 +48,7 @@ from transformers import (
 
 from .contract import (
     NO_WINDOWS,
+    PER_IMAGE,
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
@@ -171,7 +172,7 @@ CONTRACTS = {
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("tower_output", unbatched=True),
         final_norm=True,
-        pattern_unavailable=r"the ERNIE-4.5-VL ViT's attention makes one interface call per image \(attention_interface_2.*cu_seqlens",
+        pattern_unavailable=PER_IMAGE,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("ernie4_5_vl_moe"), "ernie4_5_vl_moe.vision-attention",
