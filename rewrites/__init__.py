@@ -1,19 +1,18 @@
 """The rules: which forwards are rewritten, and which calls in them become sites.
 
-All data (`instrument.Rule`):
+Every rule is data (`instrument.Rule`) found from a model's classes; none
+names a particular forward:
 
-- rules found from a model's classes: the rule of every forward of a shape
-  some concern recognises (`FOUND`, `found`: a packed tower's per-image
-  attention, and an audio tower's; RADIO's attention; a windowed tower's
-  window order; DeepStack; the gated DeltaNet; a text block viewing its
-  feed-forward into the stream's shape; a SAM-style encoder's softmax and
-  windows), the kernel call of every other attention
-  class on transformers' shared interface (`attention`), the logits call of
-  every mixture-of-experts router (`router`), and the scatter in a family's
-  host forward (`image_scatter`: the family states only what differs, in a
-  `Scatter`).
-
-No rule names a particular forward: every one is found from the model.
+- the rule of every forward of a shape some concern recognises (`FOUND`,
+  `found`): a packed tower's per-image attention, and an audio tower's;
+  RADIO's attention; a windowed tower's window order; DeepStack; the gated
+  DeltaNet; a text block viewing its feed-forward into the stream's shape; a
+  SAM-style encoder's softmax and windows;
+- the kernel call of every other attention class on transformers' shared
+  interface (`attention`), and the logits call of every mixture-of-experts
+  router (`router`);
+- the scatter in a family's host forward (`image_scatter`: the family states
+  only what differs, in a `Scatter`).
 
 Each module defines its site labels once, as constants the envoys import.
 `rules_for_classes` gives the rules for the classes a model holds, but the

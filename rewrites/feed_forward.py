@@ -2,8 +2,9 @@
 
 Found from the forward's shape (`TEMPLATES`, through `rewrites.found`): a
 block forward that calls ``self.feed_forward`` once and ``hidden_states.view``
-once. Llama 4's ``Llama4TextDecoderLayer.forward`` has it: it runs ``self.feed_forward`` (a MoE on the
-layers in ``moe_layers``, a dense MLP on the others). The MoE flattens the
+once. Llama 4's ``Llama4TextDecoderLayer.forward`` has it: it runs
+``self.feed_forward`` (a MoE on the layers in ``moe_layers``, a dense MLP on
+the others). The MoE flattens the
 tokens and returns ``(out [batch * seq, hidden], router_logits)``, so the
 module's own output is not the stream's shape; the block adds
 ``hidden_states.view(residual.shape)`` (``hidden_states_view_0``), whose
