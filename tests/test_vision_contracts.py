@@ -82,7 +82,7 @@ def test_the_rows_numbers_agree_with_each_other(name):
     row = ROWS[name]
     for count in (1, 2):  # a batched layout's rows are all as long (shape() unpacks their one length)
         assert row.stream.shape(count) and row.projected.shape(count)
-    assert row.stream.kind == "batched" or all(rows == 1 for rows, _ in row.stream.per_image)  # packed: a row an image
+    assert row.stream.rows_per_image or all(rows == 1 for rows, _ in row.stream.per_image)  # packed: a row an image
     if row.features_are_projected:  # one image token per position of the projector's output
         assert tuple(rows * positions for rows, positions in row.projected.per_image) == row.image_tokens
     assert 0 <= row.prefix < min(positions for _, positions in row.stream.per_image)
@@ -278,7 +278,7 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
 def without_prefix(stream: torch.Tensor, layout, prefix: int, count: int) -> torch.Tensor:
     """``stream`` (``[rows, positions, width]`` in ``layout``, of the first ``count`` images) without each image's
     first ``prefix`` positions: on a packed row, each image's segment of it."""
-    if layout.kind != "packed":
+    if not layout.one_row:
         return stream[:, prefix:]
     lengths = [positions for _, positions in layout.per_image[:count]]
     return torch.cat([part[:, prefix:] for part in stream.split(lengths, dim=1)], dim=1)
@@ -300,7 +300,7 @@ def test_print_gives_the_tower_streams_layout(model, row):
     stream = [found.groups() for found in stream if found is not None and found[1] in STREAM_VALUES]
     blocks = ("layer_input", "layer_output") if row.sizes.num_layers else ()  # a tower may have no blocks
     assert {"tower_output", *blocks} <= {name for name, _, _ in stream}, "\n".join(tower)
-    packed = row.stream.kind == "packed"
+    packed = row.stream.one_row
     for name, layout, shape in stream:
         if packed:
             assert (layout, shape) == ("PackedPatches", PackedPatches.shape()), (name, layout, shape)
@@ -319,13 +319,13 @@ def test_the_pattern_or_why_it_is_unavailable(model, row):
     images = row.images
     attention = {index: block.self_attn for index, block in enumerate(model.vision.layers)
                  if index not in row.tower_mixers}  # a block whose mixer is not attention has none
-    if row.pattern_unavailable is not None:
+    if row.pattern.unavailable is not None:
         for index, block in attention.items():
             for value in ("attention_probabilities", "attention_scores"):
                 with pytest.raises(Unavailable, match=rf"vision\.layers\[{index}\]\.self_attn\.{value} is unavailable: "
-                                                      rf".*{row.pattern_unavailable}"):
+                                                      rf".*{row.pattern.unavailable}"):
                     getattr(block, value)
-        with pytest.raises(Unavailable, match=row.pattern_unavailable):
+        with pytest.raises(Unavailable, match=row.pattern.unavailable):
             with model.trace(prompt(model, images), images=images):
                 # the first attention block's; with no tower blocks, block 0, whose read raises the reason
                 first = next(iter(attention.values())) if attention else model.vision.layers[0].self_attn
@@ -334,18 +334,18 @@ def test_the_pattern_or_why_it_is_unavailable(model, row):
     with model.trace(prompt(model, images), images=images) as tracer:
         patterns = nnsight.save([block.attention_probabilities for block in attention.values()])
         tracer.stop()
-    leading, heads = row.stream.shape(2), row.sizes.num_heads
-    rows, positions = (leading[0], leading[1]) if row.stream.kind == "batched" else (1, leading[1])
+    heads = row.sizes.num_heads
+    rows, positions = row.stream.rows_and_positions(2)
     for index, pattern in zip(attention, patterns):
-        block_rows, block_positions = row.pattern_rows.get(index, (rows, positions))  # a windowed block's: per window
+        block_rows, block_positions = row.pattern.rows.get(index, (rows, positions))  # a windowed block's: per window
         assert pattern.shape == (block_rows, heads, block_positions, block_positions), index
         torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]), rtol=0, atol=1e-5)
-        if row.stream.kind == "packed":  # one call under a block-diagonal mask: each image sees itself alone
+        if row.stream.one_row:  # one call under a block-diagonal mask: each image sees itself alone
             for i, (a, b) in enumerate(row.stream.spans(2)):
                 for j, (c, d) in enumerate(row.stream.spans(2)):
                     block = pattern[..., a:b, c:d]
                     assert bool((block > 0).all()) if i == j else torch.equal(block, torch.zeros_like(block))
-        elif not row.padded:  # no mask: every position sees every position of its row
+        elif not row.pattern.padded:  # no mask: every position sees every position of its row
             assert bool((pattern > 0).all()), index
 
 
@@ -457,7 +457,7 @@ def test_the_sizes_are_the_towers(model, row):
             sizes.num_heads, sizes.head_dim, sizes.intermediate_size)
     else:  # no blocks: no heads, no MLP
         for size in ("num_heads", "head_dim", "intermediate_size"):
-            with pytest.raises(Unavailable, match=rf"vision\.{size} is unavailable: .*{row.pattern_unavailable}"):
+            with pytest.raises(Unavailable, match=rf"vision\.{size} is unavailable: .*{row.pattern.unavailable}"):
                 getattr(vision, size)
     assert len(vision.layers) == sizes.num_layers
     if isinstance(sizes.image_size, int):
@@ -489,7 +489,7 @@ def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
             for index, mixer in row.tower_mixers.items():
                 assert re.search(rf"token mixer is .*{mixer}, not softmax attention", reason.pop(index)), value
             reason = reason or None
-        expected = row.pattern_unavailable if value in PATTERN else row.vision_unavailable.get(value)
+        expected = row.pattern.unavailable if value in PATTERN else row.vision_unavailable.get(value)
         if expected is None:
             assert reason is None, (value, reason)
         elif value in PATTERN and layers:  # per block, on every block

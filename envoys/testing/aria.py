@@ -25,7 +25,7 @@ from transformers import AriaConfig, AriaForConditionalGeneration, AriaImageProc
 from transformers.models.aria.configuration_aria import AriaTextConfig
 from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 
-from .contract import ENCODER_BLOCK, SIGLIP, Loads, MoeRow, Reads, Row, Sizes, attention, batched, blocks, router, scatter, text_model
+from .contract import ENCODER_BLOCK, SIGLIP, Loads, MoeRow, PatternRow, Reads, Row, Sizes, attention, batched, blocks, router, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
 from .tokenizer import word_level_tokenizer
@@ -101,7 +101,7 @@ CONTRACTS = {
         projected=batched((1, 4), (1, 4)),
         projector_reads=Reads("layer_output", block=-1),
         final_norm=True,
-        padded=True,
+        pattern=PatternRow(padded=True),
         rules=(scatter("aria"), *attention("idefics3", "Idefics3VisionAttention"),
                *attention("aria", "AriaTextAttention"), router("aria", "AriaTextTopKRouter")),
         native={

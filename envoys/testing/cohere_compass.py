@@ -24,7 +24,7 @@ from transformers import (
 from .cohere import TURN_TOKENS, cohere_template
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     TEXT_BLOCK,
@@ -133,7 +133,7 @@ CONTRACTS = {
         stream=packed(16, 48),
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         deepstack_taps=1,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"deepstack_output": (1,)},

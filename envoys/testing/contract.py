@@ -20,7 +20,7 @@ import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import transformers
 from packaging.version import Version
@@ -37,41 +37,34 @@ FIRST_IMAGE = (32, 32)
 
 @dataclass(frozen=True)
 class Layout:
-    """Where each image's rows are in a value of the tower (or the projector's output).
+    """Where each image's rows are in a value of the tower (or the projector's output); each kind of layout is a
+    subclass, saying how the images are put together (`Batched`, `Packed`, `Flat`, `Square`, `Slots`).
 
     ``per_image[i]`` is image i's ``(rows, positions)``: how many rows of the
     value it has (its tiles; 1 for a whole image) and how many positions each
-    of those rows holds. ``kind`` says how the images are put together:
-
-    - ``"batched"``: rows stacked on a leading axis, ``[sum of rows, positions, ...]``
-      (every row as long as the others);
-    - ``"packed"``: one row holding every image's positions, image after image,
-      ``[1, sum of rows * positions, ...]``;
-    - ``"flat"``: no row axis, ``[sum of rows * positions, ...]``;
-    - ``"square"``: as ``"batched"``, each row's positions on a square grid, ``[sum of rows, side, side, ...]``
-      (``side * side`` positions: a pixel-shuffle projector's output, one position per folded block);
-    - ``"slots"``: as ``"packed"`` under one more leading 1, ``[1, 1, sum of rows * positions, ...]`` (a projector that
-      unshuffles every row's slots side by side as one image: LFM2-VL's).
+    of those rows holds.
     """
 
-    kind: str
     per_image: tuple[tuple[int, int], ...]
+
+    #: one row holds every image's positions, image after image (a packed tower's stream)
+    one_row: ClassVar[bool] = False
+    #: an image may have several rows (its tiles); otherwise each image is one row, or one segment of the one row
+    rows_per_image: ClassVar[bool] = False
 
     def shape(self, images: int) -> tuple[int, ...]:
         """The value's leading axes for the first ``images`` images (the width or the heads follow)."""
-        chosen = self.per_image[:images]
-        if self.kind in ("batched", "square"):
-            (positions,) = {positions for _, positions in chosen}
-            rows = sum(rows for rows, _ in chosen)
-            if self.kind == "square":
-                side = math.isqrt(positions)
-                assert side * side == positions, f"{positions} positions are no square grid"
-                return (rows, side, side)
-            return (rows, positions)
-        total = sum(rows * positions for rows, positions in chosen)
-        if self.kind == "slots":
-            return (1, 1, total)
-        return (1, total) if self.kind == "packed" else (total,)
+        raise NotImplementedError
+
+    def rows_and_positions(self, images: int) -> tuple[int, int]:
+        """How many rows a block's attention pattern has over the first ``images`` images, and how many positions
+        each attends over: the value's rows and the positions of each."""
+        rows, positions = self.shape(images)
+        return rows, positions
+
+    def total(self, images: int) -> int:
+        """The positions of the first ``images`` images, all rows together."""
+        return sum(rows * positions for rows, positions in self.per_image[:images])
 
     def spans(self, images: int) -> list[tuple[int, int]]:
         """Each image's ``[start, end)`` on the position axis of a packed value."""
@@ -86,24 +79,70 @@ class Layout:
         return replace(self, per_image=tuple((rows, positions - prefix) for rows, positions in self.per_image))
 
 
+class Batched(Layout):
+    """Rows stacked on a leading axis, ``[sum of rows, positions, ...]`` (every row as long as the others)."""
+
+    rows_per_image = True
+
+    def shape(self, images: int) -> tuple[int, ...]:
+        chosen = self.per_image[:images]
+        (positions,) = {positions for _, positions in chosen}
+        return (sum(rows for rows, _ in chosen), positions)
+
+
+class Square(Batched):
+    """As `Batched`, each row's positions on a square grid, ``[sum of rows, side, side, ...]`` (``side * side``
+    positions: a pixel-shuffle projector's output, one position per folded block)."""
+
+    def shape(self, images: int) -> tuple[int, ...]:
+        rows, positions = super().shape(images)
+        side = math.isqrt(positions)
+        assert side * side == positions, f"{positions} positions are no square grid"
+        return (rows, side, side)
+
+
+class Packed(Layout):
+    """One row holding every image's positions, image after image, ``[1, sum of rows * positions, ...]``."""
+
+    one_row = True
+
+    def shape(self, images: int) -> tuple[int, ...]:
+        return (1, self.total(images))
+
+
+class Flat(Layout):
+    """No row axis, ``[sum of rows * positions, ...]``."""
+
+    def shape(self, images: int) -> tuple[int, ...]:
+        return (self.total(images),)
+
+
+class Slots(Layout):
+    """As `Packed` under one more leading 1, ``[1, 1, sum of rows * positions, ...]`` (a projector that unshuffles
+    every row's slots side by side as one image: LFM2-VL's)."""
+
+    def shape(self, images: int) -> tuple[int, ...]:
+        return (1, 1, self.total(images))
+
+
 def batched(*per_image: tuple[int, int]) -> Layout:
-    return Layout("batched", per_image)
+    return Batched(per_image)
 
 
 def packed(*positions: int) -> Layout:
-    return Layout("packed", tuple((1, count) for count in positions))
+    return Packed(tuple((1, count) for count in positions))
 
 
 def flat(*per_image: tuple[int, int]) -> Layout:
-    return Layout("flat", per_image)
+    return Flat(per_image)
 
 
 def square(*per_image: tuple[int, int]) -> Layout:
-    return Layout("square", per_image)
+    return Square(per_image)
 
 
 def slots(*per_image: tuple[int, int]) -> Layout:
-    return Layout("slots", per_image)
+    return Slots(per_image)
 
 
 @dataclass(frozen=True)
@@ -204,6 +243,18 @@ class MoeRow:
 
 
 @dataclass(frozen=True)
+class PatternRow:
+    """A tower block's attention pattern on the checkpoint: Unavailable (``unavailable``, a regex of the reason), or
+    served, ``[rows, heads, positions, positions]`` over the stream's rows, but where a block's rows differ
+    (``rows``: a windowed block attends per window: block -> (rows for both images, positions of a row)), and zero on
+    the padded keys where each image's row is padded to a fixed length (``padded``)."""
+
+    unavailable: str | None = None
+    rows: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    padded: bool = False
+
+
+@dataclass(frozen=True)
 class Row:
     """One checkpoint's expected numbers, for the first image alone and for both images."""
 
@@ -229,13 +280,8 @@ class Row:
     #: the tower drops each image's ``prefix`` rows after its last block (LLaVA-OneVision-1.5's CLS rows), so
     #: tower_output is the last block's output without them, laid out as patch_embeddings
     drops_prefix: bool = False
-    #: None where attention_probabilities is served; else a regex of the reason it is Unavailable
-    pattern_unavailable: str | None = None
-    #: blocks whose pattern has other rows than the stream (a windowed block attends per window): block -> (rows for
-    #: both images, positions of a row)
-    pattern_rows: Mapping[int, tuple[int, int]] = field(default_factory=dict)
-    #: each image's row is padded to a fixed length, and the pattern is zero on the padded keys
-    padded: bool = False
+    #: the tower blocks' attention pattern: served as the stream's rows, or why not (`PatternRow`)
+    pattern: PatternRow = PatternRow()
     #: image_features is projector.output, flattened over its leading axes
     features_are_projected: bool = True
     #: the projector runs once per image (HunYuanVL's merger, inside the tower's loop over images): its input and
@@ -301,6 +347,8 @@ class Row:
 #: A packed tower whose attention calls its kernel once per image (or per window) at cu_seqlens: the Qwen ViT's
 #: (the spec's reason, PER_IMAGE), and every tower of that shape's, each naming its own tower and call.
 PER_IMAGE = r"attention makes one (interface|kernel) call per (image|window).*cu_seqlens"
+#: The pattern of such a tower: the row every packed per-image tower declares.
+PER_IMAGE_PATTERN = PatternRow(unavailable=PER_IMAGE)
 #: A vision side with no tower blocks (Gemma 4 Unified's embedder): every block value's reason.
 NO_BLOCKS = r"has no blocks \(vision\.num_layers is 0\)"
 #: A Qwen tower that attends per image has no window order.

@@ -16,7 +16,7 @@ from transformers import Cosmos3OmniConfig, Cosmos3OmniForConditionalGeneration,
 
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
@@ -68,7 +68,7 @@ CONTRACTS = {
         stream=packed(16, 48),
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         deepstack_taps=2,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"deepstack_output": (2, 3)},

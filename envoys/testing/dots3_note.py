@@ -44,7 +44,7 @@ from transformers import (
 
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
@@ -191,7 +191,7 @@ CONTRACTS = {
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("tower_output", unbatched=True),
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("dots3_note"), "dots3_note.vision-attention", *attention("dots3_note", "Dots3NoteTextAttention"),

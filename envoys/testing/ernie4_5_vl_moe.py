@@ -48,7 +48,7 @@ from transformers import (
 
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
@@ -172,7 +172,7 @@ CONTRACTS = {
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("tower_output", unbatched=True),
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("ernie4_5_vl_moe"), "ernie4_5_vl_moe.vision-attention",

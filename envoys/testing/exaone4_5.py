@@ -27,7 +27,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
-from .contract import PER_IMAGE, QWEN_VIT_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import PER_IMAGE_PATTERN, QWEN_VIT_BLOCK, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, HALF, MERGE, _image_processor, _text, _token_ids, _tokenizer, _video_processor
 from .rope import rope
@@ -86,7 +86,7 @@ CONTRACTS = {
         stream=packed(64, 192),
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         features_are_projected=False,
         rules=(scatter("exaone4_5"), "exaone4_5.vision-attention", "exaone4_5.vision-windows",
                *attention("exaone4", "Exaone4Attention")),

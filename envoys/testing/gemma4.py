@@ -56,7 +56,7 @@ from transformers import (
     Gemma4VisionConfig,
 )
 
-from .contract import SIGLIP, TEXT_BLOCK, AudioRow, Loads, Row, Sizes, VideoRow, attention, batched, blocks, flat, scatter, text_model
+from .contract import SIGLIP, TEXT_BLOCK, AudioRow, Loads, PatternRow, Row, Sizes, VideoRow, attention, batched, blocks, flat, scatter, text_model
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -232,7 +232,7 @@ CONTRACTS = {
         stream=batched((1, 280), (1, 280)),
         projected=flat((1, 64), (1, 63)),
         projector_reads=None,
-        padded=True,
+        pattern=PatternRow(padded=True),
         rules=(scatter("gemma4"), *attention("gemma4", "Gemma4TextAttention"), "gemma4.Gemma4VisionAttention"),
         # envoys/testing/gemma4.py: the video processor samples 2 frames; each is patchified like an image (280 padded
         # patches of 4 px) and pooled 2x2: a 32x32 frame becomes 64x64 pixels, 8x8 tokens.

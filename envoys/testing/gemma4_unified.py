@@ -33,7 +33,7 @@ from transformers import (
     Gemma4UnifiedVisionConfig,
 )
 
-from .contract import NO_BLOCKS, Loads, Row, Sizes, attention, batched, scatter, text_model
+from .contract import NO_BLOCKS, Loads, PatternRow, Row, Sizes, attention, batched, scatter, text_model
 from .gemma4 import CHAT_TEMPLATE, MAX_SOFT_TOKENS, PATCH_SIZE, POOLING_KERNEL_SIZE, _tokenizer
 from .norms import randomise_norms
 
@@ -135,9 +135,8 @@ CONTRACTS = {
         stream=batched((1, 70), (1, 70)),
         projected=batched((1, 70), (1, 70)),
         projector_reads=None,
-        padded=True,
+        pattern=PatternRow(unavailable=NO_BLOCKS, padded=True),
         features_are_projected=False,
-        pattern_unavailable=NO_BLOCKS,
         vision_unavailable={value: NO_BLOCKS for value in (
             "layer_input", "attention_output", "mlp_output", "layer_output", "self_attn.attention_output",
             "self_attn.attention_queries", "self_attn.attention_keys", "self_attn.attention_values",

@@ -47,7 +47,21 @@ from transformers import (
     ProcessorMixin,
 )
 
-from .contract import NO_WINDOWS, PER_IMAGE, QWEN_VIT_BLOCK, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import (
+    NO_WINDOWS,
+    PER_IMAGE_PATTERN,
+    QWEN_VIT_BLOCK,
+    TEXT_BLOCK,
+    Loads,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    scatter,
+    text_model,
+)
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -236,7 +250,7 @@ CONTRACTS = {
         projected=flat((1, 4), (1, 12)),
         projector_reads=None,
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         rules=(scatter(host), f"{tower}.vision-attention", *attention(name if name == "glm_ocr" else "glm4v", text)),
         native=NATIVE,

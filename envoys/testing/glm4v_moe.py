@@ -20,7 +20,7 @@ from transformers import (
 
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     Loads,
     MoeRow,
@@ -108,7 +108,7 @@ CONTRACTS = {
         projected=flat((1, 4), (1, 12)),
         projector_reads=None,
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("glm4v_moe"), "glm4v_moe.vision-attention", *attention("glm4v_moe", "Glm4vMoeTextAttention"),

@@ -20,7 +20,7 @@ import torch
 from transformers import GotOcr2Config, GotOcr2ForConditionalGeneration, GotOcr2Processor, GotOcr2VisionConfig
 from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
+from .contract import SIGLIP, Loads, PatternRow, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .llava import qwen2_text
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -127,7 +127,7 @@ CONTRACTS = {
         stream=batched((1, 4096), (1, 4096)),
         projected=batched((1, 256), (1, 256)),
         projector_reads=None,
-        pattern_rows={0: (50, 196), 1: (50, 196)},
+        pattern=PatternRow(rows={0: (50, 196), 1: (50, 196)}),
         rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
                *attention("qwen2", "Qwen2Attention")),
         native={

@@ -33,7 +33,7 @@ from transformers import (
     HunYuanVLProcessor,
 )
 
-from .contract import ENCODER_BLOCK, NO_WINDOWS, PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, packed, scatter, text_model
+from .contract import ENCODER_BLOCK, NO_WINDOWS, PER_IMAGE_PATTERN, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, packed, scatter, text_model
 from .norms import randomise_norms
 from .sizes import text_sizes
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -131,7 +131,7 @@ CONTRACTS = {
         projected=packed(22, 56),
         projector_reads=Reads("layer_output", block=-1),
         projector_per_image=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         rules=(scatter("hunyuan_vl"), "hunyuan_vl.vision-attention",
                *attention("hunyuan_vl", "HunYuanVLDenseV1Attention")),

@@ -26,7 +26,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
-from .contract import PER_IMAGE, QWEN_VIT_BLOCK, SIGLIP, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import PER_IMAGE_PATTERN, QWEN_VIT_BLOCK, SIGLIP, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import (
     CHAT_TEMPLATE,
@@ -105,7 +105,7 @@ CONTRACTS = {
         stream=packed(64, 192),
         projected=flat((1, 16), (1, 48)),
         projector_reads=None,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         embedding_multiplier=10.0,
         rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
                *attention("hyperclovax", "HyperCLOVAXAttention")),

@@ -28,7 +28,7 @@ from transformers import (
 )
 from transformers.models.idefics2.configuration_idefics2 import Idefics2PerceiverConfig, Idefics2VisionConfig
 
-from .contract import ENCODER_BLOCK, MISTRAL_ATTENTION, SIGLIP, Loads, Reads, Row, Sizes, attention, batched, blocks, scatter, text_model
+from .contract import ENCODER_BLOCK, MISTRAL_ATTENTION, SIGLIP, Loads, PatternRow, Reads, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .idefics3 import IDEFICS3_TEMPLATE
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
@@ -105,7 +105,7 @@ CONTRACTS = {
         projected=batched((1, 4), (1, 4)),
         projector_reads=Reads("tower_output"),
         final_norm=True,
-        padded=True,
+        pattern=PatternRow(padded=True),
         rules=(scatter("idefics2"), *attention("idefics2", "Idefics2VisionAttention"),
                "idefics2.Idefics2PerceiverAttention", *MISTRAL_ATTENTION),
         native={

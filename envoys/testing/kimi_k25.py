@@ -43,7 +43,7 @@ from transformers import (
 
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
@@ -167,7 +167,7 @@ CONTRACTS = {
         projected=batched((16, 1), (48, 1)),
         projector_reads=None,
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", *attention("deepseek_v3", "DeepseekV3Attention"),

@@ -27,7 +27,7 @@ from transformers import (
     Siglip2VisionConfig,
 )
 
-from .contract import ENCODER_BLOCK, SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, slots, text_model
+from .contract import ENCODER_BLOCK, SIGLIP, Loads, PatternRow, Row, Sizes, attention, batched, blocks, scatter, slots, text_model
 from .llava import INTERLEAVE_TEMPLATE
 from .norms import randomise_norms
 from .sizes import text_sizes, vision_sizes
@@ -130,7 +130,7 @@ CONTRACTS = {
         projected=slots((1, 20), (5, 20)),
         projector_reads=None,
         final_norm=True,
-        padded=True,
+        pattern=PatternRow(padded=True),
         features_are_projected=False,
         text_gaps={"attention_output": (0,), "self_attn.": (0,)},
         rules=(scatter("lfm2_vl"), *attention("siglip2", "Siglip2Attention"), *attention("lfm2", "Lfm2Attention")),

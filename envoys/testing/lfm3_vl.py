@@ -41,7 +41,7 @@ from transformers import (
 )
 from transformers.models.lfm3_vl.configuration_lfm3_vl import Lfm3VlVisionConfig
 
-from .contract import NO_WINDOWS, PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import NO_WINDOWS, PER_IMAGE_PATTERN, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import CHAT_TEMPLATE, HALF, MERGE, _image_processor, _video_processor
 from .sizes import text_sizes, vision_sizes
@@ -123,7 +123,7 @@ CONTRACTS = {
         stream=packed(16, 48),
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("tower_output", unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         tower_mixers={1: "conv"},
         text_gaps={"attention_output": (0,), "self_attn.": (0,)},

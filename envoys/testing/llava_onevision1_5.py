@@ -26,7 +26,7 @@ from transformers import (
     Qwen2VLVideoProcessor,
 )
 
-from .contract import NO_WINDOWS, PER_IMAGE, QWEN_VIT_BLOCK, Loads, Row, Sizes, VideoRow, attention, blocks, flat, packed, scatter, text_model
+from .contract import NO_WINDOWS, PER_IMAGE_PATTERN, QWEN_VIT_BLOCK, Loads, Row, Sizes, VideoRow, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import (
     CHAT_TEMPLATE,
@@ -96,7 +96,7 @@ CONTRACTS = {
         projector_reads=None,  # the last block's output without each image's CLS row (tests/test_llava_onevision1_5.py)
         prefix=1,
         drops_prefix=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         rules=(scatter("llava_onevision1_5"), "llava_onevision1_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
         # envoys/testing/llava_onevision1_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64),

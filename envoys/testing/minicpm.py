@@ -40,7 +40,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, ProcessorMixin
 
-from .contract import ENCODER_BLOCK, PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, blocks, flat, packed, scatter, text_model
+from .contract import ENCODER_BLOCK, PER_IMAGE_PATTERN, SIGLIP, Loads, Reads, Row, Sizes, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .qwen import QWEN3_5_TEXT_GAPS, QWEN3_5_TEXT_RULES
 from .rope import rope
@@ -256,7 +256,7 @@ CONTRACTS = {
         projector_reads=Reads("tower_output"),
         projector_list=True,
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         text_gaps=QWEN3_5_TEXT_GAPS,
         rules=(scatter(name), f"{name}.vision-attention", *QWEN3_5_TEXT_RULES),
         native=NATIVE,
@@ -273,7 +273,7 @@ CONTRACTS = {
         projector_reads=Reads("tower_output"),
         projector_list=True,
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         text_gaps=QWEN3_5_TEXT_GAPS,
         rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", *QWEN3_5_TEXT_RULES),
         native=NATIVE,

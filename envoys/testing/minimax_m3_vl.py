@@ -47,7 +47,7 @@ from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import MiniMaxM3VL
 from .contract import (
     ENCODER_BLOCK,
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     SIGLIP,
     Loads,
     MoeRow,
@@ -187,7 +187,7 @@ CONTRACTS = {
         stream=packed(64, 192),
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("tower_output", unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
         rules=(scatter("minimax_m3_vl"), "minimax_m3_vl.vision-attention",

@@ -21,7 +21,7 @@ from transformers import (
     MuseGlimmerVideoProcessor,
 )
 
-from .contract import PER_IMAGE, QWEN_VIT_BLOCK, SIGLIP, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import PER_IMAGE_PATTERN, QWEN_VIT_BLOCK, SIGLIP, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes
@@ -148,7 +148,7 @@ CONTRACTS = {
         final_norm=True,
         restores_window_order=True,
         features_are_projected=False,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         rules=(scatter("muse_glimmer"), "muse_glimmer.vision-windows", "muse_glimmer.vision-attention",
                *attention("muse_glimmer", "MuseGlimmerTextAttention")),
         native={

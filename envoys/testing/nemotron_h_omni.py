@@ -54,7 +54,7 @@ from transformers import (
 )
 from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
-from .contract import PER_IMAGE, SIGLIP, AudioRow, Loads, MoeRow, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
+from .contract import PER_IMAGE_PATTERN, SIGLIP, AudioRow, Loads, MoeRow, Row, Sizes, attention, blocks, flat, packed, router, scatter, text_model
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
 
@@ -244,7 +244,7 @@ CONTRACTS = {
         projected=flat((1, 4), (1, 12)),
         projector_reads=None,
         prefix=5,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
         rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention"),
                router("nemotron_h", "NemotronHTopkRouter"), *attention("parakeet", "ParakeetEncoderAttention")),

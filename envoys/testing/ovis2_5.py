@@ -34,7 +34,7 @@ from transformers import (
 
 from .contract import (
     ENCODER_BLOCK,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     SIGLIP,
     Loads,
     Reads,
@@ -162,7 +162,7 @@ CONTRACTS = {
         final_norm=True,
         restores_window_order=True,
         window_unit=4,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         rules=(scatter("ovis2_5"), "ovis2_5.merge-visual-features", "ovis2_5.vision-windows",
                "ovis2_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
         # envoys/testing/ovis2_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64, one window

@@ -32,7 +32,7 @@ from transformers import (
     ProcessorMixin,
 )
 
-from .contract import ENCODER_BLOCK, PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import ENCODER_BLOCK, PER_IMAGE_PATTERN, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -120,7 +120,7 @@ CONTRACTS = {
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("tower_output", unbatched=True),
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         rules=(scatter("paddleocr_vl"), "paddleocr_vl.vision-attention", *attention("paddleocr_vl", "PaddleOCRAttention")),
         native={
             "vision": "model.visual", "projector": "model.projector",

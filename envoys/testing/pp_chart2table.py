@@ -17,7 +17,7 @@ from transformers import GotOcr2ForConditionalGeneration, PPChart2TableConfig, P
 from transformers.models.pp_chart2table.configuration_pp_chart2table import PPChart2TableVisionConfig
 from transformers.models.pp_chart2table.image_processing_pp_chart2table import PPChart2TableImageProcessor
 
-from .contract import SIGLIP, Loads, Row, Sizes, attention, batched, blocks, scatter, text_model
+from .contract import SIGLIP, Loads, PatternRow, Row, Sizes, attention, batched, blocks, scatter, text_model
 from .got_ocr2 import PATCH_SIZE, ocr_template, ocr_tokenizer, randomise_positions, sam_tower
 from .llava import qwen2_text
 
@@ -63,7 +63,7 @@ CONTRACTS = {
         stream=batched((1, 1024), (1, 1024)),
         projected=batched((1, 64), (1, 64)),
         projector_reads=None,
-        pattern_rows={0: (18, 196)},
+        pattern=PatternRow(rows={0: (18, 196)}),
         rules=(scatter("got_ocr2"), "got_ocr2.vision-attention", "got_ocr2.vision-windows",
                *attention("qwen2", "Qwen2Attention")),
         native={

@@ -38,7 +38,7 @@ from transformers import (
 )
 
 from .contract import (
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     AudioRow,
@@ -206,7 +206,7 @@ CONTRACTS = {
         stream=packed(64, 192),
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         features_are_projected=False,
         rules=(scatter("qwen2_5_omni"), "qwen2_5_omni.vision-attention", "qwen2_5_omni.audio-attention",
                "qwen2_5_omni.vision-windows", *attention("qwen2_5_omni", "Qwen2_5OmniAttention")),

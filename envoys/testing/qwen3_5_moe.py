@@ -16,7 +16,7 @@ from transformers import PreTrainedModel, Qwen3VLProcessor
 
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     Loads,
@@ -111,7 +111,7 @@ CONTRACTS = {
         stream=packed(16, 48),
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"attention_output": (0,), "self_attn.": (0,), "linear_attn.": (1,)},
         rules=(scatter("qwen3_5_moe"), "qwen3_5_moe.vision-attention", "qwen3_5_moe.gated-deltanet",

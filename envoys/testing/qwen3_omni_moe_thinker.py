@@ -26,7 +26,7 @@ from transformers import Qwen3OmniMoeProcessor, Qwen3OmniMoeThinkerConfig, Qwen3
 
 from .contract import (
     NO_WINDOWS,
-    PER_IMAGE,
+    PER_IMAGE_PATTERN,
     QWEN_VIT_BLOCK,
     SIGLIP,
     AudioRow,
@@ -136,7 +136,7 @@ CONTRACTS = {
         stream=packed(16, 48),
         projected=flat((1, 4), (1, 12)),
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         deepstack_taps=1,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"deepstack_output": (1,), "mlp.router_logits": (1,)},

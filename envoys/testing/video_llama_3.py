@@ -34,7 +34,7 @@ from transformers import (
     VideoLlama3VideoProcessor,
 )
 
-from .contract import ENCODER_BLOCK, PER_IMAGE, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import ENCODER_BLOCK, PER_IMAGE_PATTERN, SIGLIP, Loads, Reads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
 from .norms import randomise_norms
 from .rope import rope
 from .sizes import text_sizes, vision_sizes
@@ -114,7 +114,7 @@ CONTRACTS = {
         projected=flat((1, 16), (1, 48)),
         projector_reads=Reads("tower_output", unbatched=True),
         final_norm=True,
-        pattern_unavailable=PER_IMAGE,
+        pattern=PER_IMAGE_PATTERN,
         rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
         native={
             "vision": "model.vision_model", "projector": "model.projector",
