@@ -20,22 +20,12 @@ branches by what the encoder passed as ``cu_seqlens``:
 The projections run on every branch, so the whole queries, keys and values
 are served there, whatever the image count or attention implementation.
 
-Before transformers 5.18 RADIO's attention had another form, and no family
-used it: Nemotron-H Omni, which holds RADIO's tower, came in 5.18 (`BEFORE_5_18`).
+Before transformers 5.18 RADIO's attention had another form, which does not
+have this shape and gets no rule; no family used it (Nemotron-H Omni, which
+holds RADIO's tower, came in 5.18).
 """
 
-from instrument import Variant
-
 from .found import Template
-
-BEFORE_5_18 = Variant(
-    "<5.18",
-    unavailable=(
-        "before transformers 5.18 RADIO's attention has none of these calls (it was rewritten in 5.18, when "
-        "Nemotron-H Omni, the family holding RADIO's tower, came): upgrade transformers to 5.18 or later"
-    ),
-    note="RADIO's attention had another form, and no supported family used it",
-)
 
 #: Queries, keys and values, each whole, as the projections' transposes return them.
 PROJECTION_SITES = ("transpose_0", "transpose_1", "transpose_2")
@@ -53,6 +43,5 @@ TEMPLATES = (
         SITES,
         "the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)",
         shape={"torch.split": 1},
-        variants=(BEFORE_5_18,),
     ),
 )
