@@ -40,13 +40,26 @@ class NotSaved:
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise NotSavedError(self.message)
 
+    def __reduce__(self) -> tuple:
+        """Pickled with its message (a server's reply carries it to the client, where its uses still say why)."""
+        return _not_saved, (self.message,)
+
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # a protocol probed (pickle's, copy's), not a use
+            raise AttributeError(name)
         raise NotSavedError(self.message)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         placeholder = next(a for a in (*args, *(kwargs or {}).values()) if isinstance(a, NotSaved))
         raise NotSavedError(placeholder.message)
+
+
+def _not_saved(message: str) -> NotSaved:
+    """A `NotSaved` with ``message``, as pickle rebuilds one."""
+    placeholder = NotSaved.__new__(NotSaved)
+    object.__setattr__(placeholder, "message", message)
+    return placeholder
 
 
 for _name in (

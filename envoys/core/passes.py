@@ -17,18 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
-#: The tower the running reads mean a later run of (its path), and how many of its runs come before that one.
-_TOWER_PASS: ContextVar[tuple[str, int]] = ContextVar("tower_pass", default=("", 0))
+#: The attribute of the running worker (its nnsight `Mediator`) that holds the tower its reads mean a later run of
+#: (its path) and how many of its runs come before that one: per worker, so it travels with nothing and two traces'
+#: workers never share it.
+TOWER_PASS = "_vlm_tower_pass"
 
 
 def passes_before(location: str) -> int:
     """How many runs of its tower come before the one a request of ``location`` made now means: those `on_pass`
-    says, for a location in that tower; 0 elsewhere (the root's inputs, the host's scatter)."""
-    tower, passes = _TOWER_PASS.get()
+    says, for a location in that tower; 0 elsewhere (the root's inputs, the host's scatter). Inside a trace only."""
+    tower, passes = vars(Mediator.current(location)).get(TOWER_PASS, ("", 0))
     return passes if tower and location.startswith(f"{tower}.") else 0
 
 
@@ -36,11 +37,13 @@ def passes_before(location: str) -> int:
 def on_pass(tower: str, passes: int) -> Iterator[None]:
     """Make the values of the tower at path ``tower`` read (or written) in the block those of its run after
     ``passes`` runs."""
-    token = _TOWER_PASS.set((tower, passes))
+    worker = vars(Mediator.current(tower))
+    previous = worker.get(TOWER_PASS, ("", 0))
+    worker[TOWER_PASS] = (tower, passes)
     try:
         yield
     finally:
-        _TOWER_PASS.reset(token)
+        worker[TOWER_PASS] = previous
 
 
 @contextmanager

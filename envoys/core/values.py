@@ -297,6 +297,13 @@ class EProperty(eproperty):
         Mediator.swap(location, select.put(raw, value) if select is not None else value)
 
 
+def pickled_plain(tensor: torch.Tensor, protocol: Any) -> Any:
+    """How a served tensor pickles (``torch.save``, ``pickle``, a server's reply to a remote trace): as the plain
+    tensor it holds; what ties it to the model (its envoy, held weakly; why it is read-only) means nothing outside
+    the trace that served it."""
+    return torch.Tensor.__reduce_ex__(tensor.as_subclass(torch.Tensor), protocol)
+
+
 class Served(torch.Tensor):
     """A standard value handed out as a view of the tensor the model computes with (reshaped, transposed, a
     leading 1 added), or one the model computes nothing from.
@@ -311,6 +318,8 @@ class Served(torch.Tensor):
     """
 
     __torch_function__ = torch._C._disabled_torch_function_impl
+
+    __reduce_ex__ = pickled_plain
 
     @property
     def grad(self) -> Any:
@@ -355,6 +364,8 @@ class ReadOnly(torch.Tensor):
     itself refuses: it is computed for the user off the model's inputs, so an edit would change nothing
     the model uses.
     """
+
+    __reduce_ex__ = pickled_plain
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
