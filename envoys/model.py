@@ -49,6 +49,7 @@ from instrument import adopt, install_all
 
 from .audio import Audio
 from .core.aliases import bind_rename
+from .core.backends import SitePlan
 from .core.bugs import BrokenLoad
 from .core.not_saved import bind_not_saved
 from .core.standard import rows_over
@@ -108,6 +109,17 @@ def missing_folder(name_or_path: str) -> str | None:
     )
 
 
+def neither_folder_nor_hub(name_or_path: str, error: Exception) -> str:
+    """Why ``name_or_path`` loads neither as a folder here nor from the hub, saying both."""
+    where = os.path.abspath(os.path.expanduser(name_or_path))
+    return (
+        f"{name_or_path!r} is not a folder here ({where} does not exist) and the hub did not give a checkpoint of "
+        f"that id ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no detail'}); a local "
+        f"checkpoint is a folder saved with save_pretrained (its config, processor and tokenizer files are enough "
+        f"for a weightless client), and a hub id such as 'org/name' needs network access or the hub's local cache"
+    )
+
+
 def checkpoint_model_type(name_or_path: str, hub: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The checkpoint's ``model_type`` and its config as saved (a dict), read from its config file before anything
     is loaded.
@@ -136,6 +148,49 @@ def install_rules(model: torch.nn.Module, family: Family) -> dict[str, str]:
         usable.append(rule)
     install_all(model, usable)
     return failures
+
+
+#: The keyword arguments the model's skeleton takes as ``from_config`` does (the rest place or load weights).
+SKELETON_KEYWORDS = ("attn_implementation", "dtype", "torch_dtype", "trust_remote_code")
+
+
+def model_loader(family: Family) -> Any:
+    """The transformers auto class a family's checkpoints load with: the causal LM for a text model saved alone."""
+    return AutoModelForCausalLM if family.text_only else AutoModelForImageTextToText
+
+
+def skeleton(name_or_path: str, family: Family, hub: dict[str, Any], load_kwargs: dict[str, Any]) -> torch.nn.Module:
+    """The checkpoint's model on the meta device, built from its config alone (no weight is read): what a client of a
+    remote model holds, and what nnsight builds by default (``dispatch=False``) until a local trace loads the weights.
+
+    The config takes the keyword arguments that configure the model (``attn_implementation``, a config field's
+    override), as ``from_pretrained`` would give them to it; placement and weight arguments wait for the load.
+    """
+    configuring = {key: value for key, value in load_kwargs.items()
+                   if key not in ("device_map", "max_memory", "offload_folder", "quantization_config", *HUB_KEYWORDS)
+                   and not (key in ("dtype", "torch_dtype") and value == "auto")}
+    config, _ = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **hub, **configuring)
+    building = {key: value for key, value in configuring.items() if key in SKELETON_KEYWORDS}
+    with torch.device("meta"):
+        model = model_loader(family).from_config(config, **building)
+    return model.eval()
+
+
+def loaded(name_or_path: str, family: Family, device: Any, load_kwargs: dict[str, Any]) -> torch.nn.Module:
+    """The checkpoint's model with its weights, on ``device`` where one is named, in eval mode; a load that hits the
+    family's known transformers bug is refused (`BrokenLoad`)."""
+    model = model_loader(family).from_pretrained(name_or_path, **load_kwargs)
+    broken = family.quirks.load_bug(model)
+    if broken is not None:
+        raise BrokenLoad(broken)
+    if device is not None:
+        model = model.to(device)
+    model.eval()
+    _real_device_first(model)
+    # generate would otherwise run the tower before step 0's forward (transformers 5.24);
+    # an instance attribute, so only this model answers differently.
+    model._supports_mm_encoder_outputs = encode_images_in_the_forward
+    return model
 
 
 def text_model_alone(model_class: str, model_type: str, family: str) -> str:
@@ -176,6 +231,15 @@ def _unsupported_model_notice_muted() -> Iterator[None]:
     finally:
         logger.removeFilter(keep)
 
+
+#: Why several invokes carrying images are refused on a server's model (NDIF): each invoke's part of a vision value is
+#: found by the library's interleaver, and the server runs its own.
+SEVERAL_IMAGE_INVOKES_REMOTE = (
+    "several invokes carry images, and this model runs on a server (remote=True) whose interleaver cannot tell the "
+    "library where each invoke's part of a vision value lies, so every invoke would read every image's rows; give "
+    "the trace one invoke that carries every image (model.trace([prompt_a, prompt_b], images=[[image_a], "
+    "[image_b]])), or run a trace per invoke"
+)
 
 #: Why ``model.pipe`` with several invokes carrying images is refused: nnsight batches text prompts for the pipeline,
 #: and would merge the invokes' ``images=`` into one.
@@ -230,6 +294,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         device: str | torch.device | None = None,
         processor: Any = None,
         tokenizer: Any = None,
+        dispatch: bool = False,
         **load_kwargs: Any,
     ) -> None:
         if task not in (None, IMAGE_TEXT_TO_TEXT, TEXT_GENERATION):
@@ -239,7 +304,10 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         if absent is not None:
             raise FileNotFoundError(absent)
         hub = {k: v for k, v in load_kwargs.items() if k in HUB_KEYWORDS}
-        model_type, saved_config = checkpoint_model_type(name_or_path, hub)
+        try:
+            model_type, saved_config = checkpoint_model_type(name_or_path, hub)
+        except OSError as error:  # not a folder here, and the hub did not give it
+            raise OSError(neither_folder_nor_hub(name_or_path, error)) from error
         family = family_for(model_type)
         refused = family.quirks.unservable(saved_config)
         if refused is not None:
@@ -250,25 +318,17 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 f"it has no vision tower, so no image can reach it; load it without task= (text only), or load "
                 f"the {family.model_type} checkpoint with task={IMAGE_TEXT_TO_TEXT!r}"
             )
-        loader = AutoModelForCausalLM if family.text_only else AutoModelForImageTextToText
-        model = loader.from_pretrained(name_or_path, **load_kwargs)
-        broken = family.quirks.load_bug(model)
-        if broken is not None:
-            raise BrokenLoad(broken)
-        if device is not None:
-            model = model.to(device)
-        model.eval()
+        weightless = not dispatch
+        model = skeleton(name_or_path, family, hub, load_kwargs) if weightless else loaded(
+            name_or_path, family, device, load_kwargs)
         if task == IMAGE_TEXT_TO_TEXT:
             processor = processor if processor is not None else AutoProcessor.from_pretrained(name_or_path, **hub)
             tokenizer = getattr(processor, "tokenizer", tokenizer)
         else:
             processor = None
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name_or_path, **hub)
+        # On a skeleton too: support() and every name read the rules the real modules will get at dispatch.
         failures = install_rules(model, family)
-        _real_device_first(model)
-        # generate would otherwise run the tower before step 0's forward (transformers 5.24);
-        # an instance attribute, so only this model answers differently.
-        model._supports_mm_encoder_outputs = encode_images_in_the_forward
         self.family: Family = family
         self.rewrite_failures: dict[str, str] = failures
         with _unsupported_model_notice_muted():
@@ -279,9 +339,17 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 tokenizer=tokenizer,
                 envoys=family.envoys_for(model),
                 interleaver=LocatingInterleaver(),
+                **({"device": "meta"} if weightless else {}),  # the pipeline's: a skeleton stays where it is
             )
         bind_rename(self, family.rename_for(model.config))  # nnsight's rename=, without its failed lookups
         adopt(model)  # modules accelerate hooks (device_map=) run the rewritten forward inside the hook
+        # nnsight's Meta: a skeleton loads its weights on the first trace (`dispatch`), from these arguments.
+        self.dispatched = not weightless
+        self.args, self.kwargs = (name_or_path,), dict(load_kwargs)
+        self.repo_id, self.revision = name_or_path, load_kwargs.get("revision")
+        self.__dict__["_device"] = device
+        #: the sites the installed rules serve, per module, as the forwards they were built from label them (`backends`)
+        self.site_plan: SitePlan = SitePlan.of(self._module, self)
         #: what the processor gave the last batch that carried images (`envoys.image.grids`); None before one runs
         self.last_image_inputs: ImageInputs | None = None
         if family.text_only:
@@ -291,6 +359,27 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             self.video = NoTower("video", absent)
             self.audio = NoTower("audio", absent)
         self._bind_video_and_audio()
+
+    def _load(self, name_or_path: str, **load_kwargs: Any) -> torch.nn.Module:
+        """The model with its weights, the family's rules installed on it: what `dispatch` swaps in for the skeleton."""
+        model = loaded(name_or_path, self.family, self.__dict__.get("_device"), load_kwargs)
+        install_rules(model, self.family)
+        return model
+
+    def dispatch(self) -> None:
+        """Load the weights (nnsight's ``dispatch``): the envoys, names and aliases move onto the loaded modules,
+        which run the rewritten forwards; a no-op once loaded."""
+        if self.dispatched:
+            return
+        super().dispatch()
+        adopt(self._module)
+        self.pipeline.model = self._module
+        self.pipeline.device = self._module.device
+
+    def _remoteable_class(self) -> type:
+        """The class NDIF knows the deployment by: nnsight's `TransformersModel`, as its `VisionLanguageModel` keys
+        itself, so that ``remote=True`` names the deployment of the same checkpoint and task."""
+        return TransformersModel
 
     def _bind_video_and_audio(self) -> None:
         """``model.video`` and ``model.audio``, where no rename bound them (Video-LLaVA's video tower, an audio tower):
@@ -313,6 +402,8 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             return (*self._batch(invokes, fn), None)
         if getattr(fn, "__name__", None) == "pipe":  # nnsight would hand the pipeline one invoke's images for all
             raise NotImplementedError(SEVERAL_IMAGE_INVOKES)
+        if not isinstance(self.interleaver, LocatingInterleaver):  # a server's: it would serve every invoke all rows
+            raise NotImplementedError(SEVERAL_IMAGE_INVOKES_REMOTE)
         kwargs, layout = batch_image_invokes(self, invokes)
         return (), self._prepared(kwargs, invokes), layout
 
@@ -375,7 +466,15 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         """
         mediators = list(self.interleaver.mediators)
         self.__dict__["_served"] = {}
-        self.__dict__["_generating"] = getattr(fn, "__name__", None) == "generate"  # `envoys.vision.tower.generated_apart`
+        self.__dict__["_generating"] = generating = getattr(fn, "__name__", None) == "generate"  # `generated_apart`
+        encoding_set = False
+        if self.site_plan.on_stock_model(self):
+            # A server's stock model (the envoys came with a request): its sites through nnsight's .source, and its
+            # images encoded in step 0's forward, as locally, for this request only.
+            self.__dict__["_stock_sites"] = self.site_plan.resolve(self)
+            if generating and "_supports_mm_encoder_outputs" not in self._module.__dict__:
+                self._module._supports_mm_encoder_outputs = encode_images_in_the_forward
+                encoding_set = True
         try:
             result = super().interleave(fn, *args, **kwargs)
             bind_not_saved(mediators, self.__dict__["_served"])
@@ -394,6 +493,9 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             self.__dict__["_served"] = {}
             self.__dict__["_generating"] = False
             self.__dict__.pop("_image_in_batch", None)
+            self.__dict__.pop("_stock_sites", None)
+            if encoding_set:
+                del self._module.__dict__["_supports_mm_encoder_outputs"]
 
     def record_served(self, label: str, value: Any) -> None:
         """Note a standard value handed out in the running trace, so that a variable left holding it unsaved

@@ -17,6 +17,7 @@ from nnsight.intervention.source import STATE
 
 from instrument import installed
 
+from .backends import release, stock_labels
 from .paths import standard_path
 from .values import standard_values
 
@@ -116,6 +117,9 @@ def site_label(envoy: Envoy, label: str) -> str:
     state = module.__dict__.get(STATE)
     if state is None or not state.sourced:
         return label
+    stock = stock_labels(envoy)
+    if isinstance(stock, dict):  # a server's stock module: nnsight's label in the forward there
+        return stock.get(label, label)
     for instrumented in installed(module).values():
         for site in instrumented.rewritten.sites:
             if site.served_as == label:
@@ -139,6 +143,17 @@ def missing_site(envoy: Envoy, label: str) -> str | None:
     if any(_has_site(instrumented, label) for instrumented in installed(module).values()):
         return None
     cls = type(module)
+    stock = stock_labels(envoy)
+    if isinstance(stock, str):
+        return stock
+    if stock is not None:  # a server's stock module, served by nnsight's .source of the forward there
+        outer = label.partition(".source.")[0]
+        if outer in stock:
+            return None
+        return (
+            f"{cls.__qualname__}.forward on {release()} has no call the library serves as {outer}; nnsight's .source "
+            f"of it labels {', '.join(sorted(stock)) or 'none of the library sites'}"
+        )
     failures = getattr(envoy.root, "rewrite_failures", {})
     failure = failures.get(f"{cls.__module__}:{cls.__qualname__}")
     if failure is not None:

@@ -19,6 +19,7 @@ from nnsight.intervention.source import STATE
 from instrument import installed
 from rewrites.attention import KERNEL_SITE, SOFTMAX_SITE
 
+from ..core.backends import stock_labels
 from ..core.layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
 from ..core.standard import Standard, child, missing_site, site_label
 from ..core.values import Argument, EProperty, First, Inverse, View, value
@@ -113,9 +114,19 @@ def not_eager(attention: Any) -> str | None:
             f"the scores and probabilities exist only inside eager attention, and this model runs "
             f"{implementation!r}: load it with attn_implementation='eager'"
         )
-    if not any(i.drills for i in installed(attention._module).values()):
+    if not drills_into_kernel(attention):
         return f"no rewrite rule drills into {type(attention._module).__qualname__}'s eager kernel"
     return None
+
+
+def drills_into_kernel(attention: Any) -> bool:
+    """Whether a rule drills into ``attention``'s eager kernel: one installed on its module, or, on a server's stock
+    module, one the client planned there (`envoys.core.backends`)."""
+    if any(i.drills for i in installed(attention._module).values()):
+        return True
+    plan = attention.root.__dict__.get("site_plan")
+    return stock_labels(attention) is not None and plan is not None and any(
+        forward.drills for forward in plan.forwards.get(attention.path, ()))
 
 
 def softmax(attention: Any) -> str:
