@@ -2,14 +2,15 @@
 
 Loading, in order: the config names the family (an unsupported model_type is
 refused, listing the supported ones, and a checkpoint its family cannot serve,
-such as BLIP-2 on Flan-T5, is refused saying why: `Quirks.unservable`); the model is loaded with real weights
-(a hub id and a local ``save_pretrained`` directory alike; a checkpoint of
-a family's text model saved alone, such as ``qwen3_5_text``, loads as the
-causal LM it is, with the text names, and ``model.vision`` says why it has
+such as BLIP-2 on Flan-T5, is refused saying why: `Quirks.unservable`); the model is built
+on the meta device from its config, as nnsight builds by default (``dispatch=False``: no weight is read, and the
+first local trace loads them), or loaded with its weights (``dispatch=True``) (a hub id and a local
+``save_pretrained`` directory alike; a checkpoint of a family's text model saved alone, such as
+``qwen3_5_text``, loads as the causal LM it is, with the text names, and ``model.vision`` says why it has
 none); the family's
 rewrite rules are compiled and installed on the modules whose forwards they
-rewrite (a rule that does not match the installed transformers is recorded
-as the reason its values are unavailable, not raised); the processor is
+rewrite, the skeleton's and, at dispatch, the loaded ones (a rule that does not match the installed
+transformers is recorded as the reason its values are unavailable, not raised); the processor is
 loaded from the same path (``task="image-text-to-text"``) or only the
 tokenizer (no task: no image can reach the model); then nnsight wraps the
 model with the envoys found for it, and the family's names are bound as
@@ -21,6 +22,9 @@ transformers did before 5.24 (this instance, not the class, answers that it
 takes no pre-computed encoder outputs), so reads follow the forward's order
 on every step: ``image_token_mask``, the tower, the projector,
 ``image_features``, the text model. The tower runs once, on step 0.
+
+On a server that holds the stock model (``remote=True``: NDIF), the envoys travel with the request and the
+modules are the server's; each value is read there through nnsight's own ``.source`` (`envoys.core.backends`).
 """
 
 from __future__ import annotations
@@ -170,7 +174,7 @@ def skeleton(name_or_path: str, family: Family, hub: dict[str, Any], load_kwargs
                    if key not in ("device_map", "max_memory", "offload_folder", "quantization_config", *HUB_KEYWORDS)
                    and not (key in ("dtype", "torch_dtype") and value == "auto")}
     config, _ = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **hub, **configuring)
-    building = {key: value for key, value in configuring.items() if key in SKELETON_KEYWORDS}
+    building = {key: value for key, value in {**configuring, **hub}.items() if key in SKELETON_KEYWORDS}
     with torch.device("meta"):
         model = model_loader(family).from_config(config, **building)
     return model.eval()
@@ -276,7 +280,9 @@ class StandardizedTransformer(TextRoot, TransformersModel):
     """An image-text-to-text checkpoint under standard names, with its vision side readable and writable.
 
     ``StandardizedTransformer(name_or_path, task="image-text-to-text",
-    device="cpu", attn_implementation="eager")``. Other keyword arguments go
+    device="cpu", attn_implementation="eager")``. Built without its weights,
+    as nnsight builds by default; the first local trace loads them, or
+    ``dispatch=True`` at once. Other keyword arguments go
     to ``from_pretrained``. ``model.processor``, ``model.tokenizer`` and
     ``model.config`` are there; ``model.layers[i]``, ``embed_tokens``,
     ``norm``, ``lm_head``, ``logits`` and the rest of the text surface

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .compiler import Instrumented
 from .rule import Rule
+from .store import forward_stem
 from .versions import library_version
 
 
@@ -95,4 +96,4 @@ def snapshot(instrumented: Instrumented) -> str:
 
 def snapshot_file_name(rule: Rule) -> str:
     """One file per rewritten forward: ``modeling_llava.LlavaModel.forward.py``."""
-    return f"{rule.module_name.rpartition('.')[2]}.{rule.qualname}.py"
+    return f"{forward_stem(rule.module_name, rule.qualname)}.py"

@@ -2,7 +2,9 @@
 
 TARGET is a class name (``Qwen3VLModel``), a dotted path, a model_type
 (``qwen3_vl``: every rewritten forward of that family) or a rule name. With no
-TARGET, lists every rule. Offline; needs no weights.
+TARGET, lists every rule. Offline; needs no weights. ``--nnsight`` prints each
+standard value of a checkpoint (a model_type's tiny one, a folder, a hub id)
+as plain nnsight spells it, for a server that runs without this package.
 
 This command is the library's own, the one its mission names, so it lives in
 `instrument` beside the compiler rather than with the maintainer's tools
@@ -19,7 +21,7 @@ import sys
 from .commands import run
 from .compiler import DriftError, compile_rule
 from .listing import diff, listing
-from .targets import all_rules, select
+from .targets import all_rules, provider, select
 
 
 def rule_table() -> str:
@@ -37,7 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m instrument.show", description=__doc__.splitlines()[0])
     parser.add_argument("target", nargs="?", help="class name, dotted path, model_type or rule name")
     parser.add_argument("--diff", action="store_true", help="print a unified diff against the original")
+    parser.add_argument("--nnsight", action="store_true",
+                        help="print each standard value of TARGET (a model_type, a checkpoint folder or hub id) as "
+                             "plain nnsight reads it: what a server without this package runs")
     args = parser.parse_args(argv)
+    if args.nnsight:
+        if args.target is None:
+            parser.error("--nnsight needs a TARGET: a model_type (qwen3_vl), a checkpoint folder or a hub id")
+        sys.stdout.write(provider("spellings")(args.target))
+        return 0
     if args.target is None:
         sys.stdout.write(rule_table())
         return 0

@@ -42,6 +42,11 @@ class StoreError(Exception):
     """The snapshot store cannot be read or written as it is; the message says where and what to do."""
 
 
+def forward_stem(module_name: str, qualname: str) -> str:
+    """The name the store gives a rewritten forward: ``modeling_llava.LlavaModel.forward`` (its files add a suffix)."""
+    return f"{module_name.rpartition('.')[2]}.{qualname}"
+
+
 def release_version(release: str) -> Version:
     """``transformers-5.24.0`` -> ``Version("5.24.0")``; a `StoreError` when the name carries no version."""
     try:

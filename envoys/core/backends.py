@@ -31,9 +31,8 @@ import torch
 import transformers
 from nnsight.intervention.source import STATE
 
-from instrument import checked, installed
-from instrument.listing import snapshot_file_name
-from instrument.store import Recorded, StoreError
+from instrument import installed
+from instrument.store import REPOSITORY_STORE, Recorded, StoreError, forward_stem
 
 #: A served label -> nnsight's label for the same call in the forward at hand.
 Labels = dict[str, str]
@@ -90,7 +89,7 @@ class SitePlan:
             if rules:
                 forwards[f"{root.path}.{name}" if name else root.path] = tuple(
                     PlannedForward(
-                        rule=name_, stem=snapshot_file_name(instrumented.rule).removesuffix(".py"),
+                        rule=name_, stem=forward_stem(instrumented.rule.module_name, instrumented.rule.qualname),
                         digest=forward_digest(instrumented.target), labels=_labels(instrumented),
                         drills={label: _labels(inner) for label, inner in instrumented.drills.items()},
                     )
@@ -151,7 +150,7 @@ def server_labels(forward: PlannedForward, function: Any, client_release: str) -
 def recorded_labels(stem: str, release_name: str) -> Labels | None:
     """The labels the snapshot store records for forward ``stem`` on ``release_name`` (its sites line), or None."""
     try:
-        recorded = Recorded.load(checked.STORE)
+        recorded = Recorded.load(REPOSITORY_STORE)
     except StoreError:
         return None
     if release_name not in recorded.releases:
@@ -159,7 +158,7 @@ def recorded_labels(stem: str, release_name: str) -> Labels | None:
     stored = recorded.path(release_name, f"{stem}")
     if stored is None or not stored.endswith(".py"):
         return None
-    for line in (checked.STORE / stored).read_text(encoding="utf-8").splitlines():
+    for line in (REPOSITORY_STORE / stored).read_text(encoding="utf-8").splitlines():
         if line.startswith("# sites: "):
             return dict(_site_entry(entry) for entry in line.removeprefix("# sites: ").split(", ") if entry)
     return None
