@@ -230,7 +230,7 @@ from transformers import AutoProcessor
 path = {path!r}
 processor = AutoProcessor.from_pretrained(path)
 def native(): TransformersModel(path, task="image-text-to-text", processor=processor, dispatch=True, attn_implementation="eager")
-def standard(): StandardizedTransformer(path, task="image-text-to-text", processor=processor, attn_implementation="eager")
+def standard(): StandardizedTransformer(path, task="image-text-to-text", processor=processor, attn_implementation="eager", dispatch=True)
 start = time.perf_counter(); {first}(); first = time.perf_counter() - start
 times = {{"native": [], "standard": []}}
 native()
@@ -330,7 +330,7 @@ def measure(family: str, folder: Path, rounds: int, traces: int, steps: int) -> 
     prompt = chat_prompt(processor, len(images), "What is in this picture?")
     inputs = processor(text=[prompt], images=images, return_tensors="pt")
     plain = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
-    model = StandardizedTransformer(path, task="image-text-to-text", processor=processor, attn_implementation="eager")
+    model = StandardizedTransformer(path, task="image-text-to-text", processor=processor, attn_implementation="eager", dispatch=True)
     native = TransformersModel(path, task="image-text-to-text", processor=processor, dispatch=True,
                                attn_implementation="eager")
     bare = TransformersModel(path, task="image-text-to-text", processor=processor, dispatch=True,

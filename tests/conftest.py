@@ -26,7 +26,7 @@ from instrument import DriftError, Instrumented, Rule, TargetMissing, compile_ru
 from instrument.versions import for_installed
 
 #: the helper modules whose checks and suites report their values as a test module's do
-pytest.register_assert_rewrite("family_inputs", "logit_caps", "packed_grids", "pixtral_inputs", "tiled_grids", "video_edits")
+pytest.register_assert_rewrite("family_inputs", "logit_caps", "packed_grids", "pixtral_inputs", "standard_reads", "tiled_grids", "video_edits")
 
 
 @pytest.fixture(scope="session")

@@ -135,7 +135,8 @@ class GridSuite:
     @pytest.fixture(scope="class")
     def case(self, tiny_checkpoint) -> Case:
         model = StandardizedTransformer(
-            tiny_checkpoint(self.checkpoint), task="image-text-to-text", device="cpu", attn_implementation="eager")
+            tiny_checkpoint(self.checkpoint), task="image-text-to-text", device="cpu", attn_implementation="eager",
+            dispatch=True)  # the weights loaded: the grids are checked against the modules' own arithmetic
         return Case(model, self.sizes)
 
 

@@ -69,7 +69,8 @@ class PixtralTowerSuite:
     @pytest.fixture(scope="class")
     def model(self, tiny_checkpoint) -> StandardizedTransformer:
         return StandardizedTransformer(
-            tiny_checkpoint(self.checkpoint), task="image-text-to-text", device="cpu", attn_implementation="eager"
+            tiny_checkpoint(self.checkpoint), task="image-text-to-text", device="cpu", attn_implementation="eager",
+            dispatch=True,  # the weights loaded: the grids are checked against the modules' own arithmetic
         )
 
     def test_patch_embeddings_are_the_convolution_cropped_per_image_and_packed(self, model):

@@ -45,8 +45,11 @@ def unsharded(path):
 
 @pytest.fixture(scope="module", params=list(DEVICE_MAPS))
 def offloaded(request, path, tmp_path_factory):
-    return StandardizedTransformer(path, task="image-text-to-text", device_map=DEVICE_MAPS[request.param],
-                                   offload_folder=str(tmp_path_factory.mktemp("offload")), attn_implementation="eager")
+    model = StandardizedTransformer(path, task="image-text-to-text", device_map=DEVICE_MAPS[request.param],
+                                    offload_folder=str(tmp_path_factory.mktemp("offload")), attn_implementation="eager")
+    assert not model.dispatched and "_hf_hook" not in model._module.__dict__  # placed when the weights load
+    model.dispatch()  # what the first trace does; here, so that the hooks can be looked at first
+    return model
 
 
 def prompt(model) -> str:

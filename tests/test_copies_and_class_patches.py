@@ -99,7 +99,7 @@ def test_a_trace_says_when_a_patched_class_keeps_its_sites_from_firing(tiny_chec
     pytest.importorskip("transformers.exporters.exporter_dynamo", reason="transformers' exporter came in 5.2x")
     from transformers.exporters.utils import apply_patches
 
-    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager", dispatch=True)
     with apply_patches("dynamo"), pytest.warns(SitesNotServed, match=r"VisionAttention\.forward is no longer"):
         with model.trace(chat_prompt(model.processor, 1, "What is this?"), images=[IMAGE]):
             model.logits.save()
@@ -159,7 +159,7 @@ def test_a_pickled_model_loads_instrumented_with_identical_outputs(tiny_checkpoi
     path = tiny_checkpoint("qwen3_vl")
     plain, instrumented = plain_and_instrumented(path)
     if wrapped:  # the module a StandardizedTransformer wraps: nnsight's controllers on it too
-        instrumented = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")._module
+        instrumented = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager", dispatch=True)._module
     inputs = processed(path)
     loaded = round_trip(instrumented, how)
     assert rewritten_paths(loaded) == rewritten_paths(instrumented) != {}

@@ -19,11 +19,11 @@ import pytest
 import torch
 from nnsight import Envoy
 from nnsight.intervention.interleaver import OutOfOrderError
+from standard_reads import every_value
 
 from envoys import StandardizedTransformer
 from envoys.core.pinning import PinnedEProperty
-from envoys.core.standard import Standard
-from envoys.core.values import Unavailable, standard_values
+from envoys.core.values import Unavailable
 from envoys.testing import NAMES, chat_prompt, noise_image
 from instrument import installed
 
@@ -58,34 +58,6 @@ def nnsight_label(envoy, label: str) -> str:
             if site.served_as == label:
                 return site.label
     return label
-
-
-def first_or_last_block(model, envoy) -> bool:
-    """Whether ``envoy`` is outside every stack of blocks, or in the first or the last block of each it is in
-    (the blocks between run the same code; the last is where LLaVA's unused blocks are)."""
-    parts = envoy.path.split(".")[1:]
-    for depth, segment in enumerate(parts):
-        if segment.isdigit():
-            stack = model._module.get_submodule(".".join(parts[:depth]))
-            if int(segment) not in (0, len(stack) - 1):
-                return False
-    return True
-
-
-def every_value(model, prompt):
-    """(envoy, name, value) for every standard value of every standard envoy of the model, in the first and the
-    last block of each stack, that is available in a trace of ``prompt`` with the image: a value of a medium the
-    trace does not carry (a video's, an audio tower's) says so inside a trace only."""
-    candidates = [(envoy, name, prop) for envoy in model.modules()
-                  if (isinstance(envoy, Standard) or envoy is model) and first_or_last_block(model, envoy)
-                  for name, prop in standard_values(type(envoy)).items() if prop.reason(envoy) is None]
-    available = []
-    with model.trace(prompt, images=IMAGES) as tracer:
-        for candidate in candidates:
-            if candidate[2].reason(candidate[0]) is None:
-                available.append(candidate)
-        tracer.stop()
-    return available
 
 
 def native_gradient(model, prompt, envoy, prop):
@@ -131,7 +103,7 @@ def standard_gradient(model, prompt, envoy, name):
 def test_every_value_has_the_gradient_of_its_native_tensor(model):
     prompt = chat_prompt(model.processor, 1, "What is in the picture?")
     compared, failures = 0, []
-    for envoy, name, prop in every_value(model, prompt):
+    for envoy, name, prop in every_value(model, prompt, IMAGES):
         label = f"{envoy.path}.{name}"
         reason = getattr(envoy, "gradient_reason", lambda _: None)(name)
         if reason is not None:

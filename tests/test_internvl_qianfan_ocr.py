@@ -48,7 +48,7 @@ TOWERS = {"internvl": "InternVLVisionModel", "qianfan_ocr": "QianfanOCRVisionMod
 @pytest.fixture(scope="module", params=FAMILIES)
 def model(request, tiny_checkpoint):
     return StandardizedTransformer(tiny_checkpoint(request.param), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+                                   attn_implementation="eager", dispatch=True)
 
 
 def native_blocks(model):

@@ -449,8 +449,8 @@ def test_the_tile_sizes(model):
 
 
 def test_a_rotary_table_left_on_meta_by_loading_is_refused_before_anything_is_instrumented(tiny_checkpoint, monkeypatch):
-    """transformers 5.0 to 5.2 leave the tower's freqs_ci on the meta device: construction says so and instruments
-    nothing. Made true here by a loader (this module's stand-in for the library's) that leaves it there."""
+    """transformers 5.0 to 5.2 leave the tower's freqs_ci on the meta device: loading the weights says so and
+    instruments nothing. Made true here by a loader (this module's stand-in for the library's) that leaves it there."""
     loaded = []
 
     class LeavesTheTableOnMeta:
@@ -465,7 +465,8 @@ def test_a_rotary_table_left_on_meta_by_loading_is_refused_before_anything_is_in
     monkeypatch.setattr(envoys.model, "AutoModelForImageTextToText", LeavesTheTableOnMeta)
     with pytest.raises(BrokenLoad, match=r"loads Llama 4's vision rotary table \(freqs_ci\) on the meta device, so its "
                                          r"tower cannot run.*load Llama 4 with transformers 4.57 or 5.3 and later"):
-        StandardizedTransformer(tiny_checkpoint("llama4"), task="image-text-to-text", attn_implementation="eager")
+        StandardizedTransformer(tiny_checkpoint("llama4"), task="image-text-to-text", attn_implementation="eager",
+                                dispatch=True)
     assert not any(installed(module) for module in loaded[0].modules())
 
 
@@ -506,7 +507,7 @@ def test_the_rewritten_root_runs_inside_accelerates_hook(tiny_checkpoint, tmp_pa
     models = [
         StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager"),
         StandardizedTransformer(path, task="image-text-to-text", device_map=device_map, offload_folder=str(tmp_path),
-                                attn_implementation="eager"),
+                                attn_implementation="eager", dispatch=True),
     ]
     root = models[1]._module
     assert "_hf_hook" in root.__dict__ and root.__dict__[STATE].body is root.__dict__[BODY]

@@ -35,6 +35,7 @@ def test_loads_with_its_stock_processor(model):
 
 
 def test_a_video_free_prompt_runs_the_tower_once_on_the_images_tiles_and_not_the_video_pooler(model):
+    model.dispatch()  # the weights loaded, so that the hooks go on the modules that run
     inputs = processed(model, IMAGES)
     assert "pixel_values_videos" not in inputs
     counts = tiles_per_image(model, IMAGES)

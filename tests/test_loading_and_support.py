@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ from swap_rules import without_rule
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.testing import chat_prompt, noise_image
-from instrument import Rule
+from instrument import Rule, installed
 
 IMAGE = [noise_image(32, 32, seed=0)]
 
@@ -20,8 +21,59 @@ def test_a_local_directory_loads_with_its_processor(tiny_checkpoint):
     assert type(model.processor).__name__ == "LlavaProcessor"
     assert model.tokenizer is model.processor.tokenizer
     assert model.config.model_type == "llava"
-    assert all(p.device.type != "meta" for p in model._module.parameters())  # real weights before the first trace
     assert model.family.model_type == "llava"
+
+
+def test_weights_load_with_the_first_local_trace_or_at_once_with_dispatch(tiny_checkpoint):
+    """As nnsight's default (dispatch=False): a skeleton on the meta device until a local trace needs the weights."""
+    path = tiny_checkpoint("llava-siglip")
+    model = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+    assert {p.device.type for p in model._module.parameters()} == {"meta"} and not model.dispatched
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    with model.trace(prompt, images=[noise_image(32, 32, seed=0)]):
+        features = model.vision.image_features.save()
+    assert model.dispatched and all(p.device.type == "cpu" for p in model._module.parameters())
+    assert installed(model.model._module) and model.pipeline.model is model._module
+    loaded = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager", dispatch=True)
+    assert loaded.dispatched and all(p.device.type == "cpu" for p in loaded._module.parameters())
+    with loaded.trace(prompt, images=[noise_image(32, 32, seed=0)]):
+        expected = loaded.vision.image_features.save()
+    assert torch.equal(features, expected)
+
+
+def test_a_folder_without_weights_builds_a_weightless_client(tiny_checkpoint, tmp_path):
+    """Config, processor and tokenizer files alone: sizes, the tree, support() and every name, no weight read."""
+    source = tiny_checkpoint("qwen3_vl")
+    for file in source.iterdir():
+        if not file.name.endswith((".safetensors", ".bin", ".index.json")):
+            shutil.copy(file, tmp_path / file.name)
+    client = StandardizedTransformer(tmp_path, task="image-text-to-text", attn_implementation="eager")
+    full = StandardizedTransformer(source, task="image-text-to-text", attn_implementation="eager", dispatch=True)
+    assert (client.num_layers, client.hidden_size, client.vision.num_layers) == (
+        full.num_layers, full.hidden_size, full.vision.num_layers)
+    assert repr(client) == repr(full) and client.support() == full.support()
+    assert client.vision.layers[0].self_attn.path == full.vision.layers[0].self_attn.path
+
+
+def test_a_name_neither_here_nor_on_the_hub_says_both(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match=r"'checkpoints/nope' is not a folder here \(.*checkpoints/nope does not exist\) "
+                                      r"and the hub did not give a checkpoint of that id"):
+        StandardizedTransformer("checkpoints/nope", task="image-text-to-text")
+
+
+def test_the_model_key_is_nnsight_s_for_the_same_checkpoint(tiny_checkpoint, monkeypatch):
+    """remote=True names the deployment nnsight's TransformersModel names: its class and the checkpoint and task.
+    The hub canonicalises the id (here, with no network, the id is its own canonical form)."""
+    from nnsight import TransformersModel
+    from nnsight.modeling import huggingface
+
+    path = str(tiny_checkpoint("llava-siglip"))
+    monkeypatch.setitem(huggingface._ID_CACHE, path, path)
+    client = StandardizedTransformer(path, task="image-text-to-text")
+    assert client.to_model_key() == TransformersModel(path, task="image-text-to-text", dispatch=True).to_model_key()
+    assert client.to_model_key().startswith("nnsight.modeling.transformers.TransformersModel:")
 
 
 def test_an_unsupported_model_type_lists_the_supported_ones(tmp_path):
@@ -94,7 +146,7 @@ def test_a_model_built_without_the_library_is_untouched(tiny_checkpoint):
 
     path = tiny_checkpoint("llava-siglip")
     plain = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager")
-    model = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+    model = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager", dispatch=True)
     assert all("forward" not in m.__dict__ for m in plain.modules())
     assert "_supports_mm_encoder_outputs" not in plain.__dict__
     inputs = model.processor(text=[chat_prompt(model.processor, 1, "hi")], images=IMAGE, return_tensors="pt")

@@ -33,7 +33,7 @@ TARGET = (3, 7)
 @pytest.fixture(scope="module", params=FAMILIES)
 def model(request, tiny_checkpoint):
     return StandardizedTransformer(
-        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager", dispatch=True
     )
 
 
@@ -166,7 +166,7 @@ def block_outputs(model, batch) -> list[torch.Tensor]:
 @pytest.fixture(scope="module", params=NAMES)
 def any_model(request, tiny_checkpoint):
     return StandardizedTransformer(
-        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager"
+        tiny_checkpoint(request.param), task="image-text-to-text", device="cpu", attn_implementation="eager", dispatch=True
     )
 
 

@@ -43,6 +43,7 @@ def test_loads_with_its_stock_processor_and_vision_is_not_the_video_tower(model)
 
 
 def test_a_video_free_prompt_runs_the_image_tower_alone_on_pixel_values_images_and_the_mask_sees_them(model):
+    model.dispatch()  # the weights loaded, so that the hooks go on the modules that run
     inputs = processed(model)
     assert "pixel_values_images" in inputs and "pixel_values" not in inputs and "pixel_values_videos" not in inputs
     host = model._module.model

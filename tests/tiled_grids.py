@@ -118,11 +118,11 @@ class TiledGridSuite:
     @pytest.fixture(scope="class")
     @classmethod
     def model(cls, tiny_checkpoint):
-        """The class's checkpoint loaded once for the class (over any module fixture of this name), its tower's
-        position embeddings zeroed: the stream entering the tower's blocks (before any pre-norm) is then the patch
+        """The class's checkpoint loaded once for the class (over any module fixture of this name), with its weights,
+        its tower's position embeddings zeroed: the stream entering the tower's blocks (before any pre-norm) is then the patch
         embedding at every patch row."""
         model = StandardizedTransformer(tiny_checkpoint(cls.checkpoint), task="image-text-to-text", device="cpu",
-                                        attn_implementation="eager")
+                                        attn_implementation="eager", dispatch=True)  # weights loaded, to edit
         with torch.no_grad():
             for parameter_name, parameter in model.vision._module.named_parameters():
                 if "position" in parameter_name and "layers" not in parameter_name:

@@ -158,6 +158,11 @@ class LayerScaledLayer(VisionLayer):
         super().__setstate__(state)
         self._install_source()
 
+    def _update(self, module: torch.nn.Module) -> None:
+        # the loaded block that replaces a skeleton's at dispatch runs its plain body until sourced again
+        super()._update(module)
+        self._install_source()
+
     def _install_source(self) -> None:
         """Run nnsight's instrumented body on this block, which labels the two scaled bindings; installed before any
         trace, so the forward that runs is the same one from the first trace on."""
