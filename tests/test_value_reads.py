@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
+import envoys.core.passes
 import envoys.core.pinning
 import envoys.core.values
 from envoys.core.pinning import PinnedEProperty
@@ -66,6 +67,7 @@ def counted(monkeypatch):
         yield
 
     monkeypatch.setattr(envoys.core.values, "Mediator", FakeMediator)
+    monkeypatch.setattr(envoys.core.passes, "Mediator", FakeMediator)  # which tower pass the worker reads (none)
     monkeypatch.setattr(envoys.core.pinning, "pinned", pinned)
     monkeypatch.setattr(envoys.core.values, "_label", lambda envoy, name: name)  # no envoy tree here
 
