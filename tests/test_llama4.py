@@ -69,7 +69,7 @@ def skip_if_the_tower_cannot_run(loaded) -> None:
 
 @pytest.fixture(scope="module")
 def model(path):
-    loaded = StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager")
+    loaded = StandardizedTransformer(path, task="image-text-to-text", device="cpu", attn_implementation="eager", dispatch=True)
     skip_if_the_tower_cannot_run(loaded._module)
     return loaded
 
