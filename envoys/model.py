@@ -163,21 +163,29 @@ def model_loader(family: Family) -> Any:
     return AutoModelForCausalLM if family.text_only else AutoModelForImageTextToText
 
 
-def skeleton(name_or_path: str, family: Family, hub: dict[str, Any], load_kwargs: dict[str, Any]) -> torch.nn.Module:
+def skeleton(name_or_path: str, family: Family, hub: dict[str, Any], load_kwargs: dict[str, Any]
+             ) -> tuple[torch.nn.Module, frozenset[str]]:
     """The checkpoint's model on the meta device, built from its config alone (no weight is read): what a client of a
-    remote model holds, and what nnsight builds by default (``dispatch=False``) until a local trace loads the weights.
+    remote model holds, and what nnsight builds by default (``dispatch=False``) until a local trace loads the weights;
+    and the keyword arguments its config took.
 
     The config takes the keyword arguments that configure the model (``attn_implementation``, a config field's
-    override), as ``from_pretrained`` would give them to it; placement and weight arguments wait for the load.
+    override, or ``config=`` itself), as ``from_pretrained`` would give them to it; placement and weight arguments
+    wait for the load, which loads the weights into this config (`loaded`), edits made to it since included.
     """
     configuring = {key: value for key, value in load_kwargs.items()
-                   if key not in ("device_map", "max_memory", "offload_folder", "quantization_config", *HUB_KEYWORDS)
+                   if key not in ("config", "device_map", "max_memory", "offload_folder", "quantization_config",
+                                  *HUB_KEYWORDS)
                    and not (key in ("dtype", "torch_dtype") and value == "auto")}
-    config, _ = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **hub, **configuring)
+    if "config" in load_kwargs:
+        config, unused = copy.deepcopy(load_kwargs["config"]), configuring
+    else:
+        config, unused = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **hub, **configuring)
     building = {key: value for key, value in {**configuring, **hub}.items() if key in SKELETON_KEYWORDS}
     with torch.device("meta"):
         model = model_loader(family).from_config(config, **building)
-    return model.eval()
+    taken = frozenset(configuring) - frozenset(unused) - frozenset(SKELETON_KEYWORDS)
+    return model.eval(), taken | {"config"}
 
 
 def loaded(name_or_path: str, family: Family, device: Any, load_kwargs: dict[str, Any]) -> torch.nn.Module:
@@ -325,8 +333,10 @@ class StandardizedTransformer(TextRoot, TransformersModel):
                 f"the {family.model_type} checkpoint with task={IMAGE_TEXT_TO_TEXT!r}"
             )
         weightless = not dispatch
-        model = skeleton(name_or_path, family, hub, load_kwargs) if weightless else loaded(
-            name_or_path, family, device, load_kwargs)
+        if weightless:
+            model, configured = skeleton(name_or_path, family, hub, load_kwargs)
+        else:
+            model, configured = loaded(name_or_path, family, device, load_kwargs), frozenset()
         if task == IMAGE_TEXT_TO_TEXT:
             processor = processor if processor is not None else AutoProcessor.from_pretrained(name_or_path, **hub)
             tokenizer = getattr(processor, "tokenizer", tokenizer)
@@ -354,6 +364,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         self.args, self.kwargs = (name_or_path,), dict(load_kwargs)
         self.repo_id, self.revision = name_or_path, load_kwargs.get("revision")
         self.__dict__["_device"] = device
+        self.__dict__["_configured"] = configured  # what the skeleton's config took: its config carries them
         #: the sites the installed rules serve, per module, as the forwards they were built from label them (`backends`)
         self.site_plan: SitePlan = SitePlan.of(self._module, self)
         #: what the processor gave the last batch that carried images (`envoys.image.grids`); None before one runs
@@ -367,8 +378,11 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         self._bind_video_and_audio()
 
     def _load(self, name_or_path: str, **load_kwargs: Any) -> torch.nn.Module:
-        """The model with its weights, the family's rules installed on it: what `dispatch` swaps in for the skeleton."""
-        model = loaded(name_or_path, self.family, self.__dict__.get("_device"), load_kwargs)
+        """The model with its weights, loaded into the skeleton's config (with any edit made to it since), the family's
+        rules installed on it: what `dispatch` swaps in for the skeleton."""
+        configured = self.__dict__.get("_configured", frozenset())
+        loading = {key: value for key, value in load_kwargs.items() if key not in configured}
+        model = loaded(name_or_path, self.family, self.__dict__.get("_device"), {**loading, "config": self.config})
         install_rules(model, self.family)
         return model
 

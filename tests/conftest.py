@@ -47,12 +47,15 @@ def tiny_checkpoint() -> Callable[..., Path]:
 @pytest.fixture(scope="module")
 def model(request: pytest.FixtureRequest, tiny_checkpoint: Callable[..., Path]) -> StandardizedTransformer:
     """The test module's checkpoint (its ``CHECKPOINT``, a name of `envoys.testing.NAMES`), loaded as a user loads it,
-    on the CPU with eager attention, once per module. A module or class may define its own ``model`` instead."""
+    on the CPU with eager attention, once per module, its weights loaded at once (``dispatch=True``), so that a test
+    may read the modules' own weights whichever test runs first; the contract suite builds every checkpoint weightless
+    and loads it at its first trace. A module or class may define its own ``model`` instead."""
     name = getattr(request.module, "CHECKPOINT", None)
     if name is None:
         raise pytest.UsageError(f"{request.module.__name__} asks for the model fixture: set CHECKPOINT = '<a tiny "
                                 "checkpoint's name>' in it, or define its own model fixture")
-    return StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", device="cpu", attn_implementation="eager")
+    return StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", device="cpu", attn_implementation="eager",
+                                   dispatch=True)
 
 
 def absent(model_type: str) -> str | None:

@@ -37,11 +37,11 @@ def test_the_towers_merge_and_no_windows(model):
 def test_each_image_enters_the_blocks_after_its_cls_row_normed_with_its_patches(model):
     """Block 0's input is ``pre_layernorm`` over each image's CLS row (the learned class embedding), then its patch
     embeddings, image after image."""
-    visual = model._module.model.visual
     with torch.no_grad(), model.trace(prompt(model, TWO), images=TWO) as tracer:
         patches = model.vision.patch_embeddings.save()
         entering = model.vision.layers[0].layer_input.save()
         tracer.stop()
+    visual = model._module.model.visual  # the loaded tower (the first trace loaded the weights)
     counts = patches_per_image(model, TWO)
     cls = visual.cls_embeddings.class_embedding[None]
     expected = torch.cat([torch.cat((cls, part)) for part in patches[0].split(counts)])
