@@ -90,20 +90,10 @@ def sides(request, tiny_checkpoint):
     return client, local, StockServer(server)
 
 
-def read_remote(client, server, envoy, name, prompt, write: bool = False):
-    with client.trace(prompt, images=IMAGES, backend=server) as tracer:
-        if write:
-            value = getattr(envoy, name)
-            setattr(envoy, name, value * 0.5 + 1)
-            got = client.logits.save()
-        else:
-            got = getattr(envoy, name).save()
-        tracer.stop()
-    return got
-
-
-def read_local(model, envoy, name, prompt, write: bool = False):
-    with model.trace(prompt, images=IMAGES) as tracer:
+def read(model, envoy, name, prompt, backend=None, write: bool = False):
+    """``envoy.name`` in a trace of ``model`` (run by ``backend``, or locally), or, with ``write``, the logits after
+    it is written as ``value * 0.5 + 1``."""
+    with model.trace(prompt, images=IMAGES, backend=backend) as tracer:
         if write:
             value = getattr(envoy, name)
             setattr(envoy, name, value * 0.5 + 1)
@@ -125,8 +115,8 @@ def test_every_value_and_write_is_the_local_one(sides):
     compared, written, failures = 0, 0, []
     for envoy, name, prop in every_value(local, prompt, IMAGES):
         label = f"{envoy.path}.{name}"
-        expected = read_local(local, envoy, name, prompt)
-        got = read_remote(client, server, at[envoy.path], name, prompt)
+        expected = read(local, envoy, name, prompt)
+        got = read(client, at[envoy.path], name, prompt, server)
         compared += 1
         if type(got) is not type(expected) if not isinstance(expected, torch.Tensor) else type(got) is not torch.Tensor:
             failures.append(f"{label}: came back as {type(got).__name__}")
@@ -134,8 +124,8 @@ def test_every_value_and_write_is_the_local_one(sides):
             failures.append(f"{label}: differs")
         if writable(prop, expected):
             written += 1
-            if not torch.equal(read_remote(client, server, at[envoy.path], name, prompt, write=True),
-                               read_local(local, envoy, name, prompt, write=True)):
+            if not torch.equal(read(client, at[envoy.path], name, prompt, server, write=True),
+                               read(local, envoy, name, prompt, write=True)):
                 failures.append(f"{label}: its write differs")
     assert compared > 20 and written > 10 and not failures, failures
     assert not client.dispatched, "the client loaded weights"
