@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from . import testing
+from .core.backends import relabelled
 from .core.paths import standard_path
 from .core.pinning import PinnedEProperty
 from .core.standard import Standard
@@ -46,12 +47,23 @@ def native_part(select: Selector | None) -> str:
     return f"  (then the part {select!r} takes)"
 
 
+def nnsight_location(envoy: Any, location: str) -> str:
+    """``location`` with nnsight's own labels for the forward this release runs (a site a rule's release variant
+    serves under another label, such as the attention kernel call on transformers 5.0)."""
+    module = location.partition(".source.")[0]
+    labels, drills = {}, {}
+    for forward in envoy.root.site_plan.forwards.get(module, ()):
+        labels.update(forward.labels)
+        drills.update(forward.drills)
+    return relabelled(location, labels, drills)
+
+
 def spelling(envoy: Any, prop: EProperty) -> str:
     """How plain nnsight reads ``prop`` on ``envoy``, or why the checkpoint lacks it."""
     reason = prop.reason(envoy)
     if reason is not None:
         return f"unavailable: {reason}"
-    text = native_path(prop._location(envoy)) + native_part(prop.selector(envoy))
+    text = native_path(nnsight_location(envoy, prop._location(envoy))) + native_part(prop.selector(envoy))
     if isinstance(prop, PinnedEProperty) and prop.occurrence is not None:
         call = prop.occurrence(envoy)
         if call is not None:

@@ -141,8 +141,8 @@ def server_labels(forward: PlannedForward, function: Any, client_release: str) -
         return recorded
     return (
         f"{forward.stem} here ({here}) is not the forward the client's labels came from ({client_release}), and the "
-        f"snapshot store records no {here}: which of its calls each site is cannot be said; run the client on "
-        f"{here} (pip install transformers=={here.rpartition('-')[2]}), or record the release (python -m "
+        f"snapshot store has no record of it on {here}: which of its calls each site is cannot be said; run the "
+        f"client on {here} (pip install transformers=={here.rpartition('-')[2]}), or record the release (python -m "
         f"maintain.snapshot --update)"
     )
 
@@ -195,6 +195,32 @@ def open_source(envoy: Any) -> None:
     state = envoy._module.__dict__.get(STATE)
     if state is None or not state.sourced:
         _ = envoy.source
+
+
+def relabelled(location: str, labels: Labels, drills: dict[str, Labels] | None = None) -> str:
+    """``location`` (``{module}.source.{label}[.source.{inner}].{rest}``) with its labels replaced by ``labels`` (and
+    the drilled call's inner label by ``drills``), those it has."""
+    module, marker, rest = location.partition(".source.")
+    if not marker:
+        return location
+    label, dot, tail = rest.partition(".")
+    inner, found, after = tail.partition("source.") if tail.startswith("source.") else ("", "", tail)
+    if found and drills and label in drills:
+        name, dot2, last = after.partition(".")
+        tail = f"source.{drills[label].get(name, name)}{dot2}{last}"
+    return f"{module}.source.{labels.get(label, label)}{dot}{tail}"
+
+
+def served_location(envoy: Any, location: str) -> str:
+    """``location`` as the forward at hand serves it: on a stock model, a site's served label replaced by nnsight's
+    label there (a release that numbers the call otherwise); unchanged elsewhere, and on the library's rewrite."""
+    module, marker, _ = location.partition(".source.")
+    if not marker:
+        return location
+    root = getattr(envoy, "root", None)
+    resolved = vars(root).get("_stock_sites") if root is not None else None
+    labels = resolved.get(module) if resolved is not None else None
+    return relabelled(location, labels) if isinstance(labels, dict) else location
 
 
 def stock_labels(envoy: Any) -> Labels | str | None:

@@ -115,16 +115,20 @@ def site_label(envoy: Envoy, label: str) -> str:
     """
     module = envoy._module
     state = module.__dict__.get(STATE)
-    if state is None or not state.sourced:
-        return label
-    stock = stock_labels(envoy)
-    if isinstance(stock, dict):  # a server's stock module: nnsight's label in the forward there
-        return stock.get(label, label)
+    if state is None or not state.sourced or stock_labels(envoy) is not None:
+        return label  # on a server's stock module, a value's location is mapped where it is requested (`backends`)
     for instrumented in installed(module).values():
         for site in instrumented.rewritten.sites:
             if site.served_as == label:
                 return site.label
     return label
+
+
+def op_label(envoy: Any, label: str) -> str:
+    """nnsight's label, in the forward ``envoy``'s module runs now, of the call served as ``label``: what its
+    ``.source`` is indexed with (a drill into the call)."""
+    stock = stock_labels(envoy)
+    return stock.get(label, label) if isinstance(stock, dict) else site_label(envoy, label)
 
 
 def _has_site(instrumented: Any, label: str) -> bool:

@@ -45,6 +45,7 @@ import torch
 from nnsight.intervention.eproperty import WriteBack, eproperty
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
+from .backends import served_location
 from .passes import passes_before, pinned
 from .paths import standard_path
 
@@ -169,7 +170,8 @@ class EProperty(eproperty):
         return self
 
     def _location(self, obj: Any) -> str:
-        return self.locate(obj) if self.locate is not None else super()._location(obj)
+        location = self.locate(obj) if self.locate is not None else super()._location(obj)
+        return served_location(obj, location)  # nnsight's label on a server's stock forward (`backends`)
 
     def selector(self, obj: Any) -> Selector | None:
         """The part of the served value this value is on ``obj``; None for all of it."""

@@ -21,7 +21,7 @@ from rewrites.attention import KERNEL_SITE, SOFTMAX_SITE
 
 from ..core.backends import stock_labels
 from ..core.layouts import HeadOutputs, Hidden, Keys, Pattern, Queries, Values
-from ..core.standard import Standard, child, missing_site, site_label
+from ..core.standard import Standard, child, missing_site, op_label, site_label
 from ..core.values import Argument, EProperty, First, Inverse, View, value
 
 
@@ -144,7 +144,7 @@ def drill_if_sourced(attention: Any) -> None:
     """
     state = attention._module.__dict__.get(STATE)
     if state is not None and state.sourced:
-        _ = getattr(attention.source, site_label(attention, KERNEL_SITE)).source
+        _ = getattr(attention.source, op_label(attention, KERNEL_SITE)).source
 
 
 def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:

@@ -25,7 +25,7 @@ from nnsight.intervention.source import STATE
 
 from rewrites.image_scatter import MEDIA
 
-from ..core.standard import missing_site
+from ..core.standard import missing_site, op_label
 from ..core.values import Argument, EProperty, value
 from .scatter_host import scatter_host
 
@@ -209,7 +209,7 @@ def drill_if_sourced(envoy: Any, medium: str) -> None:
     outer, _, inner = site.partition(".source.")
     state = host._module.__dict__.get(STATE)
     if inner and state is not None and state.sourced:
-        _ = getattr(host.source, outer).source
+        _ = getattr(host.source, op_label(host, outer)).source
 
 
 def rows_of_hidden(envoy: Any, scattered: torch.Tensor) -> torch.Tensor:
