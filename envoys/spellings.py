@@ -51,11 +51,10 @@ def nnsight_location(envoy: Any, location: str) -> str:
     """``location`` with nnsight's own labels for the forward this release runs (a site a rule's release variant
     serves under another label, such as the attention kernel call on transformers 5.0)."""
     module = location.partition(".source.")[0]
-    labels, drills = {}, {}
+    labels = {}
     for forward in envoy.root.site_plan.forwards.get(module, ()):
         labels.update(forward.labels)
-        drills.update(forward.drills)
-    return relabelled(location, labels, drills)
+    return relabelled(location, labels)
 
 
 def spelling(envoy: Any, prop: EProperty) -> str:

@@ -276,12 +276,11 @@ def test_the_nnsight_spellings_read_the_values_on_a_stock_model(capsys, tiny_che
 
 def test_a_location_takes_the_labels_of_the_forward_at_hand():
     """A release that numbers a call otherwise (the kernel call one higher on transformers 5.0): the served label
-    becomes nnsight's there, and a drilled call's inner label too; a module's own values are left as they are."""
+    becomes nnsight's there, in what follows it too; a module's own values are left as they are."""
     labels = {"attention_interface_1": "attention_interface_2"}
-    drills = {"attention_interface_1": {"nn_functional_softmax_0": "nn_functional_softmax_1"}}
     drilled = "model.layers.0.self_attn.source.attention_interface_1.source.nn_functional_softmax_0.output"
-    assert backends.relabelled(drilled, labels, drills) == (
-        "model.layers.0.self_attn.source.attention_interface_2.source.nn_functional_softmax_1.output")
+    assert backends.relabelled(drilled, labels) == (
+        "model.layers.0.self_attn.source.attention_interface_2.source.nn_functional_softmax_0.output")
     assert backends.relabelled("model.layers.0.self_attn.source.attention_interface_1.input", labels) == (
         "model.layers.0.self_attn.source.attention_interface_2.input")
     assert backends.relabelled("model.layers.0.self_attn.output", labels) == "model.layers.0.self_attn.output"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -57,20 +57,16 @@ def release() -> str:
 class PlannedForward:
     """The sites one rule serves on one module, as the client's forward labels them.
 
-    ``rule``: the rule's name. ``stem``: its snapshot file name. ``digest``: `forward_digest` of the target.
-    ``labels``: each site's served label -> nnsight's label there. ``drills``: the served labels whose call the rule
-    drills into (the eager kernel, a scatter helper), each with the drilled function's labels.
+    ``stem``: its snapshot file name. ``digest``: `forward_digest` of the target. ``labels``: each site's served
+    label -> nnsight's label there. ``drills``: the served labels whose call the rule drills into (the eager kernel,
+    a scatter helper); inside a drilled function every site is served under nnsight's own label (no recorded
+    release numbers one otherwise), so only the outer labels are mapped.
     """
 
-    rule: str
     stem: str
     digest: str
     labels: Labels
-    drills: dict[str, Labels] = field(default_factory=dict)
-
-
-def _labels(instrumented: Any) -> Labels:
-    return {site.served_as: site.label for site in instrumented.rewritten.sites}
+    drills: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -89,21 +85,21 @@ class SitePlan:
             if rules:
                 forwards[f"{root.path}.{name}" if name else root.path] = tuple(
                     PlannedForward(
-                        rule=name_, stem=forward_stem(instrumented.rule.module_name, instrumented.rule.qualname),
-                        digest=forward_digest(instrumented.target), labels=_labels(instrumented),
-                        drills={label: _labels(inner) for label, inner in instrumented.drills.items()},
+                        stem=forward_stem(instrumented.rule.module_name, instrumented.rule.qualname),
+                        digest=forward_digest(instrumented.target),
+                        labels={site.served_as: site.label for site in instrumented.rewritten.sites},
+                        drills=frozenset(instrumented.drills),
                     )
-                    for name_, instrumented in rules.items()
+                    for instrumented in rules.values()
                 )
         return cls(forwards, release())
 
     def on_stock_model(self, root: Any) -> bool:
         """Whether ``root`` runs stock modules where this plan has rules: a server's model, which the library never
         rewrote (the envoys travelled; the modules are the server's)."""
-        for path in self.forwards:
-            module = module_at(root, path)
-            return module is not None and not installed(module)
-        return False
+        first = next(iter(self.forwards), None)  # one module tells: the library rewrites all or none of them
+        module = module_at(root, first) if first is not None else None
+        return module is not None and not installed(module)
 
     def resolve(self, root: Any) -> dict[str, Labels | str]:
         """On a stock model: per module path, the labels of the forward at hand (served label -> nnsight's), or why
@@ -149,11 +145,8 @@ def server_labels(forward: PlannedForward, function: Any, client_release: str) -
 
 def recorded_labels(stem: str, release_name: str) -> Labels | None:
     """The labels the snapshot store records for forward ``stem`` on ``release_name`` (its sites line), or None."""
-    try:
-        recorded = Recorded.load(REPOSITORY_STORE)
-    except StoreError:
-        return None
-    if release_name not in recorded.releases:
+    recorded = _store()
+    if recorded is None or release_name not in recorded.releases:
         return None
     stored = recorded.path(release_name, f"{stem}")
     if stored is None or not stored.endswith(".py"):
@@ -162,6 +155,15 @@ def recorded_labels(stem: str, release_name: str) -> Labels | None:
         if line.startswith("# sites: "):
             return dict(_site_entry(entry) for entry in line.removeprefix("# sites: ").split(", ") if entry)
     return None
+
+
+@cache
+def _store() -> Recorded | None:
+    """The snapshot store's manifest, read once per process; None where it cannot be read."""
+    try:
+        return Recorded.load(REPOSITORY_STORE)
+    except StoreError:
+        return None
 
 
 def _site_entry(entry: str) -> tuple[str, str]:
@@ -197,17 +199,13 @@ def open_source(envoy: Any) -> None:
         _ = envoy.source
 
 
-def relabelled(location: str, labels: Labels, drills: dict[str, Labels] | None = None) -> str:
-    """``location`` (``{module}.source.{label}[.source.{inner}].{rest}``) with its labels replaced by ``labels`` (and
-    the drilled call's inner label by ``drills``), those it has."""
+def relabelled(location: str, labels: Labels) -> str:
+    """``location`` (``{module}.source.{label}.{rest}``) with its site's label replaced by ``labels``' entry for it,
+    where it has one (a drilled call's inner label is left as it is: `PlannedForward`)."""
     module, marker, rest = location.partition(".source.")
     if not marker:
         return location
     label, dot, tail = rest.partition(".")
-    inner, found, after = tail.partition("source.") if tail.startswith("source.") else ("", "", tail)
-    if found and drills and label in drills:
-        name, dot2, last = after.partition(".")
-        tail = f"source.{drills[label].get(name, name)}{dot2}{last}"
     return f"{module}.source.{labels.get(label, label)}{dot}{tail}"
 
 

@@ -155,8 +155,8 @@ def missing_site(envoy: Envoy, label: str) -> str | None:
         if outer in stock:
             return None
         return (
-            f"{cls.__qualname__}.forward on {release()} has no call the library serves as {outer}; nnsight's .source "
-            f"of it labels {', '.join(sorted(stock)) or 'none of the library sites'}"
+            f"the client planned no site {outer} on {cls.__qualname__}.forward, so the server's stock forward "
+            f"({release()}) is not read there; its planned sites: {', '.join(sorted(stock)) or 'none'}"
         )
     failures = getattr(envoy.root, "rewrite_failures", {})
     failure = failures.get(f"{cls.__module__}:{cls.__qualname__}")
