@@ -62,4 +62,5 @@ def rules_for_classes(classes: Iterable[type]) -> tuple[Rule, ...]:
     classes = tuple(dict.fromkeys(classes))
     found = found_rules(classes, FOUND)
     claimed = [rule.target for rule in found]
-    return found + attention_rules(classes, claimed=claimed) + router_rules(classes, claimed=claimed)
+    every = found + attention_rules(classes, claimed=claimed) + router_rules(classes, claimed=claimed)
+    return tuple({rule.name: rule for rule in reversed(every)}[name] for name in dict.fromkeys(r.name for r in every))

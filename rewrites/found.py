@@ -30,10 +30,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from instrument import Rule, Variant
-from instrument.calls import callees, defining_class, innermost
+from instrument.calls import bound_default, callees, defining_class, innermost
 from instrument.versions import for_installed
 
-from .attention import model_type_of
+from .attention import INTERFACE, eager_rule, model_type_of
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,13 @@ class Template:
     #: a call served under another label on every release where the shape reads so, as `Variant.serve_as` does
     serve_as: Mapping[str, str] = field(default_factory=dict)
     named: str = ""  #: a word the class's name must hold (``Audio``), where two templates share a shape
+    #: the served labels of calls of transformers' shared attention interface that drill into the eager kernel the
+    #: forward binds by default (its softmax: the pattern of each call), where it binds one
+    drill_kernel: tuple[str, ...] = ()
 
     def rule(self, owner: type) -> Rule:
         """The rule of ``owner``'s forward (``owner`` being the class that defines it)."""
+        kernel = bound_default(innermost(owner.__dict__["forward"]), INTERFACE) if self.drill_kernel else None
         return Rule(
             f"{model_type_of(owner.__module__)}.{self.suffix}",
             f"{owner.__module__}:{owner.__qualname__}.forward",
@@ -59,6 +63,7 @@ class Template:
             self.purpose,
             variants=self.variants,
             serve_as=dict(self.serve_as),
+            drill={label: eager_rule(kernel) for label in self.drill_kernel} if kernel is not None else {},
         )
 
     def fits(self, owner: type) -> bool:
@@ -76,8 +81,9 @@ class Template:
 
 
 def found_rules(classes: Iterable[type], templates: Iterable[Template], claimed: Iterable[str] = ()) -> tuple[Rule, ...]:
-    """The rule of the first template each class's forward fits (once per defining class, in the classes' order);
-    forwards whose target is in ``claimed`` (another rule's) are left out."""
+    """The rule of the first template each class's forward fits (once per defining class, in the classes' order),
+    each after the eager kernel it drills into (once per kernel); forwards whose target is in ``claimed`` (another
+    rule's) are left out."""
     templates = tuple(templates)
     taken = set(claimed)
     rules: dict[str, Rule] = {}
@@ -89,5 +95,7 @@ def found_rules(classes: Iterable[type], templates: Iterable[Template], claimed:
             rule = template.rule(owner)
             if rule.name in rules:  # a second class of the module with the shape: named by its class, not dropped
                 rule = replace(rule, name=f"{model_type_of(owner.__module__)}.{owner.__qualname__}.{template.suffix}")
+            for eager in rule.drill.values():
+                rules.setdefault(eager.name, eager)
             rules[rule.name] = rule
     return tuple(rules.values())

@@ -20,7 +20,10 @@ Sites, as nnsight names them (the kernel's annotated assignment is
   three times (occurrence 0 queries, 1 keys, 2 values); its argument 0 is the
   whole tensor, ``[1, heads, patches, head_dim]``, queries and keys after the
   2D rotary embedding where there is one;
-- ``attention_interface_2``: the kernel call per image (or window), once each;
+- ``attention_interface_2``: the kernel call per image (or window), once each,
+  drilled into the eager kernel the forward binds by default: inside it,
+  ``nn_functional_softmax_0`` takes that call's scores and returns its
+  probabilities, ``[1, heads, patches of the call, patches of the call]``;
 - ``torch_cat_0``: joins the per-image outputs back, ``[1, patches, heads, head_dim]``.
 
 An audio tower's attention over the packed chunks of its clips has the same
@@ -69,6 +72,7 @@ AUDIO = Template(
 #: A packed vision tower's attention: any other class whose forward has the shape.
 VISION = Template(
     "vision-attention", SITES, "the per-image attention kernel calls and what surrounds them", variants=(BEFORE_5_1,),
+    drill_kernel=(PER_IMAGE_SITE,),
 )
 
 TEMPLATES = (AUDIO, VISION)

@@ -15,7 +15,12 @@ branches by what the encoder passed as ``cu_seqlens``:
 - ``attention_interface_1``: one image (``cu_seqlens`` None), one dense call;
 - ``attention_interface_2``: several images under flash attention, one varlen call;
 - ``attention_interface_3``: several images otherwise, one call per image, inside
-  a list comprehension over ``torch.split`` of the queries, keys and values.
+  a list comprehension over ``torch.split`` of the queries, keys and values
+  (``torch_split_0``, fired three times: queries, keys, values; argument 1 the
+  images' lengths).
+
+The dense call and the per-image call drill into the eager kernel the forward
+binds by default, whose softmax is each call's pattern.
 
 The projections run on every branch, so the whole queries, keys and values
 are served there, whatever the image count or attention implementation.
@@ -29,19 +34,25 @@ from .found import Template
 
 #: Queries, keys and values, each whole, as the projections' transposes return them.
 PROJECTION_SITES = ("transpose_0", "transpose_1", "transpose_2")
+#: One image: one dense kernel call.
+ONE_IMAGE_SITE = "attention_interface_1"
 #: Several images, not flash: one kernel call per image.
 PER_IMAGE_SITE = "attention_interface_3"
+#: Splits queries, keys and values per image (occurrence 0, 1, 2); argument 1 is the images' lengths.
+SPLIT_SITE = "torch_split_0"
 
 SITES = {
     "transpose": PROJECTION_SITES,
-    "attention_interface": ("attention_interface_1", "attention_interface_2", PER_IMAGE_SITE),
+    "attention_interface": (ONE_IMAGE_SITE, "attention_interface_2", PER_IMAGE_SITE),
+    "torch.split": (SPLIT_SITE,),
 }
 
 TEMPLATES = (
     Template(
         "vision-attention",
         SITES,
-        "the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)",
-        shape={"torch.split": 1},
+        "the whole queries, keys and values (transpose_0..2), the per-image split (torch_split_0) and the kernel "
+        "calls: dense (_1), flash (_2), per image (_3)",
+        drill_kernel=(ONE_IMAGE_SITE, PER_IMAGE_SITE),
     ),
 )

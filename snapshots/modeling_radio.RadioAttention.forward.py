@@ -1,7 +1,7 @@
-# rule radio.vision-attention: the whole queries, keys and values (transpose_0..2) and the kernel calls: dense (_1), flash (_2), per image (_3)
+# rule radio.vision-attention: the whole queries, keys and values (transpose_0..2), the per-image split (torch_split_0) and the kernel calls: dense (_1), flash (_2), per image (_3)
 # transformers.models.radio.modeling_radio:RadioAttention.forward
 # transformers/models/radio/modeling_radio.py
-# sites: transpose_0, transpose_1, transpose_2, attention_interface_1, attention_interface_2, attention_interface_3
+# sites: transpose_0, transpose_1, transpose_2, attention_interface_1, attention_interface_2, torch_split_0, attention_interface_3
 
 def forward(
     self,
@@ -49,7 +49,7 @@ def forward(
         # without a varlen kernel, attend within each image separately
         lengths = cu_seqlens[1:] - cu_seqlens[:-1]
         splits = [
-            torch.split(tensor, lengths.tolist(), dim=2) for tensor in (query_states, key_states, value_states)
+            __vlm_site__("torch_split_0", torch.split, tensor, lengths.tolist(), dim=2) for tensor in (query_states, key_states, value_states)
         ]
         outputs = [
             __vlm_site__("attention_interface_3", attention_interface, self, query, key, value, attention_mask=None, **attention_kwargs, **kwargs)

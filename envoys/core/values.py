@@ -449,7 +449,8 @@ def _explain(error: OutOfOrderError, obj: Any, name: str | None) -> None:
 
 def _label(obj: Any, name: str | None) -> str:
     """The value's name as a user spells it: ``vision.layers[0].self_attn.attention_probabilities``."""
-    path = standard_path(obj)
+    spelled = vars(type(obj)).get("spelled_path")  # a value holder that is not an envoy spells itself
+    path = spelled.__get__(obj) if spelled is not None else standard_path(obj)
     return str(name) if path == "model" else f"{path}.{name}"
 
 

@@ -72,19 +72,13 @@ from transformers.models.dots3_note.modeling_dots3_note import (
     Dots3NoteVisionMoE,
 )
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..blocks.indexed import INDEXER_TOP_K
 from ..core.layouts import PackedPatches
 from ..core.values import Argument, value
 from ..towers.glm import GlmVision
-from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
 from . import Batching, Family
-
-#: Why the Dots tower's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason("the Dots 3 tower's attention")
 
 
 class DotsVisionAttention(QwenVisionAttention):
@@ -92,7 +86,6 @@ class DotsVisionAttention(QwenVisionAttention):
     queries and keys whole after their RMSNorms and the 2D rotary embedding, ``attention_scores`` and
     ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 class DotsVision(GlmVision):

@@ -83,18 +83,12 @@ from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import (
     Ernie4_5VLVisionMLP,
 )
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..blocks.moe import RoutedMlp, not_routed
 from ..core.layouts import Hidden, PackedPatches, RouterLogits
 from ..core.values import Item, value
-from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QWEN_GRIDS, QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images, norm_output
 from . import Family
-
-#: Why the ERNIE ViT's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason("the ERNIE-4.5-VL ViT's attention")
 
 #: Why the block's assembled router_logits takes no write.
 ASSEMBLED = (
@@ -117,7 +111,6 @@ class ErnieVisionAttention(QwenVisionAttention):
     """The ERNIE ViT's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image; its
     ``attention_scores`` and ``attention_probabilities`` are Unavailable (`PER_IMAGE`)."""
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 class ErnieVision(QwenVision):

@@ -55,25 +55,18 @@ from transformers.models.hunyuan_vl.modeling_hunyuan_vl import (
     HunYuanVLVisionTransformer,
 )
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..core.layouts import PackedPatches
 from ..core.values import value
 from ..image.grids import RasterGrids
-from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QwenVision, QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, no_patch_embed
 from . import Batching, Family
-
-#: Why HunYuanVL's tower attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason("HunYuanVL's tower attention")
 
 
 class HunYuanVisionAttention(QwenVisionAttention):
     """HunYuanVL's tower attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image, without a
     rotary embedding; ``attention_scores`` and ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 class HunYuanVision(QwenVision):

@@ -58,19 +58,13 @@ from transformers.models.kimi_k25.modeling_kimi_k25 import (
     Kimi_K25VisionModel,
 )
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..core.layouts import PackedPatches
 from ..core.values import Argument, value
 from ..image.grids import RasterGrids
 from ..towers.glm import GlmVision
-from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QwenVisionAttention
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_patch_embed
 from . import Family
-
-#: Why MoonViT's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason("MoonViT's attention")
 
 
 class KimiVisionAttention(QwenVisionAttention):
@@ -78,7 +72,6 @@ class KimiVisionAttention(QwenVisionAttention):
     keys whole after the 2D rotary embedding, ``attention_scores`` and ``attention_probabilities`` Unavailable
     (`PER_IMAGE`)."""
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 class KimiVision(GlmVision):

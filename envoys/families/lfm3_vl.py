@@ -61,8 +61,6 @@ from transformers.models.lfm3_vl.modeling_lfm3_vl import (
     Lfm3VlVisionModel,
 )
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..blocks.hybrid import HybridLayer, HybridVisionLayer, mixer_attention_output, no_softmax_attention
 from ..blocks.sandwich import SandwichNorms, post_norm_output, sandwich_stream_values
 from ..core.layouts import Hidden, PackedPatches
@@ -70,7 +68,6 @@ from ..core.standard import child
 from ..core.values import First, value
 from ..text.blocks import Attention, Mlp
 from ..towers.encoder_names import WRAPPER_RENAME
-from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import QWEN_GRIDS, QwenVision, QwenVisionAttention, tower_output_at
 from ..vision.tower import PackedVisionLayer, PackedVisionMlp, as_patches, from_patches, no_images
 from . import Family
@@ -81,9 +78,6 @@ MLP_POST_NORM = "post_ffn_norm"
 
 #: The token mixer of a convolution block, tower and text.
 CONV = {"conv": "a gated short convolution"}
-
-#: Why LFM3-VL's tower attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason("LFM3-VL's tower attention")
 
 RENAME = {
     **{key: name for key, name in WRAPPER_RENAME.items() if key != "model.language_model.norm"},
@@ -100,7 +94,6 @@ class Lfm3VisionAttention(QwenVisionAttention):
     ``attention_queries`` and ``attention_keys`` after the q/k norms and the 2D rotary embedding,
     ``attention_scores`` and ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 class Lfm3VisionLayer(HybridVisionLayer, PackedVisionLayer):

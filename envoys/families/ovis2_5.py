@@ -82,7 +82,6 @@ from transformers.models.ovis2_5.modeling_ovis2_5 import (
 )
 
 from rewrites.image_scatter import Scatter
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
 
 from ..core.layouts import PackedPatches
 from ..core.values import value
@@ -90,7 +89,6 @@ from ..image.frames import check_video
 from ..image.grids import Grid, ImageInputs, value_named
 from ..towers.encoder_names import ENCODER_BLOCK_RENAME, WRAPPER_RENAME
 from ..towers.packed_siglip import one_row
-from ..towers.per_image import per_image_pattern, per_image_reason
 from ..towers.qwen import TOKEN_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 from ..vision.tower import (
     PackedVisionLayer,
@@ -114,20 +112,11 @@ RENAME = {
 #: The host's helper that scatters, once for the images and once for the videos.
 SCATTER = Scatter(helper="self._merge_visual_features")
 
-#: Why the Ovis2.5 tower's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason(
-    "the Ovis2.5 tower's attention",
-    "per window on its window_attention blocks and one per image on its full_attention blocks (attention_interface_2)",
-    bounds=None,
-    window_order=True,
-)
-
 
 class OvisWindowAttention(QwenVisionAttention):
     """The Ovis2.5 tower's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per window or
     image; ``attention_scores`` and ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 #: Why the tower's own output has no gradient.

@@ -28,7 +28,7 @@ from ..blocks.deepstack import DeepstackLayer, deepstack_location
 from ..core.layouts import PackedPatches
 from ..core.values import Unavailable, standard_values
 from ..image.grids import GridError, ImageInputs, given_sizes, image_inputs_of
-from ..towers.per_image import per_call_site
+from ..towers.per_image import per_call_locations
 from ..vision.media import CARRIERS, carries, scatter_location
 from ..vision.scatter_host import scatter_host
 from ..vision.tower import IMAGE_INPUTS, Vision, image_token_id
@@ -93,9 +93,9 @@ def per_call_sites(model: Any) -> dict[str, tuple[str, ...]]:
     sites = {}
     for block in (vision.layers if isinstance(vision, Vision) else ()):
         attention = block.__dict__.get("self_attn")
-        site = per_call_site(attention) if attention is not None else None
-        if site is not None:
-            sites[f"{attention.path}.input"] = tuple(f"{attention.path}.source.{site}.{end}" for end in ("input", "output"))
+        located = per_call_locations(attention) if attention is not None else ()
+        if located:
+            sites[f"{attention.path}.input"] = located
     return sites
 
 

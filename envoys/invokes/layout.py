@@ -158,14 +158,18 @@ class InvokeLayout:
         own = tensor[(tensor >= span.start) & (tensor <= span.stop)]
         return own - span.start
 
-    def calls_before(self, bounds: torch.Tensor, parts: InvokeParts) -> int:
-        """How many calls of a per-image attention come before ``parts``' invoke's first: the calls whose rows
-        (``bounds``, the attention's ``cu_seqlens``) start before the invoke's first row of the stream they bound."""
+    def calls_of(self, bounds: torch.Tensor, parts: InvokeParts) -> range:
+        """Which calls of a per-image attention are ``parts``' invoke's: those whose rows (``bounds``, the
+        attention's ``cu_seqlens``) start inside the invoke's span of the stream they bound."""
         rows = int(bounds[-1])
-        for stream, span in enumerate(parts.streams):
-            if self.parts[-1].streams[stream].stop == rows:
-                return int((bounds[:-1] < span.start).sum())
-        return int((bounds[:-1] < parts.tiles.start).sum())  # a stream counted as the pixel rows are
+        span = next((span for stream, span in enumerate(parts.streams) if self.parts[-1].streams[stream].stop == rows),
+                    parts.tiles)  # else a stream counted as the pixel rows are
+        starts = bounds[:-1]
+        return range(int((starts < span.start).sum()), int((starts < span.start + span.size).sum()))
+
+    def calls_before(self, bounds: torch.Tensor, parts: InvokeParts) -> int:
+        """How many calls of a per-image attention come before ``parts``' invoke's first (`calls_of`)."""
+        return self.calls_of(bounds, parts).start
 
     def place_input(self, key: str | int, tensor: torch.Tensor, parts: InvokeParts) -> tuple[int, Span] | None:
         """``(axis, span)`` of the invoke in one of the model's inputs (``key`` a keyword's name, or a positional

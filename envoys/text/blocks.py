@@ -134,8 +134,9 @@ def softmax(attention: Any) -> str:
     return f"{kernel(attention)}.source.{SOFTMAX_SITE}"
 
 
-def drill_if_sourced(attention: Any) -> None:
-    """Ask nnsight to drill into the kernel when its own ``.source`` body runs this module.
+def drill_if_sourced(attention: Any, label: str = KERNEL_SITE) -> None:
+    """Ask nnsight to drill into the kernel (the call served as ``label``) when its own ``.source`` body runs this
+    module.
 
     A module whose ``.source`` a user opened runs nnsight's instrumented body,
     which serves the same site names but does not drill into the eager kernel
@@ -144,7 +145,7 @@ def drill_if_sourced(attention: Any) -> None:
     """
     state = attention._module.__dict__.get(STATE)
     if state is not None and state.sourced:
-        _ = getattr(attention.source, op_label(attention, KERNEL_SITE)).source
+        _ = getattr(attention.source, op_label(attention, label)).source
 
 
 def interior_values(rows: str, gate: Callable[[Any], str | None] | None = None) -> tuple[EProperty, ...]:

@@ -33,16 +33,11 @@ The text model's blocks are GLM-4's (`envoys.blocks.glm`).
 
 from __future__ import annotations
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..core.layouts import PackedPatches
 from ..core.values import value
 from ..vision.tower import as_patches, from_patches, no_images, norm_output
-from .per_image import per_image_pattern, per_image_reason
 from .qwen import QWEN_VIT_RENAME, QwenVision, QwenVisionAttention
 
-#: Why the GLM ViT's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason("the GLM ViT's attention")
 
 class GlmVisionAttention(QwenVisionAttention):
     """The GLM ViT's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image.
@@ -53,7 +48,6 @@ class GlmVisionAttention(QwenVisionAttention):
     and ``attention_probabilities`` are Unavailable (`PER_IMAGE`).
     """
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 class GlmVision(QwenVision):
@@ -94,4 +88,4 @@ class GlmVision(QwenVision):
 #: ViT's, and the tower's final norm.
 GLM_RENAME = {**QWEN_VIT_RENAME, "post_layernorm": "norm"}
 
-__all__ = ["GLM_RENAME", "PER_IMAGE", "GlmVision", "GlmVisionAttention"]
+__all__ = ["GLM_RENAME", "GlmVision", "GlmVisionAttention"]

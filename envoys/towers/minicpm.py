@@ -55,22 +55,12 @@ from typing import Any
 import torch
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qwen3_5GatedDeltaNet
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
 from ..families import Batching
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, stitch, value_named
 from ..vision.tower import PackedVision, variable_resolution
 from .encoder_names import ENCODER_RENAME
-from .per_image import per_image_pattern, per_image_reason
 from .qwen import QwenVisionAttention
-
-#: Why MiniCPM-V's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason(
-    "MiniCPM-V's ViT attention",
-    "per image unit (attention_interface_2: per source image or slice, per 2x2 window in the vit_merger)",
-    bounds="per unit is the processor's target_sizes",
-)
 
 
 class MiniCPMVisionAttention(QwenVisionAttention):
@@ -85,7 +75,6 @@ class MiniCPMVisionAttention(QwenVisionAttention):
     splits per 2x2 window.
     """
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 class MiniCPMVision(PackedVision):
@@ -243,6 +232,6 @@ TEXT_LAYERS = "model.language_model.layers"
 MINICPM_TEXT_ENVOYS = {Qwen3_5DecoderLayer: DeltaNetHybridLayer, Qwen3_5GatedDeltaNet: GatedDeltaNet}
 
 __all__ = [
-    "MINICPM_BATCHING", "MINICPM_GRIDS", "MINICPM_RENAME", "MINICPM_TEXT_ENVOYS", "PER_IMAGE", "TEXT_LAYERS", "MiniCPMVision",
+    "MINICPM_BATCHING", "MINICPM_GRIDS", "MINICPM_RENAME", "MINICPM_TEXT_ENVOYS", "TEXT_LAYERS", "MiniCPMVision",
     "MiniCPMVisionAttention", "vit_merger_skipped",
 ]

@@ -36,13 +36,10 @@ from typing import Any
 
 import torch
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..core.layouts import PackedPatches
 from ..core.values import value
 from ..image.grids import Grid, ImageInputs, raster, value_named
 from ..vision.tower import as_patches, from_patches, no_images, norm_output
-from .per_image import per_image_pattern, per_image_reason
 from .qwen import PATCH_VALUES, QwenGrids, QwenVision, QwenVisionAttention, window_positions
 
 #: The native names of the Muse tower under the standard ones, from the wrapper (the text side is the family's).
@@ -59,14 +56,6 @@ MUSE_VISION_RENAME = {
 }
 
 
-#: Why the Muse tower's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason(
-    "the Muse tower's attention",
-    "per window on its window_attention blocks and one per image on its full_attention blocks (attention_interface_2)",
-    bounds=None,
-    window_order=True,
-)
-
 
 class MuseVisionAttention(QwenVisionAttention):
     """The Muse tower's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per window or image.
@@ -78,7 +67,6 @@ class MuseVisionAttention(QwenVisionAttention):
     Unavailable (`PER_IMAGE`).
     """
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 def _patch_embedding(vision: Any) -> str:
@@ -170,4 +158,4 @@ class MuseGrids(QwenGrids):
 
 MUSE_GRIDS = MuseGrids()
 
-__all__ = ["MUSE_GRIDS", "MUSE_VISION_RENAME", "PER_IMAGE", "MuseGrids", "MuseVision", "MuseVisionAttention"]
+__all__ = ["MUSE_GRIDS", "MUSE_VISION_RENAME", "MuseGrids", "MuseVision", "MuseVisionAttention"]

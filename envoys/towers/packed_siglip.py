@@ -29,16 +29,10 @@ from __future__ import annotations
 
 import torch
 
-from rewrites.qwen_vit_attention import PER_IMAGE_SITE
-
 from ..core.layouts import PackedPatches
 from ..core.values import value
 from ..vision.tower import PackedVision, as_patches, from_patches, no_images, no_patch_embed, norm_output, variable_resolution
-from .per_image import per_image_pattern, per_image_reason
 from .qwen import QwenVisionAttention
-
-#: Why a packed SigLIP tower's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason("this packed SigLIP tower's attention")
 
 
 class PackedSiglipAttention(QwenVisionAttention):
@@ -52,7 +46,6 @@ class PackedSiglipAttention(QwenVisionAttention):
     ``attention_probabilities`` are Unavailable (`PER_IMAGE`).
     """
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
 
 
 def one_row(embedded: torch.Tensor) -> torch.Tensor:
@@ -102,4 +95,4 @@ class PackedSiglipVision(PackedVision):
     image_size = property(variable_resolution, doc="Unavailable: the tower takes any resolution (variable_resolution).")
 
 
-__all__ = ["PER_IMAGE", "PackedSiglipAttention", "PackedSiglipVision", "one_row"]
+__all__ = ["PackedSiglipAttention", "PackedSiglipVision", "one_row"]

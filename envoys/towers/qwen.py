@@ -13,7 +13,8 @@ projector values are read before ``tower_output``.
 The attention splits queries, keys and values at ``cu_seqlens`` and calls
 the kernel once per image (once per window on Qwen2.5-VL's windowed blocks),
 so the interior is served whole around those calls (`QwenVisionAttention`),
-and no one tensor is the block's attention pattern (`PER_IMAGE`).
+and the pattern, under eager, is every call's on the diagonal of one tensor
+(`envoys.towers.per_image`).
 
 Qwen2.5-VL permutes the stream into attention windows at the tower's entry:
 its blocks' values, ``tower_output`` and the merger's output are in window
@@ -49,7 +50,7 @@ from ..image.frames import check_video, frames_raster
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, value_named
 from ..text.blocks import either
 from ..vision.tower import PackedVision, PackedVisionAttention, as_patches, from_patches, no_images, no_patch_embed, variable_resolution
-from .per_image import per_image_pattern, per_image_reason
+from .per_image import PerCall, kernel_calls, per_call_pattern
 
 #: The native names of the Qwen ViT's tower and blocks under the standard ones, shared by every family on it (and
 #: by the GLM ViT's, which names them alike).
@@ -65,12 +66,6 @@ QWEN_VIT_RENAME = {
     "norm2": "post_attention_layernorm",
     "attn.proj": "attn.o_proj",
 }
-
-#: Why the Qwen ViT's attention has no scores or probabilities, under any implementation.
-PER_IMAGE = per_image_reason(
-    "the Qwen ViT's attention",
-    "per image (attention_interface_2; one per window on Qwen2.5-VL's windowed blocks)",
-)
 
 SPLITS = 3  # the split's calls (SPLIT_SITE) in one forward of the attention: queries, keys, values
 
@@ -140,7 +135,7 @@ def whole(name: str, layout: type, what: str, argument: str, index: int, occurre
 
 
 class QwenVisionAttention(PackedVisionAttention):
-    """The Qwen ViT's attention: one interface call per image (or window), so the interior is read whole around them.
+    """The Qwen ViT's attention: one kernel call per image (or window), its interior read whole around them.
 
     ``attention_queries``, ``attention_keys`` and ``attention_values`` are the
     whole ``[1, heads, patches, head_dim]`` tensors (queries and keys after the
@@ -149,17 +144,21 @@ class QwenVisionAttention(PackedVisionAttention):
     ``attention_head_outputs`` is the per-image outputs concatenated back,
     ``[1, patches, heads, head_dim]`` (``torch_cat_0``), under any
     implementation but flash. ``attention_scores`` and
-    ``attention_probabilities`` are Unavailable (`PER_IMAGE`): loading eager
-    does not help, since the module splits under every implementation. On
-    Qwen2.5-VL's windowed blocks the kernel runs once per window: the same
-    values, whole, in window order.
+    ``attention_probabilities`` are ``[1, heads, patches, patches]`` under
+    eager, each kernel call's pattern a diagonal block, nothing between
+    (`envoys.towers.per_image.BlockDiagonal`); ``kernel_calls[k]`` is call
+    ``k`` alone (image ``k``; its window on Qwen2.5-VL's windowed blocks,
+    whose values are all in window order).
     """
+
+    per_call = PerCall(call=PER_IMAGE_SITE, split=SPLIT_SITE, splits=SPLITS)
+    kernel_calls = property(kernel_calls)
 
     attention_queries = whole("attention_queries", Queries, "queries", "query", 1, 0)
     attention_keys = whole("attention_keys", Keys, "keys", "key", 2, 1)
     attention_values = whole("attention_values", Values, "values", "value", 3, 2)
 
-    attention_scores, attention_probabilities = per_image_pattern(PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE")
+    attention_scores, attention_probabilities = per_call_pattern()
 
     attention_head_outputs = value(
         "attention_head_outputs", HeadOutputs, description="every image's per-head outputs joined back",

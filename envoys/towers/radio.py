@@ -13,8 +13,8 @@ registers, then its patches in raster order.
 The attention calls the kernel once over the row for a single image and once
 per image when several are packed (``cu_seqlens``, from the encoder), so the
 queries, keys and values are served whole, at the projections, on every
-branch (`RadioVisionAttention`), and no one tensor is a block's pattern
-(`PER_IMAGE`). A block scales what its attention and its MLP add
+branch (`RadioVisionAttention`), and under eager the pattern is every call's
+on the diagonal of one tensor (`envoys.towers.per_image`). A block scales what its attention and its MLP add
 (``layer_scale1``, ``layer_scale2``) before the residual, so those scaled
 outputs are its ``attention_output`` and ``mlp_output`` (`RadioVisionLayer`).
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rewrites.radio_attention import PER_IMAGE_SITE, PROJECTION_SITES
+from rewrites.radio_attention import ONE_IMAGE_SITE, PER_IMAGE_SITE, PROJECTION_SITES, SPLIT_SITE
 
 from ..core.layouts import HeadOutputs, Keys, PackedPatches, Queries, Values
 from ..core.standard import child, missing_site
@@ -34,23 +34,8 @@ from ..core.values import Argument, EProperty, Field, value
 from ..image.grids import Grid, ImageInputs, check_image, packed_raster, raster, value_named
 from ..text.blocks import either, lacks
 from ..vision.tower import PackedVision, PackedVisionAttention, PackedVisionLayer, as_patches, from_patches, no_images, no_patch_embed
-from .per_image import per_image_pattern
+from .per_image import PerCall, kernel_calls, per_call_pattern
 from .qwen import variable_resolution
-
-#: Why RADIO's attention has no scores or probabilities, under any implementation and image count.
-PER_IMAGE = (
-    "RADIO's attention makes one kernel call per image when several images are packed (attention_interface_3; "
-    "one varlen call, attention_interface_2, under flash attention) and one dense call for a single image "
-    "(attention_interface_1), so no one tensor is the block's pattern whatever the image count; read "
-    "attention_queries and attention_keys, whole, and split them where the calls do: at the attention's "
-    "cu_seqlens argument (self_attn.inputs[1]['cu_seqlens'], None for a single image), which per image is "
-    "vision.num_prefix_tokens cls and register tokens plus h * w patches of the processor's image_grid_hw. "
-    "Under eager attention the module's second output (self_attn.output[1], which the block discards) holds "
-    "each image's probabilities laid out block-diagonally over the packed row, zero between images: read it, "
-    "writing it changes nothing"
-)
-
-
 
 def projected(name: str, layout: type, what: str, site: str) -> EProperty:
     """Queries, keys or values, whole, ``[1, heads, tokens, head_dim]``, as the projection's transpose returns them."""
@@ -77,17 +62,25 @@ class RadioVisionAttention(PackedVisionAttention):
     runs (dense for one image, flash varlen, or one call per image), so they
     are the same value whatever the image count or implementation.
     ``attention_head_outputs`` is what the output projection receives, every
-    image's heads joined back. ``attention_scores`` and
-    ``attention_probabilities`` are Unavailable (`PER_IMAGE`).
+    image's heads joined back. Under eager, ``attention_scores`` and
+    ``attention_probabilities`` are ``[1, heads, tokens, tokens]``: the dense
+    call's pattern for one image, each image's call's on the diagonal for
+    several (`envoys.towers.per_image.BlockDiagonal`); ``kernel_calls[k]`` is
+    image ``k``'s call alone.
     """
 
     attention_queries = projected("attention_queries", Queries, "queries", PROJECTION_SITES[0])
     attention_keys = projected("attention_keys", Keys, "keys", PROJECTION_SITES[1])
     attention_values = projected("attention_values", Values, "values", PROJECTION_SITES[2])
 
-    attention_scores, attention_probabilities = per_image_pattern(
-        PER_IMAGE, PER_IMAGE_SITE, "PER_IMAGE", "one pattern per image, inside each kernel call"
-    )
+    per_call = PerCall(call=PER_IMAGE_SITE, split=SPLIT_SITE, one_call=ONE_IMAGE_SITE)
+    kernel_calls = property(kernel_calls)
+    attention_scores, attention_probabilities = per_call_pattern()
+
+    def takes_one_call(self) -> bool:
+        """Whether the forward takes the dense call: one image in the batch (the encoder passes no ``cu_seqlens``)."""
+        inputs = self.root.__dict__.get("last_image_inputs")
+        return inputs is not None and int(inputs["image_grid_hw"].shape[0]) == 1
 
     attention_head_outputs = value(
         "attention_head_outputs", HeadOutputs, description="every image's per-head outputs, joined",
