@@ -23,6 +23,7 @@ from .core.pinning import PinnedEProperty
 from .core.standard import Standard
 from .core.values import Argument, EProperty, Field, First, Item, Selector, standard_values
 from .model import IMAGE_TEXT_TO_TEXT, StandardizedTransformer
+from .towers.per_image import BlockDiagonal
 
 
 def native_path(location: str) -> str:
@@ -67,6 +68,9 @@ def spelling(envoy: Any, prop: EProperty) -> str:
         call = prop.occurrence(envoy)
         if call is not None:
             text += f"  (occurrence {call} of the location in a forward: read it in `for _ in tracer.iter[{call}]:`)"
+    if isinstance(prop, BlockDiagonal):
+        text += ("  (occurrence k is kernel call k, one per image or window: read each in `for _ in tracer.iter[k]:` "
+                 "and lay them on the diagonal)")
     layout = getattr(prop._preprocess, "__annotations__", {}).get("return")
     return f"{text}  -> {prop.description} ({getattr(layout, '__name__', layout)})"
 

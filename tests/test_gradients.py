@@ -8,7 +8,8 @@ The native read walks the value's own location (``model.model.visual.blocks.0.ou
 envoys (``.output``, ``.inputs``, ``.source``), takes the selected part, and maps its gradient to the
 standard layout with the value's view (a reshape, a transpose or a leading 1: the layout, not the number).
 A value served at one occurrence of a site that fires several times is read at that occurrence
-(`envoys.core.pinning.pinned`, what ``tracer.iter[k]`` does). Every trace ends with ``tracer.stop()`` after the
+(`envoys.core.pinning.pinned`, what ``tracer.iter[k]`` does); a pattern assembled from a packed tower's kernel calls
+is each call's read at its own, its gradients on the diagonal. Every trace ends with ``tracer.stop()`` after the
 backward, as Llama 4's must.
 """
 
@@ -22,9 +23,11 @@ from nnsight.intervention.interleaver import OutOfOrderError
 from standard_reads import every_value
 
 from envoys import StandardizedTransformer
+from envoys.core.passes import pinned
 from envoys.core.pinning import PinnedEProperty
 from envoys.core.values import Unavailable
 from envoys.testing import NAMES, chat_prompt, noise_image
+from envoys.towers.per_image import BlockDiagonal, block_diagonal
 from instrument import installed
 
 IMAGES = [noise_image(32, 32, seed=0)]
@@ -62,6 +65,8 @@ def nnsight_label(envoy, label: str) -> str:
 
 def native_gradient(model, prompt, envoy, prop):
     """The gradient of the value's tensor read natively, or "none" where it has no gradient to have."""
+    if isinstance(prop, BlockDiagonal):
+        return native_block_gradient(model, prompt, envoy, prop)
     location, select = prop._location(envoy), prop.selector(envoy)
     with model.trace(prompt, images=IMAGES) as tracer:
         if isinstance(prop, PinnedEProperty):
@@ -78,6 +83,24 @@ def native_gradient(model, prompt, envoy, prop):
             gradient = part.grad.save()
         tracer.stop()
     return gradient
+
+
+def native_block_gradient(model, prompt, envoy, prop):
+    """A pattern assembled from an attention's kernel calls: each call's tensor read natively at its own occurrence
+    (as many calls as the attention's cu_seqlens bound, one without them), its gradient on the diagonal."""
+    location, select = prop._location(envoy), prop.selector(envoy)
+    with model.trace(prompt, images=IMAGES) as tracer:
+        bounds = envoy.inputs[1].get("cu_seqlens")
+        calls = 1 if bounds is None else len(bounds) - 1
+        parts = []
+        for call in range(calls):
+            with pinned(location, call, calls):
+                raw = native(model, location)
+            parts.append(select.get(raw) if select is not None else raw)
+        with model.logits.sum().backward():
+            gradients = nnsight.save([part.grad for part in reversed(parts)][::-1])  # the last call's first
+        tracer.stop()
+    return block_diagonal(gradients, 0.0)
 
 
 def in_the_value_s_layout(envoy, prop, native):

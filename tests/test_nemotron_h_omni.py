@@ -277,12 +277,15 @@ def test_writing_patch_embeddings_reaches_the_first_block(model):
 
 
 @pytest.mark.parametrize("images", [ONE, TWO], ids=COUNTS)
-def test_the_discarded_eager_weights_the_reason_points_to_are_block_diagonal(model, images):
-    """What PER_IMAGE says: under eager, self_attn.output[1] is each image's probabilities, zero between images."""
+def test_the_pattern_is_the_block_diagonal_weights_the_module_returns(model, images):
+    """Under eager RADIO's attention returns (and its block discards) each image's probabilities laid out
+    block-diagonally, zero between images: what attention_probabilities serves, from inside the kernel calls."""
     attention = model.vision.layers[0].self_attn
     rows = image_rows(model, images)
     with model.trace(prompt(model, images), images=images):
+        pattern = attention.attention_probabilities.save()
         weights = attention.output[1].save()
+    assert torch.equal(pattern, weights)
     length = rows[-1][2]
     assert weights.shape == (1, model.vision.num_heads, length, length)
     assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:-1]))

@@ -6,7 +6,7 @@
   family's value;
 - a value read outside a trace: it is read inside ``with model.trace(...)``;
 - a vision value in a trace whose prompt carries no image: `Unavailable`, saying no image reached the forward;
-- the Qwen ViT's per-image reason: read the attention's ``cu_seqlens`` first, as the reason says, and it works;
+- the Qwen ViT's pattern over several kernel calls, edited in place as read: it says where an edit reaches the model;
 - a recipe's target word the tokenizer does not have, or that is several tokens: refused before anything runs.
 """
 
@@ -24,7 +24,6 @@ from envoys.core.values import Unavailable
 from envoys.image import recipes
 from envoys.model import looks_like_path
 from envoys.testing import chat_prompt, noise_image
-from envoys.towers.qwen import PER_IMAGE
 
 IMAGE = noise_image(32, 32, seed=5)
 
@@ -173,19 +172,17 @@ def test_text_values_on_a_prompt_with_no_image_are_served(qwen):
     assert not mask.any() and output.shape[1] == mask.shape[1]
 
 
-# -- the Qwen ViT's per-image reason -------------------------------------------------------------
+# -- the Qwen ViT's pattern, assembled from its kernel calls ------------------------------------------
 
 
-def test_the_per_image_recipe_runs_as_the_reason_says(qwen):
+def test_an_edit_of_the_assembled_pattern_says_where_an_edit_reaches_the_model(qwen):
     images = [IMAGE, noise_image(64, 32, seed=6)]
-    with pytest.raises(Unavailable, match=re.escape(f"{PER_IMAGE}; in the trace, read self_attn.inputs[1]['cu_seqlens'] "
-                                                    "first, before attention_queries and attention_keys")):
-        qwen.vision.layers[0].self_attn.attention_probabilities  # noqa: B018
-    with qwen.trace(chat_prompt(qwen.processor, 2, "What is in the pictures?"), images=images):
-        attention = qwen.vision.layers[0].self_attn
-        bounds = attention.inputs[1]["cu_seqlens"].save()
-        queries = attention.attention_queries.save()
-    assert int(bounds[-1]) == queries.shape[2]
+    with pytest.raises(AttributeError, match=re.escape(
+            "it is assembled from the patterns of the 2 kernel calls after the last of them ran, so an edit to it "
+            "would change nothing the model uses; edit a call's own block in place "
+            "(vision.layers[1].self_attn.kernel_calls[k].attention_probabilities)")):
+        with qwen.trace(chat_prompt(qwen.processor, 2, "What is in the pictures?"), images=images):
+            qwen.vision.layers[1].self_attn.attention_probabilities[..., 0] = 0  # a full-attention block: per image
 
 
 # -- a recipe's target word ----------------------------------------------------------------------

@@ -331,6 +331,9 @@ def test_the_pattern_or_why_it_is_unavailable(model, row):
                 first = next(iter(attention.values())) if attention else model.vision.layers[0].self_attn
                 first.attention_probabilities.save()
         return
+    if row.pattern.per_call:
+        check_the_block_identity(model, images, attention, row.sizes.num_heads)
+        return
     with model.trace(prompt(model, images), images=images) as tracer:
         patterns = nnsight.save([block.attention_probabilities for block in attention.values()])
         tracer.stop()
@@ -347,6 +350,36 @@ def test_the_pattern_or_why_it_is_unavailable(model, row):
                     assert bool((block > 0).all()) if i == j else torch.equal(block, torch.zeros_like(block))
         elif not row.pattern.padded:  # no mask: every position sees every position of its row
             assert bool((pattern > 0).all()), index
+
+
+def check_the_block_identity(model, images, attention, heads: int) -> None:
+    """An attention that calls its kernel once per image or window: each call's scores are its scaled queries times
+    its keys (the whole queries and keys split at the attention's own cu_seqlens), its probabilities their softmax,
+    each on the diagonal of ``[1, heads, rows, rows]``; between the blocks the scores are ``finfo.min`` and the
+    probabilities 0. Read in forward order, block after block: the input's bounds, queries, keys, scores,
+    probabilities."""
+    with torch.no_grad(), model.trace(prompt(model, images), images=images) as tracer:
+        reads = nnsight.save([])
+        for block in attention.values():
+            reads.append([block.inputs[1].get("cu_seqlens"), block.attention_queries, block.attention_keys,
+                          block.attention_scores, block.attention_probabilities])
+        tracer.stop()
+    for (index, block), (cu_seqlens, queries, keys, scores, probabilities) in zip(attention.items(), reads):
+        rows = queries.shape[2]
+        bounds = [0, rows] if cu_seqlens is None else cu_seqlens.tolist()  # RADIO: no bounds for one image
+        assert scores.shape == probabilities.shape == (1, heads, rows, rows), index
+        keys = keys.repeat_interleave(heads // keys.shape[1], dim=1)  # repeat_kv, where heads share keys
+        inside = torch.zeros(rows, rows, dtype=torch.bool)
+        for start, stop in zip(bounds, bounds[1:]):
+            inside[start:stop, start:stop] = True
+            scaled = torch.matmul(queries[..., start:stop, :], keys[..., start:stop, :].transpose(2, 3))
+            scaled = scaled * block._module.scaling
+            assert torch.equal(scores[..., start:stop, start:stop], scaled), index
+            softmax = torch.softmax(scaled, dim=-1, dtype=torch.float32).to(queries.dtype)
+            assert torch.equal(probabilities[..., start:stop, start:stop], softmax), index
+        assert len(bounds) > 2 or len(images) == 1, index  # two images, two calls at least
+        assert bool((scores[..., ~inside] == torch.finfo(scores.dtype).min).all()), index
+        assert torch.equal(probabilities[..., ~inside], torch.zeros_like(probabilities[..., ~inside])), index
 
 
 def test_what_the_projector_reads_and_gives(model, row):

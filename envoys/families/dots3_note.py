@@ -12,9 +12,11 @@ merge-block order (the processor's, a stock `Qwen2VLImageProcessor` one
 frame deep), split by ``image_grid_thw``; its blocks ``blocks`` (``attn``,
 ``mlp``, ``norm1``, ``norm2``), whose attention is GLM-OCR's (q/k RMSNorms per
 head, then the 2D rotary embedding) and calls the kernel once per image under
-every implementation but flash (``dots3_note.vision-attention``), so
-``attention_scores`` and ``attention_probabilities`` are Unavailable
-(`PER_IMAGE`) and the queries and keys are served whole.
+every implementation but flash (``dots3_note.vision-attention``), so under
+eager ``attention_scores`` and ``attention_probabilities`` hold each image's
+pattern on the diagonal of one tensor, ``kernel_calls[k]`` is image ``k``'s
+call alone (`envoys.towers.per_image`), and the queries and keys are served
+whole.
 
 - ``patch_embeddings`` is the patch convolution's output, one row per patch,
   as it enters the RMSNorm inside the patch embedding (``patch_embed.norm``);
@@ -50,8 +52,7 @@ on the dense blocks it is Unavailable, saying so.
 
 The audio tower (``model.audio_tower``) keeps its native names.
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
+Unavailable: ``image_size`` (any resolution: ``image_grid_thw`` says each
 image's), ``window_index`` (no windows); ``mlp.router_logits`` on the dense
 text blocks. The tower's routers (``vision.layers[i].mlp.gate``) keep their
 native names: their logits are the output of ``F_linear_0`` in
@@ -84,8 +85,8 @@ from . import Batching, Family
 class DotsVisionAttention(QwenVisionAttention):
     """The Dots 3 tower's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image; the
     queries and keys whole after their RMSNorms and the 2D rotary embedding, ``attention_scores`` and
-    ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
-
+    ``attention_probabilities`` each image's pattern on the diagonal of one tensor under eager
+    (`envoys.towers.per_image.BlockDiagonal`), ``kernel_calls[k]`` image ``k``'s call alone."""
 
 
 class DotsVision(GlmVision):

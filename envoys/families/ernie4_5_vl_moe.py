@@ -12,7 +12,8 @@ mixture-of-experts text model whose experts are split by modality.
   ``blocks`` (``attn`` with ``qkv`` and ``proj``, ``mlp`` with ``fc1`` /
   ``fc2``, ``norm1``, ``norm2``), whose attention splits at ``cu_seqlens`` and
   calls the kernel once per image under every implementation but flash
-  (``ernie4_5_vl_moe.vision-attention``: `PER_IMAGE`), then a final LayerNorm
+  (``ernie4_5_vl_moe.vision-attention``; under eager, each image's pattern on
+  the diagonal of one tensor: `envoys.towers.per_image`), then a final LayerNorm
   (``ln``, ``vision.norm``), so ``tower_output`` is its output, the tower's
   ``last_hidden_state``. There is no merger inside the tower.
 - The projector (``model.resampler_model``, ``projector``, outside the tower)
@@ -58,10 +59,9 @@ The choice is the router's own output (``gate.output[2]``), the logits' top-k
 only where the bias is zero (its init). On a dense block ``router_logits`` is
 Unavailable, saying the block is dense.
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(one kernel call per image), ``image_size`` (any resolution:
-``image_grid_thw`` says each image's), ``window_index`` (no windows);
-``mlp.router_logits`` on the dense blocks; ``mlp_output`` of one modality's
+Unavailable: ``image_size`` (any resolution: ``image_grid_thw`` says each
+image's), ``window_index`` (no windows); ``mlp.router_logits`` on the dense
+blocks; ``mlp_output`` of one modality's
 experts (``mlp.text_moe``, ``mlp.vision_moe``: they return their tokens'
 outputs flattened, which the block places). Videos are scattered
 (``inputs_embeds_masked_scatter_1``) but no video value is served yet.
@@ -109,8 +109,8 @@ RENAME = {
 
 class ErnieVisionAttention(QwenVisionAttention):
     """The ERNIE ViT's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image; its
-    ``attention_scores`` and ``attention_probabilities`` are Unavailable (`PER_IMAGE`)."""
-
+    ``attention_scores`` and ``attention_probabilities`` are each image's pattern on the diagonal of one tensor under
+    eager (`envoys.towers.per_image.BlockDiagonal`), ``kernel_calls[k]`` image ``k``'s call alone."""
 
 
 class ErnieVision(QwenVision):

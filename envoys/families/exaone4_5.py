@@ -7,9 +7,10 @@ left as it is). The tower (``model.visual``, a `QwenVision`) is Qwen2.5-VL's
 forward to the names: packed, each image's patches in merge-block order,
 permuted into attention windows at entry (``vision.window_index``), its blocks
 ``blocks`` (``attn``, ``mlp``, ``norm1``, ``norm2``) attending per window, or
-per image on ``fullatt_block_indexes``, one kernel call each
-(``attention_scores`` and ``attention_probabilities`` Unavailable,
-`envoys.towers.qwen.PER_IMAGE`), no final norm, its merger (``merger``, the
+per image on ``fullatt_block_indexes``, one kernel call each (under eager,
+``attention_scores`` and ``attention_probabilities`` hold each call's pattern
+on the diagonal of one tensor, in window order: `envoys.towers.per_image`), no
+final norm, its merger (``merger``, the
 projector) inside it, merge-block order restored after the merger. Its
 attention projects queries, keys and values with one fused ``qkv`` and has
 fewer key-value heads than query heads (``num_key_value_heads``), so

@@ -8,8 +8,9 @@ ViT does (`envoys.towers.glm`); its blocks ``blocks`` (``attn``, ``mlp``, ``norm
 ``norm2``), its final norm ``post_layernorm`` (``vision.norm``), then the 2x2
 convolution ``downsample`` and the merger (``merger``, the projector), both
 inside the tower's forward. The text blocks are GLM-4's, sandwich-normed
-(`GlmLayer`). ``attention_scores`` and ``attention_probabilities`` of the
-tower's blocks are Unavailable (`envoys.towers.glm.PER_IMAGE`).
+(`GlmLayer`). Under eager, ``attention_scores`` and
+``attention_probabilities`` of the tower's blocks hold each image's pattern on
+the diagonal of one tensor (`envoys.towers.per_image`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ module's classes; its text blocks are GLM-4.5's, not GLM-4's.
   ``post_layernorm`` (``vision.norm``, ``tower_output`` its output), then the
   2x2 convolution ``downsample`` and the merger (``merger``, the projector).
   Its attention calls the kernel once per image (``glm4v_moe.vision-attention``),
-  so ``attention_scores`` and ``attention_probabilities`` are Unavailable
-  (`envoys.towers.glm.PER_IMAGE`) and the queries and keys are served whole.
+  so under eager ``attention_scores`` and ``attention_probabilities`` hold
+  each image's pattern on the diagonal of one tensor, ``kernel_calls[k]`` is
+  image ``k``'s call alone (`envoys.towers.per_image`), and the queries and
+  keys are served whole.
 - The text blocks (``model.language_model.layers``) are plain pre-norm blocks
   (``input_layernorm``, ``self_attn``, ``post_attention_layernorm``,
   ``mlp``; none of GLM-4's post-norms), found as every plain block is. The
@@ -34,11 +36,10 @@ module's classes; its text blocks are GLM-4.5's, not GLM-4's.
   with one group and a zero bias. On a dense block ``router_logits`` is
   Unavailable, saying the block is dense.
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(one kernel call per image), ``image_size`` (any resolution: ``image_grid_thw``
-says each image's), ``window_index`` (no windows); ``mlp.router_logits`` on
-the dense blocks. Videos are scattered (``inputs_embeds_masked_scatter_1``) but
-no video value is served yet. transformers has no causal LM for the text
+Unavailable: ``image_size`` (any resolution: ``image_grid_thw`` says each
+image's), ``window_index`` (no windows); ``mlp.router_logits`` on the dense
+blocks. Videos are scattered (``inputs_embeds_masked_scatter_1``) but no video
+value is served yet. transformers has no causal LM for the text
 model saved alone (``glm4v_moe_text``), so no text-only checkpoint loads.
 """
 

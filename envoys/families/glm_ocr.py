@@ -6,8 +6,9 @@
 norm and the learned position embeddings, so the first block receives
 ``patch_embeddings``; its attention RMS-norms queries and keys per head
 (``q_norm``, ``k_norm``) before the 2D rotary embedding and, as GLM-4.1V's,
-calls the kernel once per image (`envoys.towers.glm.PER_IMAGE`); its blocks' MLP is
-the config's ``intermediate_size`` wide. Then ``post_layernorm``
+calls the kernel once per image (under eager, each image's pattern on the
+diagonal of one tensor: `envoys.towers.per_image`); its blocks' MLP is the
+config's ``intermediate_size`` wide. Then ``post_layernorm``
 (``vision.norm``), ``downsample`` and the merger (the projector). The text
 blocks are GLM-4's, sandwich-normed (`GlmLayer`), their attention without
 biases.

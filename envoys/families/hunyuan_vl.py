@@ -11,9 +11,10 @@ processor's), split by ``image_grid_thw``; its blocks ``layers``
 splits queries, keys and values at ``cu_seqlens`` and calls the kernel once
 per image under every implementation but flash, as the Qwen ViT's does
 (`HunYuanVisionAttention`, ``hunyuan_vl.vision-attention``; no rotary
-embedding: the queries and keys are the projections'), so
-``attention_scores`` and ``attention_probabilities`` are Unavailable
-(`PER_IMAGE`) and the queries, keys and values are served whole.
+embedding: the queries and keys are the projections'), so under eager
+``attention_scores`` and ``attention_probabilities`` hold each image's pattern
+on the diagonal of one tensor, ``kernel_calls[k]`` is image ``k``'s call alone
+(`envoys.towers.per_image`), and the queries, keys and values are served whole.
 
 - ``patch_embeddings`` is the convolution's output (``embeddings.patch_embedding``,
   ``vision.patch_embed``), one row per patch, before the learned positions
@@ -38,8 +39,7 @@ The text blocks (``model.language_model.layers``) are pre-norm attention +
 MLP blocks (query and key RMSNorms inside the attention, XD-RoPE applied
 before them), so the standard block values hold as they are.
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
+Unavailable: ``image_size`` (any resolution: ``image_grid_thw`` says each
 image's), ``window_index`` (no windows). ``vision.token_grid`` puts each
 image's merged cells on its grid, leaving out the newline, begin and end rows.
 """
@@ -65,8 +65,8 @@ from . import Batching, Family
 
 class HunYuanVisionAttention(QwenVisionAttention):
     """HunYuanVL's tower attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image, without a
-    rotary embedding; ``attention_scores`` and ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
-
+    rotary embedding; ``attention_scores`` and ``attention_probabilities`` each image's pattern on the diagonal of one
+    tensor under eager (`envoys.towers.per_image.BlockDiagonal`), ``kernel_calls[k]`` image ``k``'s call alone."""
 
 
 class HunYuanVision(QwenVision):

@@ -11,9 +11,11 @@ after image, each image's in raster order (the processor's), split by
 ``norm2``), whose attention splits queries, keys and values at
 ``cu_seqlens`` and calls the kernel once per image under every
 implementation but flash, as the Qwen ViT's does (`KimiVisionAttention`,
-``kimi_k25.vision-attention``), so ``attention_scores`` and
-``attention_probabilities`` are Unavailable (`PER_IMAGE`) and the queries
-(after the 2D rotary embedding), keys and values are served whole.
+``kimi_k25.vision-attention``), so under eager ``attention_scores`` and
+``attention_probabilities`` hold each image's pattern on the diagonal of one
+tensor, ``kernel_calls[k]`` is image ``k``'s call alone
+(`envoys.towers.per_image`), and the queries (after the 2D rotary embedding),
+keys and values are served whole.
 
 - ``patch_embeddings`` is the convolution's output, one row per patch, as it
   enters the position embedding (``patch_embed.pos_emb``'s input: a learned
@@ -41,8 +43,7 @@ experts; on the dense blocks it is Unavailable, saying so.
 ``vision.patch_grid`` and ``vision.token_grid`` put each image's patches and
 image tokens on its grids, both in raster order (`envoys.image.grids.RasterGrids`).
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
+Unavailable: ``image_size`` (any resolution: ``image_grid_thw`` says each
 image's), ``window_index`` (no windows); ``mlp.router_logits`` on the dense
 blocks. Videos are scattered (``_1``) but no video value is served yet.
 """
@@ -69,9 +70,9 @@ from . import Family
 
 class KimiVisionAttention(QwenVisionAttention):
     """MoonViT's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image; the queries and
-    keys whole after the 2D rotary embedding, ``attention_scores`` and ``attention_probabilities`` Unavailable
-    (`PER_IMAGE`)."""
-
+    keys whole after the 2D rotary embedding, ``attention_scores`` and ``attention_probabilities`` each image's
+    pattern on the diagonal of one tensor under eager (`envoys.towers.per_image.BlockDiagonal`), ``kernel_calls[k]``
+    image ``k``'s call alone."""
 
 
 class KimiVision(GlmVision):

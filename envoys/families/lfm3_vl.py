@@ -22,9 +22,10 @@ gated depthwise 2D convolution over each image's patch grid (``conv``) on a
 queries, keys and values at ``cu_seqlens`` and calls the kernel once per image
 under every implementation but flash, the Qwen ViT's forward to the names
 (`rewrites.qwen_vit_attention`, rule ``lfm3_vl.vision-attention``; its calls
-are inside a for loop), so its interior is `QwenVisionAttention`'s, whole, and
-``attention_scores`` and ``attention_probabilities`` are Unavailable
-(`PER_IMAGE`). On a convolution block ``attention_output`` and every
+are inside a for loop), so its interior is `QwenVisionAttention`'s, whole, its
+pattern under eager one tensor with each image's call's on the diagonal, and
+each call alone at ``kernel_calls[k]`` (`envoys.towers.per_image`). On a
+convolution block ``attention_output`` and every
 ``self_attn.*`` value are Unavailable, naming ``conv`` (`HybridVisionLayer`):
 there ``layer_input + conv.output + mlp_output == layer_output``.
 
@@ -92,8 +93,8 @@ RENAME = {
 class Lfm3VisionAttention(QwenVisionAttention):
     """LFM3-VL's tower attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per image;
     ``attention_queries`` and ``attention_keys`` after the q/k norms and the 2D rotary embedding,
-    ``attention_scores`` and ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
-
+    ``attention_scores`` and ``attention_probabilities`` each image's pattern on the diagonal of one tensor under eager
+    (`envoys.towers.per_image.BlockDiagonal`), ``kernel_calls[k]`` image ``k``'s call alone."""
 
 
 class Lfm3VisionLayer(HybridVisionLayer, PackedVisionLayer):

@@ -2,10 +2,11 @@
 
 transformers builds MiniCPM-OCR's classes as copies of MiniCPM-V 4.6's
 (``MiniCPMOcr*``): the packed SigLIP-NaViT tower at ``model.vision_tower`` (a
-`MiniCPMVision`), per-unit attention (`envoys.towers.minicpm.PER_IMAGE`), the merger
-at ``model.merger`` (the projector, a list of one tensor per unit), the
-scatter ``inputs_embeds_masked_scatter_0`` in ``MiniCPMOcrModel.forward``, on
-a Qwen3.5 text model. Its ``downsample_mode`` is "4x": the tower's forward
+`MiniCPMVision`), per-unit attention (under eager, each unit's pattern on the
+diagonal of one tensor: `envoys.towers.per_image`), the merger at
+``model.merger`` (the projector, a list of one tensor per unit), the scatter
+``inputs_embeds_masked_scatter_0`` in ``MiniCPMOcrModel.forward``, on a
+Qwen3.5 text model. Its ``downsample_mode`` is "4x": the tower's forward
 skips the ``vit_merger``, so every block runs on every patch
 (``vision.merged_after`` is None) and the merger folds 2x2 patches into one
 image token; the image processor may keep a small image's size or upscale it

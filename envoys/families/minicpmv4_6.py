@@ -10,10 +10,9 @@ as the Qwen ViT does (`envoys.towers.minicpm`); under 16x (the default) its
 projector is the merger (``model.merger``), whose output is a list of one tensor
 per unit. The text model is Qwen3.5's gated-DeltaNet hybrid (`envoys.blocks.deltanet`).
 
-Unavailable: the tower blocks' ``attention_scores`` and
-``attention_probabilities`` (`envoys.towers.minicpm.PER_IMAGE`), ``vision.image_size``
-(each unit keeps its own size), and, as on Qwen3.5, the attention values of
-the DeltaNet blocks and the DeltaNet values of the full-attention blocks.
+Unavailable: ``vision.image_size`` (each unit keeps its own size), and, as on
+Qwen3.5, the attention values of the DeltaNet blocks and the DeltaNet values of
+the full-attention blocks.
 """
 
 from __future__ import annotations

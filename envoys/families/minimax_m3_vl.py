@@ -20,9 +20,10 @@ blocks ``layers`` are CLIP's (``layer_norm1``, ``self_attn`` with
 values at ``cu_seqlens`` and calls the kernel once per image under every
 implementation but flash, the Qwen ViT's forward to the names
 (``minimax_m3_vl.vision-attention``, `envoys.towers.packed_siglip.PackedSiglipAttention`),
-so ``attention_scores`` and ``attention_probabilities`` are Unavailable
-(`envoys.towers.packed_siglip.PER_IMAGE`) and the queries (after the rotary
-embedding), keys and values are served whole. The tower has no final norm:
+so under eager ``attention_scores`` and ``attention_probabilities`` hold each
+image's pattern on the diagonal of one tensor, ``kernel_calls[k]`` is image
+``k``'s call alone (`envoys.towers.per_image`), and the queries (after the
+rotary embedding), keys and values are served whole. The tower has no final norm:
 ``tower_output`` is the last block's stream, the tower's ``last_hidden_state``.
 
 The projector (``model.multi_modal_projector``, ``model.projector``, after the
@@ -59,8 +60,7 @@ standard block values hold as they are; its norms scale by ``1 + weight``.
   the correction bias (``e_score_correction_bias``) picks each token's top
   ``num_experts_per_tok``; on the dense blocks it is Unavailable, saying so.
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(`PER_IMAGE`), ``image_size`` (any resolution: ``image_grid_thw`` says each
+Unavailable: ``image_size`` (any resolution: ``image_grid_thw`` says each
 image's), ``window_index`` (no windows); ``mlp.router_logits`` on the dense
 text blocks; the videos' values.
 """

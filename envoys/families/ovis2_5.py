@@ -16,9 +16,10 @@ blocks (``layers``: ``layer_norm1``, ``self_attn`` with ``q_proj``, ``k_proj``,
 with ``fc1`` and ``fc2``) split their attention at ``cu_seqlens`` as the Qwen
 ViT's do (``ovis2_5.vision-attention``): once per window on the
 ``window_attention`` blocks of ``vision_config.layer_types``, once per image on
-the ``full_attention`` ones, so ``attention_scores`` and
-``attention_probabilities`` are Unavailable (`PER_IMAGE`) and the queries,
-keys and values are served whole, in window order. The tower then puts its
+the ``full_attention`` ones, so under eager ``attention_scores`` and
+``attention_probabilities`` hold each call's pattern on the diagonal of one
+tensor, ``kernel_calls[k]`` is call ``k`` alone (`envoys.towers.per_image`),
+and the queries, keys and values are served whole, in window order. The tower then puts its
 stream back in merge-block order (``argsort(window_index)``) and norms it
 (``post_layernorm``, ``vision.norm``): ``tower_output``, its
 ``last_hidden_state``.
@@ -115,8 +116,8 @@ SCATTER = Scatter(helper="self._merge_visual_features")
 
 class OvisWindowAttention(QwenVisionAttention):
     """The Ovis2.5 tower's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per window or
-    image; ``attention_scores`` and ``attention_probabilities`` Unavailable (`PER_IMAGE`)."""
-
+    image; ``attention_scores`` and ``attention_probabilities`` each call's pattern on the diagonal of one tensor under
+    eager, in window order (`envoys.towers.per_image.BlockDiagonal`), ``kernel_calls[k]`` call ``k`` alone."""
 
 
 #: Why the tower's own output has no gradient.

@@ -9,8 +9,9 @@ token embeddings (``inputs_embeds_masked_scatter_0``, argument 1). The tower
 image's grid, the SigLIP-shaped blocks ``encoder.layers`` (``layer_norm1``,
 ``self_attn`` with ``out_proj``, ``layer_norm2``, ``mlp`` with ``fc1`` /
 ``fc2``), whose attention splits at ``cu_seqlens`` and calls the kernel once
-per image (`envoys.towers.packed_siglip.PER_IMAGE`: ``attention_scores`` and
-``attention_probabilities`` are Unavailable), and the final norm
+per image (under eager, ``attention_scores`` and ``attention_probabilities``
+hold each image's pattern on the diagonal of one tensor:
+`envoys.towers.per_image`), and the final norm
 ``post_layernorm`` (``vision.norm``). Every image's patches run packed, each
 image's in raster order. The projector (``model.projector``, outside the tower)
 reads the tower's ``last_hidden_state`` (``tower_output``) with

@@ -50,11 +50,9 @@ which the host scatters first (``_0``, ``audio.audio_features``,
 (``input_features [clips, 128, 3000]``) and gives its length in
 ``feature_attention_mask``; the tower reads only that length.
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(one kernel call per image or window, `PER_IMAGE`) and ``image_size`` (any
-resolution: ``image_grid_thw`` says each image's size); the audio tower's
-attention interior (its kernel calls are rewritten, but no standard value is
-bound to them).
+Unavailable: ``image_size`` (any resolution: ``image_grid_thw`` says each
+image's size); the audio tower's attention interior (its kernel calls are
+rewritten, but no standard value is bound to them).
 """
 
 from __future__ import annotations

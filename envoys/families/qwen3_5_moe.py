@@ -10,8 +10,10 @@ classes:
   (``inputs_embeds_masked_scatter_0``, argument 1, found; ``_1`` is video).
 - The tower (``model.visual``, ``vision``; a `QwenVision`: packed, learned
   positions, its merger ``projector`` inside, no DeepStack) attends once per
-  image, so its blocks' ``attention_scores`` and ``attention_probabilities``
-  are Unavailable (``PER_IMAGE``) and the queries and keys are served whole
+  image, so under eager its blocks' ``attention_scores`` and
+  ``attention_probabilities`` hold each image's pattern on the diagonal of one
+  tensor, ``kernel_calls[k]`` is image ``k``'s call alone
+  (`envoys.towers.per_image`), and the queries and keys are served whole
   (``qwen3_5_moe.vision-attention``).
 - The text blocks (``model.language_model.layers``, each a
   `DeltaNetHybridLayer`) mix, by ``layer_types``, gated DeltaNet blocks
@@ -37,10 +39,9 @@ classes:
 A checkpoint of the text model alone (``qwen3_5_moe_text``,
 ``Qwen3_5MoeForCausalLM``) loads with the same text names.
 
-Unavailable, as on Qwen3.5: the tower's ``attention_scores`` and
-``attention_probabilities`` (one kernel call per image), ``image_size`` (any
-resolution: ``image_grid_thw`` says each image's), ``window_index`` (no
-windows); each block's attention values or DeltaNet values, whichever it lacks.
+Unavailable, as on Qwen3.5: ``image_size`` (any resolution: ``image_grid_thw``
+says each image's), ``window_index`` (no windows); each block's attention
+values or DeltaNet values, whichever it lacks.
 Videos are scattered (``inputs_embeds_masked_scatter_1``) but no video value
 is served yet.
 """

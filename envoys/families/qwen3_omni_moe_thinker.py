@@ -43,11 +43,9 @@ the longest only. On a prompt with images and videos, DeepStack adds both
 media's tapped features at their positions, in prompt order, so
 ``deepstack_output`` then has a row per image and video token.
 
-Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
-(one kernel call per image, `PER_IMAGE`), ``image_size`` (any resolution),
-``window_index`` (no windows), ``deepstack_output`` past the taps,
-``mlp.router_logits`` on dense blocks, and the audio tower's attention
-interior (rewritten, bound to no standard value).
+Unavailable: ``image_size`` (any resolution), ``window_index`` (no windows),
+``deepstack_output`` past the taps, ``mlp.router_logits`` on dense blocks, and
+the audio tower's attention interior (rewritten, bound to no standard value).
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ module's classes:
 - ``Qwen3VLMoeModel.forward`` scatters the merged image features
   (``inputs_embeds_masked_scatter_0``, argument 1, found; ``_1`` is video).
 - The tower (``model.visual``, ``vision``; a `QwenVision`: packed, its merger
-  ``projector`` inside) attends once per image, so its blocks'
-  ``attention_scores`` and ``attention_probabilities`` are Unavailable
-  (``PER_IMAGE``) and the queries and keys are served whole
-  (``qwen3_vl_moe.vision-attention``). It taps the blocks in
+  ``projector`` inside) attends once per image, so under eager its blocks'
+  ``attention_scores`` and ``attention_probabilities`` hold each image's
+  pattern on the diagonal of one tensor, ``kernel_calls[k]`` is image ``k``'s
+  call alone (`envoys.towers.per_image`), and the queries and keys are served
+  whole (``qwen3_vl_moe.vision-attention``). It taps the blocks in
   ``vision_config.deepstack_visual_indexes``, each merged by
   ``vision.deepstack_merger_list[k]`` (native path), and the text model adds
   merger k's output at the image positions after text block k
@@ -31,12 +32,10 @@ module's classes:
   experts that run; on a dense block it is Unavailable, saying the block is
   dense.
 
-Unavailable, as on Qwen3-VL: the tower's ``attention_scores`` and
-``attention_probabilities`` (one kernel call per image), ``image_size`` (any
-resolution: ``image_grid_thw`` says each image's), ``window_index`` (no
-windows), ``deepstack_output`` on the blocks past the taps; and
-``mlp.router_logits`` on the dense blocks. Videos are scattered
-(``inputs_embeds_masked_scatter_1``) but no video value is served yet.
+Unavailable, as on Qwen3-VL: ``image_size`` (any resolution: ``image_grid_thw``
+says each image's), ``window_index`` (no windows), ``deepstack_output`` on the
+blocks past the taps; and ``mlp.router_logits`` on the dense blocks. Videos are
+scattered (``inputs_embeds_masked_scatter_1``) but no video value is served yet.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ video, whose values are not served here). The tower (``model.vision_model``, a
 the attention's 2D rotary embedding places each patch), runs the SigLIP-shaped
 blocks ``encoder.layers`` (``layer_norm1``, ``self_attn`` with ``out_proj``,
 ``layer_norm2``, ``mlp`` with ``fc1`` / ``fc2``), whose attention splits at
-``cu_seqlens`` and calls the kernel once per image
-(`envoys.towers.packed_siglip.PER_IMAGE`: ``attention_scores`` and
-``attention_probabilities`` are Unavailable), and ends in ``post_layernorm``
+``cu_seqlens`` and calls the kernel once per image (under eager,
+``attention_scores`` and ``attention_probabilities`` hold each image's pattern
+on the diagonal of one tensor: `envoys.towers.per_image`), and ends in ``post_layernorm``
 (``vision.norm``, whose output is ``tower_output``); every image's patches run
 packed, each image's in merge-block order at its ``merge_size``
 (``image_merge_sizes``; raster order at 1). Then, still

@@ -246,12 +246,16 @@ class MoeRow:
 class PatternRow:
     """A tower block's attention pattern on the checkpoint: Unavailable (``unavailable``, a regex of the reason), or
     served, ``[rows, heads, positions, positions]`` over the stream's rows, but where a block's rows differ
-    (``rows``: a windowed block attends per window: block -> (rows for both images, positions of a row)), and zero on
-    the padded keys where each image's row is padded to a fixed length (``padded``)."""
+    (``rows``: a windowed block attends per window: block -> (rows for both images, positions of a row)), zero on
+    the padded keys where each image's row is padded to a fixed length (``padded``), and block-diagonal over the
+    attention's kernel calls where it calls the kernel once per image or window (``per_call``)."""
 
     unavailable: str | None = None
     rows: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     padded: bool = False
+    #: the attention calls its kernel once per image (or window) at its ``cu_seqlens``: the pattern is the calls'
+    #: patterns on the diagonal of ``[1, heads, rows, rows]`` (`envoys.towers.per_image`)
+    per_call: bool = False
 
 
 @dataclass(frozen=True)
@@ -344,11 +348,9 @@ class Row:
         return [noise_image(*FIRST_IMAGE, seed=0), noise_image(*self.second_image, seed=1)]
 
 
-#: A packed tower whose attention calls its kernel once per image (or per window) at cu_seqlens: the Qwen ViT's
-#: (the spec's reason, PER_IMAGE), and every tower of that shape's, each naming its own tower and call.
-PER_IMAGE = r"attention makes one (interface|kernel) call per (image|window).*cu_seqlens"
-#: The pattern of such a tower: the row every packed per-image tower declares.
-PER_IMAGE_PATTERN = PatternRow(unavailable=PER_IMAGE)
+#: The pattern of a packed tower whose attention calls its kernel once per image (or per window) at cu_seqlens: the
+#: Qwen ViT's (where the spec's reference said Unavailable, PER_IMAGE), and every tower of that shape's.
+PER_IMAGE_PATTERN = PatternRow(per_call=True)
 #: A vision side with no tower blocks (Gemma 4 Unified's embedder): every block value's reason.
 NO_BLOCKS = r"has no blocks \(vision\.num_layers is 0\)"
 #: A Qwen tower that attends per image has no window order.

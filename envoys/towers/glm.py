@@ -7,8 +7,9 @@ Qwen ViT's (`envoys.towers.qwen`): every image's patches in one packed stream
 merge-block order (the processor's), split by ``image_grid_thw``; its
 attention splits queries, keys and values at ``cu_seqlens`` and calls the
 kernel once per image under every implementation but flash, so the interior
-is served whole (`GlmVisionAttention`, `QwenVisionAttention`'s values) and
-no one tensor is a block's pattern (`PER_IMAGE`).
+is served whole (`GlmVisionAttention`, `QwenVisionAttention`'s values), the
+pattern under eager as one tensor with each image's call's on the diagonal,
+and each call alone at ``kernel_calls[k]`` (`envoys.towers.per_image`).
 
 Where it differs from the Qwen ViT, and what `GlmVision` serves:
 
@@ -45,9 +46,11 @@ class GlmVisionAttention(QwenVisionAttention):
     ``attention_queries`` and ``attention_keys`` are the whole ``[1, heads,
     patches, head_dim]`` tensors after the 2D rotary embedding (after the q/k
     RMSNorms on GLM-OCR), before the per-image split; ``attention_scores``
-    and ``attention_probabilities`` are Unavailable (`PER_IMAGE`).
+    and ``attention_probabilities`` are ``[1, heads, patches, patches]`` under
+    eager, each image's kernel call's pattern a diagonal block
+    (`envoys.towers.per_image.BlockDiagonal`); ``kernel_calls[k]`` is image
+    ``k``'s call alone.
     """
-
 
 
 class GlmVision(QwenVision):

@@ -17,8 +17,9 @@ unit's grid; its stream is packed, ``[1, patches, vision_hidden_size]``. Its
 blocks (``encoder.layers``, SigLIP's names) split queries, keys and values at
 ``cu_seqlens`` and call the kernel once per unit under every implementation
 but flash, as the Qwen ViT does, so the interior is served whole
-(`MiniCPMVisionAttention`) and no one tensor is a block's pattern
-(`PER_IMAGE`).
+(`MiniCPMVisionAttention`), the pattern under eager as one tensor with each
+unit's call's on the diagonal, and each call alone at ``kernel_calls[k]``
+(`envoys.towers.per_image`).
 
 Where a model downsamples 16x (MiniCPM-V 4.6's and 4.7's default
 ``downsample_mode``), the tower's forward runs its window-attention merger
@@ -70,11 +71,12 @@ class MiniCPMVisionAttention(QwenVisionAttention):
     whole ``[1, heads, patches, head_dim]`` tensors (no rotary embedding)
     before the split at ``cu_seqlens``; ``attention_head_outputs`` the
     per-unit outputs joined back, ``[1, patches, heads, head_dim]``;
-    ``attention_scores`` and ``attention_probabilities`` are Unavailable
-    (`PER_IMAGE`). The ``vit_merger``'s own attention is of this class too and
-    splits per 2x2 window.
+    ``attention_scores`` and ``attention_probabilities`` are ``[1, heads,
+    patches, patches]`` under eager, each unit's kernel call's pattern a
+    diagonal block (`envoys.towers.per_image.BlockDiagonal`);
+    ``kernel_calls[k]`` is call ``k`` alone (unit ``k``). The ``vit_merger``'s
+    own attention is of this class too and splits per 2x2 window.
     """
-
 
 
 class MiniCPMVision(PackedVision):

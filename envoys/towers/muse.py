@@ -15,9 +15,11 @@ processor's ``image_grid_thw``; but each image's patches are in raster order
   every block's values are in window order;
 - the blocks (``layers``: ``attn``, ``mlp``, ``norm1``, ``norm2``) split
   their attention at ``cu_seqlens`` as the Qwen ViT's does
-  (`MuseVisionAttention`, ``PER_IMAGE``): once per window on the blocks whose
+  (`MuseVisionAttention`): once per window on the blocks whose
   ``vision_config.layer_types`` is ``window_attention``, once per image on
-  the ``full_attention`` ones;
+  the ``full_attention`` ones; under eager, a block's ``attention_scores``
+  and ``attention_probabilities`` hold each call's pattern on the diagonal of
+  one tensor, in window order (`envoys.towers.per_image`);
 - puts the stream back in raster order (``argsort(window_index)``) and norms
   it (``ln_post``, the tower's ``norm``): ``tower_output``, raster order;
 - pixel-shuffles each ``merge_size`` x ``merge_size`` block of each image's
@@ -56,7 +58,6 @@ MUSE_VISION_RENAME = {
 }
 
 
-
 class MuseVisionAttention(QwenVisionAttention):
     """The Muse tower's attention: the Qwen ViT's layout (`QwenVisionAttention`), one kernel call per window or image.
 
@@ -64,9 +65,11 @@ class MuseVisionAttention(QwenVisionAttention):
     whole ``[1, heads, patches, head_dim]`` tensors (queries and keys after the
     2D rotary embedding), in window order, before the split at
     ``cu_seqlens``; ``attention_scores`` and ``attention_probabilities`` are
-    Unavailable (`PER_IMAGE`).
+    ``[1, heads, patches, patches]`` under eager, in window order, each kernel
+    call's pattern a diagonal block (`envoys.towers.per_image.BlockDiagonal`);
+    ``kernel_calls[k]`` is call ``k`` alone (window ``k`` on a
+    ``window_attention`` block, image ``k`` on a ``full_attention`` one).
     """
-
 
 
 def _patch_embedding(vision: Any) -> str:

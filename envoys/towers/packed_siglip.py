@@ -21,8 +21,9 @@ folds it).
 The attention splits queries, keys and values at ``cu_seqlens`` and calls the
 kernel once per image under every implementation but flash, the Qwen ViT's
 forward to the names (`rewrites.qwen_vit_attention`), so its interior is
-`QwenVisionAttention`'s, whole, and no one tensor is a block's pattern
-(`PER_IMAGE`).
+`QwenVisionAttention`'s, whole, its pattern under eager one tensor with each
+image's call's on the diagonal, and each call alone at ``kernel_calls[k]``
+(`envoys.towers.per_image`).
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ class PackedSiglipAttention(QwenVisionAttention):
     the 2D rotary embedding) before the per-image split;
     ``attention_head_outputs`` the per-image outputs joined back, ``[1,
     patches, heads, head_dim]``; ``attention_scores`` and
-    ``attention_probabilities`` are Unavailable (`PER_IMAGE`).
+    ``attention_probabilities`` are ``[1, heads, patches, patches]`` under
+    eager, each image's kernel call's pattern a diagonal block
+    (`envoys.towers.per_image.BlockDiagonal`); ``kernel_calls[k]`` is image
+    ``k``'s call alone.
     """
-
 
 
 def one_row(embedded: torch.Tensor) -> torch.Tensor:

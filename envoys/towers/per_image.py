@@ -307,9 +307,9 @@ class AssembledPattern(ReadOnly):
 
 
 def assembled(blocks: list[torch.Tensor], between: float, message: str) -> torch.Tensor:
-    """The whole pattern: the one call's own tensor, or the blocks assembled as a read-only `AssembledPattern`."""
+    """The blocks assembled as a read-only `AssembledPattern` (one block: read-only as it is)."""
     if len(blocks) == 1:
-        return blocks[0]
+        return read_only(blocks[0], message)
     whole = read_only(block_diagonal(blocks, between), message).as_subclass(AssembledPattern)
     whole.__dict__.update(_read_only=message, _no_gradient=None, _blocks=blocks)
     return whole
@@ -390,8 +390,11 @@ class BlockDiagonal(EProperty):
             location = softmax_at(obj, calls, self.end)
             mediator = Mediator.current(location)
             refuse_past(mediator, location, calls.at(location, 0), "kernel call 0's softmax")
+            kept = vars(mediator).setdefault(KEPT, {})
             bounds = calls.bounds()
             for call in range(calls.count):
+                if self.end == "output" and not past(obj, calls, "input", call):  # kept, as a read keeps it
+                    kept[(calls.forward, "input", call)] = read_softmax(obj, calls, "input", call)
                 with at_occurrence(mediator, location, calls.at(location, call), f"kernel call {call}'s softmax"):
                     raw = Mediator.value(location)
                     current = raw if self.end == "output" else Argument(0, "input").get(raw)
@@ -400,6 +403,9 @@ class BlockDiagonal(EProperty):
                     block = written if calls.lengths is None else written[..., bounds[call]:bounds[call + 1],
                                                                           bounds[call]:bounds[call + 1]]
                     Mediator.swap(location, block if self.end == "output" else Argument(0, "input").put(raw, block))
+                kept[(calls.forward, self.end, call)] = block
+                if self.end == "input" and call < calls.count - 1:  # the probabilities it makes, for a read after
+                    kept[(calls.forward, "output", call)] = read_softmax(obj, calls, "output", call)
 
     def _check_whole(self, label: str, written: torch.Tensor, calls: Calls, rows: int | None) -> None:
         """Refuse, before any call takes a block, a value of the wrong shape, or one that puts probability between
@@ -439,13 +445,22 @@ class BlockDiagonal(EProperty):
             raise ValueError(f"{label} takes a tensor on {current.device}; got one on {written.device}.")
 
 
+def first_call(attention: Any) -> str:
+    """The served label of the call the pattern's first block is at: the dense call where the attention takes it
+    (RADIO, one image in the last batch), else the per-part call."""
+    per_call = per_call_of(attention)
+    one = per_call.one_call is not None and attention.takes_one_call()
+    return per_call.one_call if one else per_call.call
+
+
 def per_call_pattern() -> tuple[EProperty, EProperty]:
     """``(attention_scores, attention_probabilities)`` of an attention that calls its kernel once per part."""
 
     def pattern(name: str, end: str, what: str) -> EProperty:
         return value(
             name, Pattern, description=f"{what}, every kernel call's block on the diagonal", shape="[1, heads, rows, rows]",
-            key=lambda attention: f"{attention.path}.source.{per_call_of(attention).call}.source.{SOFTMAX_SITE}.{end}",
+            key=lambda attention: f"{attention.path}.source.{first_call(attention)}.source.{SOFTMAX_SITE}.{end}",
+            select=Argument(0, "input") if end == "input" else None,
             unavailable=either(no_images, not_eager), kind=lambda **kw: BlockDiagonal(end, **kw),
             doc=f"{what[:1].upper()}{what[1:]}, ``[1, heads, rows, rows]`` over the attention's rows: each kernel "
             f"call's (one per image, frame or window) as its diagonal block, "

@@ -37,6 +37,7 @@ from ..vision.tower import PackedVision, PackedVisionAttention, PackedVisionLaye
 from .per_image import PerCall, kernel_calls, per_call_pattern
 from .qwen import variable_resolution
 
+
 def projected(name: str, layout: type, what: str, site: str) -> EProperty:
     """Queries, keys or values, whole, ``[1, heads, tokens, head_dim]``, as the projection's transpose returns them."""
     return value(
