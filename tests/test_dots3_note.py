@@ -61,10 +61,10 @@ def test_queries_and_keys_are_after_their_norms_and_the_rotary_embedding(model):
     assert not torch.equal(queries, normed_q.transpose(0, 1).unsqueeze(0))
 
 
-def test_the_pattern_is_per_image_under_sdpa(tiny_checkpoint):
+def test_the_pattern_asks_for_eager_under_sdpa(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("dots3_note"), task="image-text-to-text", attn_implementation="sdpa")
     reasons = model.vision.support()["self_attn.attention_probabilities"]
-    assert set(reasons) == {0, 1} and "the Dots 3 tower's attention makes one interface call per image" in reasons[0]
+    assert set(reasons) == {0, 1} and "runs 'sdpa': load it with attn_implementation='eager'" in reasons[0]
     with model.trace(prompt(model, TWO), images=TWO):
         queries = model.vision.layers[0].self_attn.attention_queries.save()
         heads = model.vision.layers[0].self_attn.attention_head_outputs.save()

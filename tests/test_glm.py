@@ -100,11 +100,10 @@ def test_glm_ocr_queries_and_keys_are_after_their_norms_and_rotary(load):
 
 
 @pytest.mark.parametrize("name", ["glm4v", "glm_ocr"])
-def test_the_pattern_is_per_image_under_sdpa_and_flash_takes_the_head_outputs(tiny_checkpoint, name):
+def test_the_pattern_asks_for_eager_under_sdpa_and_flash_takes_the_head_outputs(tiny_checkpoint, name):
     model = StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", attn_implementation="sdpa")
     attention = model.vision.layers[0].self_attn
-    assert "GLM ViT's attention makes one interface call per image" in model.vision.support()[
-        "self_attn.attention_probabilities"][0]
+    assert "runs 'sdpa': load it with attn_implementation='eager'" in model.vision.support()["self_attn.attention_probabilities"][0]
     with model.trace(prompt(model, TWO), images=TWO):
         queries = attention.attention_queries.save()
         heads = attention.attention_head_outputs.save()
@@ -115,7 +114,8 @@ def test_the_pattern_is_per_image_under_sdpa_and_flash_takes_the_head_outputs(ti
         config._attn_implementation = "flash_attention_2"
         rows = model.vision.support(layer=0)
         assert "flash_attention_2" in rows["self_attn.attention_head_outputs"]
-        assert "cu_seqlens" in rows["self_attn.attention_probabilities"]
+        assert "runs 'flash_attention_2': load it with attn_implementation='eager'" in rows[
+            "self_attn.attention_probabilities"]
         assert rows["self_attn.attention_queries"] is None
         assert type(attention).attention_queries._location(attention).endswith(".source.attention_interface_1.input")
     finally:

@@ -60,10 +60,10 @@ def test_queries_keys_and_values_are_what_each_image_attends_with(model):
         assert torch.equal(eager_attention(*part, native.scaling), output)
 
 
-def test_the_pattern_is_per_image_under_sdpa(tiny_checkpoint):
+def test_the_pattern_asks_for_eager_under_sdpa(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("hunyuan_vl"), task="image-text-to-text", attn_implementation="sdpa")
     reasons = model.vision.support()["self_attn.attention_probabilities"]
-    assert set(reasons) == {0, 1} and "HunYuanVL's tower attention makes one interface call per image" in reasons[0]
+    assert set(reasons) == {0, 1} and "runs 'sdpa': load it with attn_implementation='eager'" in reasons[0]
     with model.trace(prompt(model, TWO), images=TWO):
         queries = model.vision.layers[0].self_attn.attention_queries.save()
         heads = model.vision.layers[0].self_attn.attention_head_outputs.save()

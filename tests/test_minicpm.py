@@ -109,11 +109,11 @@ def test_queries_keys_and_values_are_what_each_unit_attends_with(model, block):
         assert torch.equal(eager_attention(q, k, v, attention._module.scaling), output)
 
 
-def test_the_pattern_is_per_unit_under_sdpa_too(tiny_checkpoint):
+def test_the_pattern_asks_for_eager_under_sdpa(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("minicpmv4_6"), task="image-text-to-text", attn_implementation="sdpa")
     attention = model.vision.layers[0].self_attn
     reason = model.vision.support()["self_attn.attention_probabilities"][0]
-    assert "one interface call per image unit" in reason and "target_sizes" in reason
+    assert "runs 'sdpa': load it with attn_implementation='eager'" in reason
     with model.trace(prompt(model, TWO), images=TWO) as tracer:
         queries = attention.attention_queries.save()
         heads = attention.attention_head_outputs.save()

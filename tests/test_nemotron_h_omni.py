@@ -353,7 +353,7 @@ def test_the_one_norm_answers_to_the_pre_norm_name_of_its_sublayer_alone(model):
 
 def test_sdpa_serves_the_same_whole_values(model, tiny_checkpoint):
     """The projections run on every branch: under sdpa the queries and head outputs are where eager has them,
-    the discarded weights are None, and the pattern is still Unavailable for the same reason."""
+    the discarded weights are None, and the pattern, served under eager, says to load eager."""
     sdpa = StandardizedTransformer(tiny_checkpoint(NAME), task="image-text-to-text", attn_implementation="sdpa")
     text = prompt(model, TWO)
     reads = {}
@@ -367,7 +367,11 @@ def test_sdpa_serves_the_same_whole_values(model, tiny_checkpoint):
     assert torch.equal(reads["sdpa"][0], reads["eager"][0])
     assert torch.allclose(reads["sdpa"][1], reads["eager"][1], atol=1e-6)  # up to each kernel's rounding
     assert reads["sdpa"][2] is None
-    assert sdpa.vision.support() == model.vision.support()
+    served, asked = model.vision.support(), sdpa.vision.support()
+    for value in ("self_attn.attention_scores", "self_attn.attention_probabilities"):
+        assert served.pop(value) is None
+        assert all("load it with attn_implementation='eager'" in why for why in asked.pop(value).values())
+    assert asked == served
 
 
 def test_repr_shows_each_kind_of_block(model):

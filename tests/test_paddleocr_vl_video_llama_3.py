@@ -82,12 +82,11 @@ def test_queries_and_keys_are_after_the_rotary_embedding(model):
     assert not torch.equal(queries, q.view(-1, heads, width).transpose(0, 1).unsqueeze(0))
 
 
-def test_the_pattern_is_per_image_under_sdpa(tiny_checkpoint):
+def test_the_pattern_asks_for_eager_under_sdpa(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("paddleocr_vl"), task="image-text-to-text",
                                     attn_implementation="sdpa")
     rows = model.vision.support(layer=0)
-    assert "packed SigLIP tower's attention makes one interface call per image" in rows[
-        "self_attn.attention_probabilities"]
+    assert "runs 'sdpa': load it with attn_implementation='eager'" in rows["self_attn.attention_probabilities"]
     attention = model.vision.layers[0].self_attn
     with model.trace(prompt(model, TWO), images=TWO):
         queries = attention.attention_queries.save()

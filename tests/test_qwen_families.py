@@ -233,7 +233,7 @@ def test_only_qwen3_vl_has_deepstack_output(model):
 def test_sdpa_changes_nothing_and_flash_takes_the_head_outputs(tiny_checkpoint):
     model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="sdpa")
     attention = model.vision.layers[0].self_attn
-    assert "cu_seqlens" in model.vision.support()["self_attn.attention_probabilities"][0]
+    assert "runs 'sdpa': load it with attn_implementation='eager'" in model.vision.support()["self_attn.attention_probabilities"][0]
     with model.trace(prompt(model, TWO), images=TWO):
         queries = attention.attention_queries.save()
         heads = attention.attention_head_outputs.save()
@@ -244,7 +244,7 @@ def test_sdpa_changes_nothing_and_flash_takes_the_head_outputs(tiny_checkpoint):
         config._attn_implementation = "flash_attention_2"
         rows = model.vision.support(layer=0)
         assert "flash_attention_2" in rows["self_attn.attention_head_outputs"]
-        assert "cu_seqlens" in rows["self_attn.attention_probabilities"]
+        assert "runs 'flash_attention_2': load it with attn_implementation='eager'" in rows["self_attn.attention_probabilities"]
         assert rows["self_attn.attention_queries"] is None
         assert type(attention).attention_queries._location(attention).endswith(".source.attention_interface_1.input")
     finally:

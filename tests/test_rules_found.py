@@ -451,15 +451,18 @@ def test_the_rules_of_a_shape_claim_their_forwards_from_the_attention_finder():
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLAttention, Qwen2_5_VLVisionAttention
 
     names = [rule.name for rule in rules_for_classes([Qwen2_5_VLVisionAttention, Qwen2_5_VLAttention])]
-    assert names == ["qwen2_5_vl.vision-attention", "qwen2_5_vl.eager-attention", "qwen2_5_vl.Qwen2_5_VLAttention"]
+    # the per-image rule drills into the eager kernel, listed before it, as the attention finder lists it
+    assert names == ["qwen2_5_vl.eager-attention", "qwen2_5_vl.vision-attention", "qwen2_5_vl.Qwen2_5_VLAttention"]
 
 
 # -- the rules of a forward's shape -----------------------------------------------------------------------
 
 
 def test_a_packed_attention_forward_gets_the_per_image_rule_and_an_audio_class_the_audio_one(shapes):
-    vision, audio = found_rules([shapes.PackedVisionAttention, shapes.InheritsPacked, shapes.PackedAudioAttention],
-                                FOUND)
+    eager, vision, audio = found_rules([shapes.PackedVisionAttention, shapes.InheritsPacked,
+                                        shapes.PackedAudioAttention], FOUND)
+    assert eager.name == "shapes.eager-attention"
+    assert vision.drill == {qwen_vit_attention.PER_IMAGE_SITE: eager} and audio.drill == {}  # each call's softmax
     assert (vision.name, vision.target) == ("shapes.vision-attention", "modeling_shapes:PackedVisionAttention.forward")
     assert (audio.name, audio.target) == ("shapes.audio-attention", "modeling_shapes:PackedAudioAttention.forward")
     assert vision.sites == audio.sites == qwen_vit_attention.SITES
@@ -481,7 +484,8 @@ def test_a_near_miss_of_the_per_image_shape_gets_the_shared_attention_rule(shape
 
 
 def test_a_rule_of_a_shape_is_left_out_where_another_rule_claims_its_forward(shapes):
-    assert [rule.name for rule in rules_for_classes([shapes.PackedVisionAttention])] == ["shapes.vision-attention"]
+    assert [rule.name for rule in rules_for_classes([shapes.PackedVisionAttention])] == ["shapes.eager-attention",
+                                                                                         "shapes.vision-attention"]
     assert found_rules([shapes.PackedVisionAttention], FOUND,
                        claimed=["modeling_shapes:PackedVisionAttention.forward"]) == ()
 

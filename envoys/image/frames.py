@@ -26,6 +26,8 @@ from .grids import Grid, GridError, ImageInputs, layout_and_inputs
 
 #: The processor's output that holds a batch's video frames.
 VIDEO_PIXELS = "pixel_values_videos"
+#: The processor's output that gives each video's grid of patches (``[t, h, w]``) on a packed tower.
+VIDEO_GRID = "video_grid_thw"
 
 
 def check_video(video: int, videos: int) -> None:
@@ -67,6 +69,22 @@ def video_mask(root: Any, inputs: ImageInputs) -> torch.Tensor:
     if inputs.get(VIDEO_PIXELS) is None:
         return torch.zeros_like(inputs.input_ids, dtype=torch.bool)
     return inputs.input_ids == placeholder_id(root, "video")
+
+
+def video_patches(root: Any, video: int) -> tuple[ImageInputs, Grid]:
+    """The recorded batch and video ``video``'s patch grids over the tower's run on the videos; `Unavailable` where
+    the model serves no video, its layout places no video patches, or the batch carried none."""
+    reason = not_served(root, "video")
+    if reason is not None:
+        raise Unavailable(f"the video patch grids are unavailable: {reason}")
+    layout, inputs = layout_and_inputs(root)
+    if not hasattr(layout, "video_patch_grid"):
+        raise Unavailable(f"the video patch grids are unavailable: the {root.family.model_type} family places no "
+                          f"video patches on grids yet")
+    if inputs.get(VIDEO_GRID) is None:
+        raise Unavailable("the video patch grids are unavailable: the last batch that carried images carried no "
+                          "video; call them inside or after model.trace(prompt, videos=[frames])")
+    return inputs, layout.video_patch_grid(inputs, video)
 
 
 def video_grid(root: Any, video: int) -> tuple[ImageInputs, torch.Tensor, Grid]:

@@ -10,6 +10,9 @@ that can draw itself (``result.draw("out.png")``, through `envoys.image.plots`):
   and the head (``model.project_on_vocab``), as grids of top tokens;
 - `attention_to_image`: a token's attention to one image's tokens at a block, as
   a grid, summed over heads or per head (the block's ``attention_probabilities``);
+- `tower_attention`: a tower block's attention from one patch, or to it, on the
+  image's grid (on a video's frames), summed over heads or per head (the tower
+  block's ``attention_probabilities``, every kernel call's block on a packed tower);
 - `patch_image_rows`: activation patching between a clean and a corrupted image
   of the same size: ``image_features`` and the image rows of each text block's
   ``layer_output`` taken from the clean run into the corrupted run, one at a
@@ -242,6 +245,109 @@ def attention_to_image(
     keys = attention.detach()[:, mask[0]].transpose(0, 1)  # [image_tokens, heads]
     grid = model.vision.token_grid(keys, image=image).permute(2, 0, 1)  # [heads, grid_rows, grid_columns]
     return ImageAttention(block, query, grid if per_head else grid.sum(0), images[image])
+
+
+# -- the tower's attention from a patch, or to it -----------------------------------------------
+
+#: Which way a tower attention map reads a patch's attention: what it attends to, or what attends to it.
+DIRECTIONS = ("from", "to")
+
+
+@dataclass(frozen=True)
+class TowerAttention:
+    """A tower block's attention from one patch (``direction`` "from": over the keys it attends to) or to it ("to":
+    from every query), on the patch grid of the image or video it is in.
+
+    ``grid``: ``[grid_rows, grid_columns]`` (a video: ``[frames, grid_rows,
+    grid_columns]``) summed over the heads, or with the heads first per head;
+    0 on the patches the block's attention never relates to this one (another
+    image, window or frame: the calls of a packed tower), NaN where no patch
+    covers a cell. ``patch``: ``(row, column)``, or ``(frame, row, column)`` on
+    a video.
+    """
+
+    layer: int
+    patch: tuple[int, ...]
+    direction: str
+    grid: torch.Tensor
+    frames: tuple[Image.Image, ...] = field(repr=False)
+
+    def draw(self, path: str | Path) -> Path:
+        """The grid over the image (a video: one panel per frame, each over its frame; per head: the heads summed)."""
+        where = f"vision.layers[{self.layer}], {self.direction} patch {self.patch}"
+        video = len(self.patch) == 3
+        cells = self.grid if self.grid.dim() == (3 if video else 2) else self.grid.sum(0)
+        if video:
+            return plots.per_frame(cells, list(self.frames), path, title=f"tower attention, {where}",
+                                   scale="attention, summed over heads")
+        return plots.overlay(cells, self.frames[0], path, title=f"tower attention, {where}",
+                             scale="attention, summed over heads")
+
+
+def tower_attention(
+    model: Any,
+    prompt: str,
+    images: Sequence[Image.Image] | None = None,
+    *,
+    layer: int,
+    patch: tuple[int, ...],
+    image: int = 0,
+    direction: str = "from",
+    per_head: bool = False,
+    videos: Sequence[Sequence[Image.Image]] | None = None,
+    video: int = 0,
+) -> TowerAttention:
+    """Tower block ``layer``'s attention from patch ``patch`` of image ``image`` (or to it), on that image's grid.
+
+    ``patch`` is ``(row, column)`` on the image's patch grid (as
+    ``vision.patch_grid`` lays it out), or, with ``videos=`` instead of
+    images, ``(frame, row, column)`` on video ``video``'s frames (as
+    ``vision.video_patch_grid`` does; a frame is what the tower encodes as
+    one). Read from the block's ``self_attn.attention_probabilities``, so the
+    model is loaded with ``attn_implementation="eager"``; on a packed tower
+    that calls its kernel once per image or window it is the calls' blocks
+    laid on the diagonal, so a patch attends within its own image (window,
+    frame) only. `Unavailable` with the reason where the block has no
+    pattern.
+    """
+    prompt = one_prompt(prompt)
+    if (images is None) == (videos is None):
+        raise TypeError("tower_attention takes images= or videos= (one medium: the tower's run on it is read)")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction is 'from' (what the patch attends to) or 'to' (what attends to it); got {direction!r}")
+    images = image_list(images) if images is not None else None
+    frames = [image_list(list(clip), "a video's frames") for clip in videos] if videos is not None else None
+    tower = model.vision
+    attention = tower.layers[layer].self_attn  # an IndexError saying how many blocks the tower has
+    index = layer % len(tower.layers)
+    reason = attention.support()["attention_probabilities"]
+    if reason is not None:
+        raise Unavailable(f"vision.layers[{index}].self_attn.attention_probabilities is unavailable: {reason}")
+    media = {"images": images} if images is not None else {"videos": frames}
+    with torch.no_grad(), model.trace(prompt, **media) as tracer:
+        pattern = attention.attention_probabilities.save()  # [rows_or_1, heads, queries, keys]
+        tracer.stop()
+    pattern = pattern.as_subclass(torch.Tensor)
+    batch, heads, rows = pattern.shape[0], pattern.shape[1], pattern.shape[-1]
+
+    def on_grid(value: torch.Tensor) -> torch.Tensor:
+        return tower.patch_grid(value, image=image) if videos is None else tower.video_patch_grid(value, video=video)
+
+    where = on_grid(torch.arange(batch * rows, dtype=torch.float32).reshape(batch, rows))  # each cell's stream row
+    cell = tuple(patch)
+    if len(cell) != where.dim() or any(not isinstance(i, int) or not 0 <= i < n for i, n in zip(cell, where.shape)):
+        axes = "(row, column)" if videos is None else "(frame, row, column)"
+        raise IndexError(f"patch is {axes} on a grid of shape {tuple(where.shape)}; got {patch!r}")
+    flat = where[cell]
+    if torch.isnan(flat):
+        raise ValueError(f"no patch of the tower covers cell {patch!r} of the grid (padding): pick a covered cell")
+    row, query = divmod(int(flat), rows)
+    weights = pattern[row, :, query, :] if direction == "from" else pattern[row, :, :, query]  # [heads, rows]
+    stream = pattern.new_zeros(batch, rows, heads)
+    stream[row] = weights.transpose(0, 1)
+    grid = on_grid(stream).movedim(-1, 0)  # [heads, ...grid]
+    shown = tuple(images[image:image + 1]) if videos is None else tuple(frames[video])
+    return TowerAttention(index, cell, direction, grid if per_head else grid.sum(0), shown)
 
 
 # -- activation patching between a clean and a corrupted image ---------------------------------

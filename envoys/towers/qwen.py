@@ -428,6 +428,23 @@ class QwenGrids:
         return Grid(frames_raster(start, units, height // merge, width // merge),
                     slice(start, start + int(counts[video])))
 
+    def video_patch_grid(self, inputs: ImageInputs, video: int) -> Grid:
+        """Video ``video``'s patch grids over the tower's run on the videos, ``[temporal units, h, w]``: every
+        video's ``t * h * w`` patches (``video_grid_thw``), video after video, each temporal unit's in merge-block
+        order (window order on Qwen2.5-VL, where the blocks attend per window), after its prefix rows where the
+        tower has them. The blocks' kernel calls are one per temporal unit (a frame, as the grids count them)."""
+        sizes = inputs["video_grid_thw"].cpu().long()
+        check_video(video, sizes.shape[0])
+        vision = inputs.config.vision_config
+        merge = getattr(vision, "spatial_merge_size", None) or vision.merge_size
+        frame_rows = sizes[:, 1] * sizes[:, 2] + self.frame_prefix  # a temporal unit's rows, its prefix included
+        units, height, width = (int(size) for size in sizes[video])
+        start = int((sizes[:, 0] * frame_rows)[:video].sum())
+        stride = int(frame_rows[video])
+        frame = merge_block_rows(height, width, merge, self._units(inputs, height // merge, width // merge))
+        rows = start + self.frame_prefix + torch.arange(units).reshape(units, 1, 1) * stride + frame
+        return Grid(rows, slice(start, start + units * stride), int((sizes[:, 0] * frame_rows).sum()))
+
     @staticmethod
     def _image(inputs: ImageInputs, image: int) -> tuple[int, torch.Tensor, torch.Tensor]:
         """The merge side, each image's merge units and ``image_grid_thw``, checking ``image`` is a still image."""

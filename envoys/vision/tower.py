@@ -30,7 +30,7 @@ import torch
 from ..core.layouts import ImageFeatures, ImageTokenMask, PackedPatches, Patches, VideoFeatures, VideoTokenMask
 from ..core.standard import Standard, child, rows_over
 from ..core.values import EProperty, Field, Unavailable, value
-from ..image.frames import video_grid
+from ..image.frames import video_grid, video_patches
 from ..image.grids import gather, image_grid, place, token_rows, tower_rows
 from ..text.blocks import interior_values, own_output, stream_values
 from .media import (
@@ -283,6 +283,20 @@ class Vision(Standard):
         """
         inputs, mask, grid = video_grid(self.root, video)
         return gather(token_rows(value, grid, inputs, "video", mask), grid)
+
+    def video_patch_grid(self, value: torch.Tensor, video: int = 0) -> torch.Tensor:
+        """A per-patch value of the tower's run on the videos, video ``video``'s on its frames' patch grids,
+        ``[frames, grid_rows, grid_columns, ...]``.
+
+        ``value`` is in that run's stream layout (``model.video``'s values, or
+        ``model.vision``'s on a prompt whose only medium is videos), or over
+        this video's rows only; a frame is what the tower encodes as one (the
+        Qwen ViT's temporal unit). On the last batch that carried a video,
+        inside a trace or after it; `Unavailable` on a family whose layout
+        places no video patches.
+        """
+        inputs, grid = video_patches(self.root, video)
+        return gather(tower_rows(value, grid, self.root.family.grid_layout.stream_dims), grid)
 
     def place_video_token_grid(self, grid: torch.Tensor, into: torch.Tensor, video: int = 0) -> torch.Tensor:
         """Write ``grid`` (as `video_token_grid` returns it) into ``into``'s rows of video ``video``, in place.
