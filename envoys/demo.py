@@ -14,8 +14,12 @@ last token's attention to the image at every text block, side by side over the
 image; ``out-lens.png``, the logit lens at the image tokens; ``out-patching.png``,
 the image rows patched from the scene into the same scene with the ball
 recoloured, block by block; ``out-knockout.png``, the next-token probabilities
-with the text's attention to the image knocked out at every block (needs the
-``plot`` extra, matplotlib).
+with the text's attention to the image knocked out at every block; and, on a
+tiny random Qwen2.5-VL (a packed tower that calls its attention kernel once
+per window on its windowed blocks and once per image on the others),
+``out-tower.png``, the tower's attention from a patch on the ball at each tower
+block, and ``out-qwen.png``, the last token's attention to the image tokens
+at each text block (needs the ``plot`` extra, matplotlib).
 """
 
 from __future__ import annotations
@@ -146,6 +150,25 @@ def pictures(model: StandardizedTransformer, path: str | Path, say: Callable[...
     return written
 
 
+def qwen_pictures(model: StandardizedTransformer, path: str | Path, say: Callable[..., None] = print) -> list[Path]:
+    """On a Qwen ViT model: the tower's attention from a patch on the scene's ball at each tower block, and the last
+    token's attention to the image tokens at each text block, beside ``path`` (``-tower``, ``-qwen``); their paths."""
+    path, image = Path(path), scene("red")
+    prompt = chat_prompt(model.processor, 1, "What is in the picture?")
+    ball = (image.height * 7 // 12 // model.vision.patch_size, image.width // 4 // model.vision.patch_size)
+    tower = [recipes.tower_attention(model, prompt, [image], layer=layer, patch=ball)
+             for layer in range(model.vision.num_layers)]
+    written = [plots.side_by_side([a.grid for a in tower], image, sibling(path, "tower"),
+                                  titles=[f"patch {ball} -> image, vision.layers[{a.layer}]" for a in tower],
+                                  scale="attention, summed over heads")]
+    text = [recipes.attention_to_image(model, prompt, [image], layer=layer) for layer in range(model.num_layers)]
+    written.append(plots.side_by_side([a.grid for a in text], image, sibling(path, "qwen"),
+                                      titles=[f"last token -> image, layers[{a.layer}]" for a in text],
+                                      scale="attention, summed over heads"))
+    say("wrote", ", ".join(str(p) for p in written))
+    return written
+
+
 def sibling(path: Path, name: str) -> Path:
     """``out.png`` -> ``out-{name}.png``, in the same folder."""
     return path.with_name(f"{path.stem}-{name}{path.suffix or '.png'}")
@@ -155,7 +178,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m envoys.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--plot", metavar="OUT.png", type=Path,
                         help="also run the recipes and write their pictures: OUT.png (attention), OUT-lens.png, "
-                             "OUT-patching.png, OUT-knockout.png (needs matplotlib: the 'plot' extra)")
+                             "OUT-patching.png, OUT-knockout.png, and on a tiny Qwen2.5-VL OUT-tower.png and "
+                             "OUT-qwen.png (needs matplotlib: the 'plot' extra)")
     arguments = parser.parse_args(argv)
     if arguments.plot is not None:
         plots.matplotlib_figure()  # the missing extra is said before anything is built
@@ -165,6 +189,9 @@ def main(argv: list[str] | None = None) -> None:
         walkthrough(model)
         if arguments.plot is not None:
             pictures(model, arguments.plot)
+            qwen = StandardizedTransformer(build_checkpoint("qwen2_5_vl", f"{folder}/qwen"), task="image-text-to-text",
+                                           device="cpu", attn_implementation="eager")
+            qwen_pictures(qwen, arguments.plot)
 
 
 if __name__ == "__main__":

@@ -189,7 +189,7 @@ def test_the_demo_writes_its_pictures(tmp_path):
     panel = round(attention.height * width / height)  # one panel per text block, each the scene's aspect ratio
     panels = attention.width - plots.COLORBAR_PIXELS  # then the colour bar
     assert panels % panel == 0 and panels >= 2 * panel
-    for name in ("out.png", "out-lens.png", "out-patching.png", "out-knockout.png"):
+    for name in ("out.png", "out-lens.png", "out-patching.png", "out-knockout.png", "out-tower.png", "out-qwen.png"):
         assert not_blank(png(tmp_path / name)), name
     assert "wrote" in done.stdout
 
