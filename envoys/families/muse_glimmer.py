@@ -7,10 +7,11 @@ The tower (``model.vision_tower``, ``vision``; a `MuseVision`, `envoys.towers.mu
 is packed, each image's patches in raster order; its blocks (``layers``)
 split their attention at ``cu_seqlens`` as the Qwen ViT's do
 (``muse_glimmer.vision-attention``): per window on the
-``window_attention`` blocks, per image on the ``full_attention`` ones, so
-no one tensor is a block's pattern and the queries, keys and values are
-served whole, in window order (``vision.window_index``, patch by patch:
-``muse_glimmer.vision-windows``). The tower ends with ``ln_post``
+``window_attention`` blocks, per image on the ``full_attention`` ones: the
+queries, keys and values are served whole, in window order
+(``vision.window_index``, patch by patch: ``muse_glimmer.vision-windows``),
+and under eager the pattern is each call's on the diagonal of one tensor
+(`envoys.towers.per_image`). The tower ends with ``ln_post``
 (``vision.norm``: ``tower_output``, back in raster order) and a 2x2 pixel
 shuffle; the host then maps the shuffled rows with ``vision_adapter`` (two
 linear maps under GELU, ``projector_hidden_size`` wide; native path
