@@ -17,7 +17,7 @@ Served, under eager (any other implementation: the reason says to load eager):
   pattern as a diagonal block, in call order. Between blocks the probabilities
   are 0 and the scores ``torch.finfo(dtype).min``, what a block-diagonal mask
   adds there (as on Pixtral's one call), so the softmax of the whole scores, row
-  by row, is the whole probabilities.
+  by row, is the whole probabilities (up to the rounding of a longer sum).
 
   Read, it is assembled once the last call has run: where the attention made
   one call, it is that call's own tensor (an in-place edit reaches the model,
