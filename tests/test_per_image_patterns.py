@@ -1,6 +1,6 @@
 """The pattern of a tower that calls its attention kernel once per image (or window): whole, per call, writable.
 
-On the Qwen ViT (Qwen2-VL; Qwen2.5-VL's windowed blocks) and RADIO
+On the Qwen ViT (Qwen3-VL; Qwen2.5-VL's windowed blocks) and RADIO
 (Nemotron-H Omni), under eager attention, ``attention_scores`` and
 ``attention_probabilities`` are one ``[1, heads, rows, rows]`` tensor, each
 kernel call's pattern a diagonal block. Every expected number is computed here
@@ -24,7 +24,7 @@ from envoys.testing import chat_prompt, noise_image
 
 ONE = [noise_image(32, 32, seed=0)]
 TWO = [noise_image(32, 32, seed=0), noise_image(48, 64, seed=1)]
-FAMILIES = ["qwen2_vl", "qwen2_5_vl", "nemotron_h_omni"]
+FAMILIES = ["qwen3_vl", "qwen2_5_vl", "nemotron_h_omni"]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def model(request, load):
 
 @pytest.fixture(scope="module")
 def qwen(load):
-    return load("qwen2_vl")
+    return load("qwen3_vl")
 
 
 def prompt(model, images) -> str:
@@ -302,7 +302,7 @@ def test_a_call_past_the_last_and_iteration_are_refused(qwen):
 
 
 def test_other_implementations_say_to_load_eager(load):
-    sdpa = load("qwen2_vl", "sdpa")
+    sdpa = load("qwen3_vl", "sdpa")
     reason = "the scores and probabilities exist only inside eager attention (one kernel call per image or window, " \
              "each computing its own pattern), and this model runs 'sdpa': load it with attn_implementation='eager'"
     attention = sdpa.vision.layers[0].self_attn

@@ -18,7 +18,7 @@ from envoys import StandardizedTransformer, Unavailable
 from envoys.image import recipes
 from envoys.testing import chat_prompt, noise_image, noise_video
 
-FAMILIES = ["llava-siglip", "llava-clip", "qwen2_vl", "qwen3_vl", "nemotron_h_omni"]
+FAMILIES = ["llava-siglip", "llava-clip", "qwen3_vl", "nemotron_h_omni"]
 IMAGES = [noise_image(48, 32, seed=0), noise_image(32, 64, seed=1)]
 
 
@@ -84,7 +84,7 @@ def test_the_attention_from_or_to_a_patch_is_its_row_or_column_on_the_image_s_gr
 
 
 def test_a_packed_tower_s_patch_attends_within_its_own_image(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="eager")
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
     other = recipes.tower_attention(model, prompt(model), IMAGES, layer=0, patch=(0, 0), image=0)
     assert float(other.grid.sum()) == pytest.approx(model.vision.num_heads)  # every key it attends to is on its grid
     pattern = pattern_of(model, 0)
@@ -96,7 +96,7 @@ def test_a_packed_tower_s_patch_attends_within_its_own_image(tiny_checkpoint):
 def test_a_video_s_frames_are_each_its_own_grid(tiny_checkpoint, tmp_path):
     """The Qwen ViT encodes a video's frames two at a time (temporal units): its kernel calls are one per unit, so a
     patch attends within its unit only; the grids are the units' merge-block order."""
-    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="eager")
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
     frames = noise_video(4, 32, 32)
     text = chat_prompt(model.processor, 0, "What happens in the video?", videos=1)
     got = recipes.tower_attention(model, text, videos=[frames], layer=0, patch=(1, 2, 3), per_head=True)
@@ -122,7 +122,7 @@ def test_a_video_s_frames_are_each_its_own_grid(tiny_checkpoint, tmp_path):
 
 
 def test_bad_arguments_are_refused_saying_what_to_pass(tiny_checkpoint):
-    model = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="eager")
+    model = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="eager")
     text = prompt(model)
     with pytest.raises(TypeError, match=re.escape("tower_attention takes images= or videos=")):
         recipes.tower_attention(model, text, layer=0, patch=(0, 0))
@@ -130,9 +130,9 @@ def test_bad_arguments_are_refused_saying_what_to_pass(tiny_checkpoint):
         recipes.tower_attention(model, text, IMAGES, layer=0, patch=(0, 0), direction="into")
     with pytest.raises(IndexError, match=re.escape("patch is (row, column) on a grid of shape (4, 6); got (4, 0)")):
         recipes.tower_attention(model, text, IMAGES, layer=0, patch=(4, 0))
-    with pytest.raises(IndexError, match=re.escape("vision.layers[7]: the tower has 2 blocks (0 to 1); got 7")):
+    with pytest.raises(IndexError, match=re.escape("vision.layers[7]: the tower has 3 blocks (0 to 2); got 7")):
         recipes.tower_attention(model, text, IMAGES, layer=7, patch=(0, 0))
-    sdpa = StandardizedTransformer(tiny_checkpoint("qwen2_vl"), task="image-text-to-text", attn_implementation="sdpa")
+    sdpa = StandardizedTransformer(tiny_checkpoint("qwen3_vl"), task="image-text-to-text", attn_implementation="sdpa")
     with pytest.raises(Unavailable, match=re.escape("vision.layers[0].self_attn.attention_probabilities is "
                                                     "unavailable: the scores and probabilities exist only inside "
                                                     "eager attention")):

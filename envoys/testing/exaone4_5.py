@@ -88,7 +88,7 @@ CONTRACTS = {
         projector_reads=Reads("layer_output", block=-1, unbatched=True),
         pattern=PER_IMAGE_PATTERN,
         features_are_projected=False,
-        rules=(scatter("exaone4_5"), "exaone4_5.vision-attention", "exaone4_5.vision-windows",
+        rules=(scatter("exaone4_5"), "exaone4_5.vision-attention", "exaone4_5.eager-attention", "exaone4_5.vision-windows",
                *attention("exaone4", "Exaone4Attention")),
         native={
             "vision": "model.visual", "projector": "model.visual.merger",

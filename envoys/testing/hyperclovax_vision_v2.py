@@ -107,7 +107,8 @@ CONTRACTS = {
         projector_reads=None,
         pattern=PER_IMAGE_PATTERN,
         embedding_multiplier=10.0,
-        rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.vision-windows",
+        rules=(scatter("hyperclovax_vision_v2"), "qwen2_5_vl.vision-attention", "qwen2_5_vl.eager-attention",
+               "qwen2_5_vl.vision-windows",
                *attention("hyperclovax", "HyperCLOVAXAttention")),
         native={
             "vision": "model.vision_model", "projector": "model.projector",

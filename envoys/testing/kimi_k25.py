@@ -170,7 +170,8 @@ CONTRACTS = {
         pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
         text_gaps={"mlp.router_logits": (0,)},
-        rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", *attention("deepseek_v3", "DeepseekV3Attention"),
+        rules=(scatter("kimi_k25"), "kimi_k25.vision-attention", "kimi_k25.eager-attention",
+               *attention("deepseek_v3", "DeepseekV3Attention"),
                router("deepseek_v3", "DeepseekV3TopkRouter")),
         native={
             "vision": "model.vision_tower", "projector": "model.mm_projector",

@@ -127,7 +127,7 @@ CONTRACTS = {
         vision_unavailable=NO_WINDOWS,
         tower_mixers={1: "conv"},
         text_gaps={"attention_output": (0,), "self_attn.": (0,)},
-        rules=(scatter("lfm3_vl"), "lfm3_vl.vision-attention", *attention("lfm3", "Lfm3Attention")),
+        rules=(scatter("lfm3_vl"), "lfm3_vl.vision-attention", "lfm3_vl.eager-attention", *attention("lfm3", "Lfm3Attention")),
         native={
             "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
             "vision.patch_embed": "model.vision_tower.patch_embed",

@@ -258,7 +258,7 @@ CONTRACTS = {
         final_norm=True,
         pattern=PER_IMAGE_PATTERN,
         text_gaps=QWEN3_5_TEXT_GAPS,
-        rules=(scatter(name), f"{name}.vision-attention", *QWEN3_5_TEXT_RULES),
+        rules=(scatter(name), f"{name}.vision-attention", f"{name}.eager-attention", *QWEN3_5_TEXT_RULES),
         native=NATIVE,
     ) for name, cls in (("minicpmv4_6", "MiniCPMV4_6"), ("minicpmv4_7", "MiniCPMV4_7"))},
     # envoys/testing/minicpm.py, build_minicpm_ocr: the same tower downsampling 4x (no vit_merger): a 32x32 image is one
@@ -275,7 +275,7 @@ CONTRACTS = {
         final_norm=True,
         pattern=PER_IMAGE_PATTERN,
         text_gaps=QWEN3_5_TEXT_GAPS,
-        rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", *QWEN3_5_TEXT_RULES),
+        rules=(scatter("minicpm_ocr"), "minicpm_ocr.vision-attention", "minicpm_ocr.eager-attention", *QWEN3_5_TEXT_RULES),
         native=NATIVE,
     ),
 }

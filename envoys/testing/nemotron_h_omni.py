@@ -246,7 +246,7 @@ CONTRACTS = {
         prefix=5,
         pattern=PER_IMAGE_PATTERN,
         text_gaps={"attention_output": (0, 1, 3), "self_attn.": (0, 1, 3), "mlp_output": (0, 2), "mlp.": (0, 2)},
-        rules=(scatter("nemotron_h_omni"), "radio.vision-attention", *attention("nemotron_h", "NemotronHAttention"),
+        rules=(scatter("nemotron_h_omni"), "radio.vision-attention", "radio.eager-attention", *attention("nemotron_h", "NemotronHAttention"),
                router("nemotron_h", "NemotronHTopkRouter"), *attention("parakeet", "ParakeetEncoderAttention")),
         # envoys/testing/nemotron_h_omni.py: Parakeet, 101 mel frames subsampled 8x before the blocks: 13 frames and tokens.
         audio=AudioRow(tokens=13, stream=(1, 13, 32), output=(1, 13, 32)),

@@ -115,7 +115,7 @@ CONTRACTS = {
         projector_reads=Reads("tower_output", unbatched=True),
         final_norm=True,
         pattern=PER_IMAGE_PATTERN,
-        rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", *attention("qwen2", "Qwen2Attention")),
+        rules=(scatter("video_llama_3"), "video_llama_3.vision-attention", "video_llama_3.eager-attention", *attention("qwen2", "Qwen2Attention")),
         native={
             "vision": "model.vision_model", "projector": "model.projector",
             "vision.norm": "model.vision_model.post_layernorm",

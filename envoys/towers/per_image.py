@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -461,7 +462,7 @@ def per_call_pattern() -> tuple[EProperty, EProperty]:
             name, Pattern, description=f"{what}, every kernel call's block on the diagonal", shape="[1, heads, rows, rows]",
             key=lambda attention: f"{attention.path}.source.{first_call(attention)}.source.{SOFTMAX_SITE}.{end}",
             select=Argument(0, "input") if end == "input" else None,
-            unavailable=either(no_images, not_eager), kind=lambda **kw: BlockDiagonal(end, **kw),
+            unavailable=either(no_images, not_eager), kind=partial(BlockDiagonal, end),
             doc=f"{what[:1].upper()}{what[1:]}, ``[1, heads, rows, rows]`` over the attention's rows: each kernel "
             f"call's (one per image, frame or window) as its diagonal block, "
             + ("0 between blocks" if end == "output" else "``finfo(dtype).min`` between blocks (a block-diagonal "
