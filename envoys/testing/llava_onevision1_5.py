@@ -98,7 +98,8 @@ CONTRACTS = {
         drops_prefix=True,
         pattern=PER_IMAGE_PATTERN,
         vision_unavailable=NO_WINDOWS,
-        rules=(scatter("llava_onevision1_5"), "llava_onevision1_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
+        rules=(scatter("llava_onevision1_5"), "llava_onevision1_5.vision-attention", "llava_onevision1_5.eager-attention",
+               *attention("qwen3", "Qwen3Attention")),
         # envoys/testing/llava_onevision1_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64),
         # each after its CLS row in the blocks (68 rows), and 2x2 tokens each (16).
         video=VideoRow(tokens=16, stream=(1, 4 + 64, 32), grid=(4, 2, 2), tower=(1, 64, 32)),

@@ -164,7 +164,7 @@ CONTRACTS = {
         window_unit=4,
         pattern=PER_IMAGE_PATTERN,
         rules=(scatter("ovis2_5"), "ovis2_5.merge-visual-features", "ovis2_5.vision-windows",
-               "ovis2_5.vision-attention", *attention("qwen3", "Qwen3Attention")),
+               "ovis2_5.vision-attention", "ovis2_5.eager-attention", *attention("qwen3", "Qwen3Attention")),
         # envoys/testing/ovis2_5.py: patch 8, one frame a temporal unit, merge 2x2: 4 units of 4x4 patches (64, one window
         # each), 2x2 tokens each (16).
         video=VideoRow(tokens=16, stream=(1, 64, 32), grid=(4, 2, 2)),
