@@ -4,20 +4,18 @@ For the commands and tests that list rules (``python -m instrument.show``
 through the entry point ``instrument.rules:catalog``; the snapshot check and
 the release tools, `maintain`). It reads each checkpoint's model classes
 alone, so it builds each model on the meta device (`envoys.testing.build_empty`):
-no weights, quietly (transformers' warnings about the tiny configs are held
-back for the length of the builds).
+no weights, quietly (transformers' remarks about the tiny configs are held
+back: `envoys.testing.quiet`), with a progress bar on a terminal.
 It imports every builder, so the library never imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
 
+from tqdm.auto import tqdm
 from transformers import PreTrainedModel
-from transformers.utils import logging as transformers_logging
 
 from instrument import Rule
 from rewrites import of_particular_forwards
@@ -28,24 +26,11 @@ from .families import family_for
 from .rules import rules_for_model
 
 
-@contextmanager
-def _transformers_quiet() -> Iterator[None]:
-    """transformers logs errors alone inside the block (its warnings about a tiny config: an attention
-    implementation set on a sub-config, keys it does not read); its verbosity is restored after it."""
-    verbosity = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        transformers_logging.set_verbosity(verbosity)
-
-
 def model_of(name: str) -> PreTrainedModel:
     """The model of the tiny checkpoint ``name``, as the catalogue reads it: on the meta device, no weights
     (`envoys.testing.build_empty`)."""
     try:
-        with _transformers_quiet():
-            return testing.build_empty(name)
+        return testing.build_empty(name)
     except ImportError as error:  # a processor's optional backend: the catalogue would silently lack its rules
         raise ImportError(
             f"the rule catalogue builds every tiny checkpoint, and {name!r} cannot be built here: {error}; "
@@ -60,7 +45,8 @@ def catalog() -> tuple[Rule, ...]:
     with ``model_types``, the families whose checkpoints run it."""
     found: dict[str, Rule] = {}
     users: dict[str, dict[str, None]] = {}
-    for name in testing.NAMES:
+    for name in tqdm(testing.NAMES, desc="finding the rules: building each tiny checkpoint", unit="checkpoint",
+                     disable=None, leave=False):
         model = model_of(name)
         family = family_for(model.config.model_type)
         for rule in rules_for_model(model, family):

@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
+from tqdm.auto import tqdm
+
 from instrument.calls import callees, calls, defining_class, innermost
 from rewrites.attention import model_type_of
 
@@ -229,7 +231,8 @@ def _default_config(model_type: str):
 def served_towers() -> dict[str, tuple[str, ...]]:
     """The tower model_types the tiny checkpoints hold -> the supported families holding them."""
     towers: dict[str, dict[str, None]] = {}
-    for name in testing.NAMES:
+    for name in tqdm(testing.NAMES, desc="the census: building each tiny checkpoint", unit="checkpoint", disable=None,
+                     leave=False):
         model, _ = testing.build(name)
         vision = getattr(model.config, "vision_config", None)
         if vision is not None:
@@ -277,9 +280,10 @@ def entry(model_type: str, class_name: str, supported: Iterable[str], towers: di
 
 def census() -> list[Entry]:
     """Every image-text-to-text model_type of the installed transformers, in name order."""
-    supported = [family.model_type for family in families()]
-    towers = served_towers()
-    return [entry(model_type, name, supported, towers) for model_type, name in image_text_to_text_classes().items()]
+    with testing.quietly():  # the library's own builds: transformers' remarks on their configs are held back
+        supported = [family.model_type for family in families()]
+        towers = served_towers()
+        return [entry(model_type, name, supported, towers) for model_type, name in image_text_to_text_classes().items()]
 
 
 def report(entries: list[Entry]) -> str:

@@ -58,6 +58,7 @@ from .core.bugs import BrokenLoad
 from .core.not_saved import bind_not_saved
 from .core.standard import rows_over
 from .core.values import standard_values
+from .core.wording import a
 from .families import Family, families_with, family_for
 from .image.grids import ImageInputs, given_sizes, image_inputs_of
 from .invokes import InvokeBatcher, LocatingInterleaver, batch_image_invokes
@@ -325,10 +326,10 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         family = family_for(model_type)
         refused = family.quirks.unservable(saved_config)
         if refused is not None:
-            raise ValueError(f"{name_or_path} is a {model_type} checkpoint that cannot be served: {refused}")
+            raise ValueError(f"{name_or_path} is {a(model_type)} checkpoint that cannot be served: {refused}")
         if family.text_only and task == IMAGE_TEXT_TO_TEXT:
             raise ValueError(
-                f"{name_or_path} is a {model_type} checkpoint, {family.model_type}'s text model saved alone: "
+                f"{name_or_path} is {a(model_type)} checkpoint, {family.model_type}'s text model saved alone: "
                 f"it has no vision tower, so no image can reach it; load it without task= (text only), or load "
                 f"the {family.model_type} checkpoint with task={IMAGE_TEXT_TO_TEXT!r}"
             )
@@ -458,7 +459,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
         images, prompts = pixels.shape[0], ids.shape[0]
         if images > most * prompts:
             raise ValueError(
-                f"{images} images for {prompts} prompt(s): a {self.family.model_type} prompt takes {most} image(s), "
+                f"{images} images for {prompts} prompt(s): {a(self.family.model_type)} prompt takes {most} image(s), "
                 f"its processor writing one run of image tokens at the start of each prompt, and the model would "
                 f"scatter only as many images as the prompts have runs; give each image its own prompt "
                 f"(model.trace([prompt] * {images}, images=images))"

@@ -21,7 +21,7 @@ import sys
 from .commands import run
 from .compiler import DriftError, compile_rule
 from .listing import diff, listing
-from .targets import all_rules, provider, select
+from .targets import all_rules, nearest, provider, select
 
 
 def rule_table() -> str:
@@ -53,10 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rules = select(args.target)
     if not rules:
-        names = ", ".join(sorted({t for r in all_rules() for t in r.model_types}))
+        every = all_rules()
+        close = nearest(args.target, every)
+        names = ", ".join(sorted({t for r in every for t in r.model_types}))
         print(
-            f"no rewritten forward matches {args.target!r}; try a class name (Qwen3VLModel), "
-            f"a model_type ({names}) or run with no target to list every rule",
+            f"no rewritten forward matches {args.target!r}"
+            + (f"; did you mean {', '.join(close)}?" if close else "")
+            + f"\ntry a class name (Qwen3VLModel), a rule name (qwen3_vl.deepstack), a model_type ({names}), or run "
+            f"with no target to list every rule",
             file=sys.stderr,
         )
         return 2

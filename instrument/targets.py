@@ -9,6 +9,7 @@ maintainer's tools (`maintain`) import the rules package directly.
 
 from __future__ import annotations
 
+import difflib
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -36,20 +37,43 @@ def all_rules() -> tuple[Rule, ...]:
     return provider("catalog")()
 
 
+def rules_near(query: str) -> tuple[Rule, ...]:
+    """The rules of the one modeling module ``query`` points at, as the rules package finds them without its whole
+    catalogue (its ``rules_named``); empty where it points at none, or registers no such helper."""
+    try:
+        named = provider("rules_named")
+    except LookupError:
+        return ()
+    return named(query) or ()
+
+
+def names_of(rule: Rule) -> set[str]:
+    """What a person may type for ``rule``: its name, its target's qualname, dotted path and class."""
+    full = f"{rule.module_name}.{rule.qualname}"
+    owner = rule.owner_name or ""
+    return {rule.name, rule.qualname, full, owner, f"{rule.module_name}.{owner}"} - {""}
+
+
 def select(query: str, rules: tuple[Rule, ...] | None = None) -> tuple[Rule, ...]:
     """The rules ``query`` names; empty if none.
 
     ``query`` is a rule name (``qwen3_vl.deepstack``), a model_type
     (``qwen3_vl``: all its rules), a class name (``Qwen3VLModel``), or a dotted
     path to the class or method (``transformers.models.llava.modeling_llava.LlavaModel``,
-    with ``.forward`` or as ``module:Class.forward``).
+    with ``.forward`` or as ``module:Class.forward``). Without ``rules``, the
+    rules of the one modeling module the query points at are searched first
+    (`rules_near`: a class, a path or a rule's name, found in the time of
+    importing that module), then the whole catalogue.
     """
-    rules = all_rules() if rules is None else rules
+    if rules is None:
+        near = select(query, rules_near(query))
+        return near if near else select(query, all_rules())
     dotted = query.replace(":", ".")
+    return tuple(rule for rule in rules
+                 if query in rule.model_types or query in names_of(rule) or dotted in names_of(rule))
 
-    def names(rule: Rule) -> set[str]:
-        full = f"{rule.module_name}.{rule.qualname}"
-        owner = rule.owner_name or ""
-        return {rule.name, rule.qualname, full, owner, f"{rule.module_name}.{owner}"} - {""}
 
-    return tuple(rule for rule in rules if query in rule.model_types or query in names(rule) or dotted in names(rule))
+def nearest(query: str, rules: tuple[Rule, ...], n: int = 5) -> list[str]:
+    """The names of ``rules`` (model_types, rule names, classes) closest to ``query``, closest first (`difflib`)."""
+    candidates = {name for rule in rules for name in (*rule.model_types, rule.name, rule.owner_name or "")} - {""}
+    return difflib.get_close_matches(query, sorted(candidates), n=n, cutoff=0.6)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from envoys.census import (
@@ -80,6 +83,15 @@ def test_the_command_prints_a_line_per_model_type_and_the_count(entries, capsys)
     left_out = sum(t in LEFT_OUT for t, e in entries.items() if e.status in (SCATTERS, ELSEWHERE))
     assert out[-1].endswith(f"({counts[SUPPORTED]} of {sum(counts.values())} scatter VLMs served; {left_out} of the others "
                             "left out, saying why)")
+
+
+def test_the_library_s_own_builds_say_nothing_on_stderr(entries):
+    """The census and the rule catalogue build every tiny checkpoint; transformers' remarks on their configs are held
+    back (`envoys.testing.quiet`), so both commands print nothing on stderr (no terminal here: no progress bar)."""
+    for command, lines in ((["envoys.families"], len(entries) + 2), (["instrument.show", "qwen3_vl"], None)):
+        done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0 and done.stderr == "", (command, done.stderr[-2000:])
+        assert lines is None or len(done.stdout.splitlines()) == lines
 
 
 def test_a_scatter_vlm_left_out_says_why_after_what_was_found(entries):

@@ -11,6 +11,7 @@ import transformers
 
 from envoys import catalog, testing
 from instrument.show import main
+from instrument.targets import rules_near, select
 
 LLAVA_FILE = Path(transformers.__file__).parent / "models" / "llava" / "modeling_llava.py"
 SCATTER_TEXT = "inputs_embeds = inputs_embeds.masked_scatter(special_image_mask, image_features)"
@@ -136,6 +137,30 @@ def test_an_unknown_target_says_what_to_type(capsys):
     status, out, err = run(capsys, "NoSuchModel")
     assert (status, out) == (2, "")
     assert "no rewritten forward matches 'NoSuchModel'" in err and "qwen3_vl" in err
+
+
+def test_an_unknown_target_leads_with_the_nearest_names(capsys):
+    for typed, meant in (("Qwen3VLModl", "Qwen3VLModel"), ("qwen3_vl.deepstak", "qwen3_vl.deepstack"),
+                         ("qwen3vl", "qwen3_vl")):
+        status, _, err = run(capsys, typed)
+        first = err.splitlines()[0]
+        assert status == 2 and first.startswith(f"no rewritten forward matches {typed!r}; did you mean {meant}"), first
+
+
+def test_a_class_a_path_or_a_rule_name_finds_the_catalogue_s_rules_from_its_own_module():
+    """`rules_near` (the rules of the one modeling module a name points at, no checkpoint built) gives, for every rule
+    of the catalogue, by its name and by its class's dotted path, the catalogue's rule: the same target, sites,
+    release variants and drills."""
+    for rule in catalog.catalog():
+        for name in (rule.name, f"{rule.module_name}.{rule.qualname}"):
+            near = [found for found in select(name, rules_near(name)) if found.target == rule.target]
+            assert near, (rule.name, name)
+            assert (near[0].sites, near[0].variants, near[0].serve_as) == (rule.sites, rule.variants, rule.serve_as)
+            assert {k: v.target for k, v in near[0].drill.items()} == {k: v.target for k, v in rule.drill.items()}
+
+
+def test_a_model_type_is_not_a_modeling_module_s_name():
+    assert rules_near("qwen3_vl") == () and rules_near("NoSuchModel") == ()
 
 
 def test_the_command_as_the_readme_writes_it():

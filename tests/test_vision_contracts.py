@@ -39,6 +39,9 @@ from transformers import AutoModelForImageTextToText
 import envoys.testing
 from envoys import StandardizedTransformer, Unavailable
 from envoys.core.layouts import PackedPatches
+from envoys.core.standard import Standard
+from envoys.core.values import standard_values
+from envoys.core.wording import article
 from envoys.testing import CONTRACTS as ROWS
 from envoys.testing import NAMES, chat_prompt, image_prompts, noise_image
 from envoys.testing.contract import Row
@@ -506,6 +509,24 @@ def gap(row: Row, name: str) -> tuple[int, ...] | None:
         if name == key or (key.endswith(".") and name.startswith(key)):
             return blocks
     return None
+
+
+#: An indefinite article and the word after it, in a generated text.
+ARTICLE = re.compile(r"\b(a|an|A|An) ([A-Za-z0-9][\w-]*)")
+
+
+def test_every_description_says_a_or_an_as_the_word_after_it_is_said(model):
+    """The texts the library writes around a word it knew only when it ran (a medium, a model_type, a family's size):
+    ``print(model)``, and each standard value's description, docstring and reason: "an image token", "a video
+    token" (`envoys.core.wording`)."""
+    texts = [repr(model)]
+    for envoy in model.modules():
+        if isinstance(envoy, Standard) or envoy is model:
+            for prop in standard_values(type(envoy)).values():
+                texts += [prop.description or "", prop.__doc__ or "", prop.reason(envoy) or ""]
+    wrong = {f"{said} {word}" for text in texts for said, word in ARTICLE.findall(text)
+             if article(word) != said.lower()}
+    assert not wrong, sorted(wrong)
 
 
 def test_support_lists_every_value_and_says_why_one_is_missing(model, row):

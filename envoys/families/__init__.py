@@ -306,11 +306,13 @@ def _registry() -> dict[str, Family]:
     return found
 
 
-def _own_module_family(model_type: str) -> Family | None:
+def own_family(model_type: str) -> Family | None:
     """The family of the module named ``model_type``, importing that module alone; None when there is none
-    (or it cannot load here: `_registry` then says why)."""
-    name = f"{__name__}.{model_type}"
-    if not model_type.isidentifier() or importlib.util.find_spec(name) is None:
+    (or it cannot load here: `_registry` then says why). Every family's module is named after its model_type (a
+    hyphen an underscore)."""
+    module = model_type.replace("-", "_")  # blip-2's module is blip_2
+    name = f"{__name__}.{module}"
+    if not module.isidentifier() or importlib.util.find_spec(name) is None:
         return None
     try:
         family = getattr(importlib.import_module(name), "FAMILY", None)
@@ -327,7 +329,7 @@ def family_for(model_type: str) -> Family:
     imported (each imports its transformers models); the others are imported
     only for a model_type no module is named after.
     """
-    own = _own_module_family(model_type)
+    own = own_family(model_type)
     if own is not None:
         return own
     registry = _registry()

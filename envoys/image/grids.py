@@ -29,6 +29,7 @@ import torch
 from nnsight.intervention.interleaver import Mediator
 
 from ..core.values import Unavailable
+from ..core.wording import a
 
 #: The keys of a batch that are the text's, not the image's.
 TEXT_KEYS = frozenset({"input_ids", "attention_mask", "token_type_ids", "position_ids", "cache_position"})
@@ -122,7 +123,7 @@ class TiledImage:
         rows, columns = self.shape
         order = sorted(range(len(self.tiles)), key=lambda k: self.tiles[k][:2])
         if [self.tiles[k][:2] for k in order] != [(r, c) for r in range(rows) for c in range(columns)]:
-            raise GridError(f"the prompt's tiles {[t[:2] for t in self.tiles]} do not fill a {rows}x{columns} grid")
+            raise GridError(f"the prompt's tiles {[t[:2] for t in self.tiles]} do not fill {a(f'{rows}x{columns}')} grid")
         grid_first = self.first + int(self.whole_first)
         return stitch(torch.stack([cells(grid_first + k, self.tiles[k][2]) for k in order]), rows, columns)
 
@@ -374,7 +375,7 @@ class RasterGrids:
 def value_named(of: str, allowed: tuple[str, ...], what: str) -> str:
     """``of``, the value a grid is over, if it is one of ``allowed`` (``what`` says of which kind); else `GridError`."""
     if of not in allowed:
-        raise GridError(f"of={of!r} is not a {what} value; say which value the rows are of: "
+        raise GridError(f"of={of!r} is not {a(what)} value; say which value the rows are of: "
                         f"{' or '.join(repr(name) for name in allowed)}")
     return of
 

@@ -27,6 +27,7 @@ from typing import Any
 from ..blocks.deepstack import DeepstackLayer, deepstack_location
 from ..core.layouts import PackedPatches
 from ..core.values import Unavailable, standard_values
+from ..core.wording import a
 from ..image.grids import GridError, ImageInputs, given_sizes, image_inputs_of
 from ..towers.per_image import per_call_locations
 from ..vision.media import CARRIERS, carries, scatter_location
@@ -180,7 +181,7 @@ def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], Invo
         refuse_unsplittable(inputs, kwargs)
     if batching.text_invokes is not None and not all(kwargs.get("images") is not None for _, kwargs in invokes):
         raise NotImplementedError(
-            f"an invoke without images cannot share a trace with invokes that carry images on a {family.model_type} "
+            f"an invoke without images cannot share a trace with invokes that carry images on {a(family.model_type)} "
             f"checkpoint: {batching.text_invokes}; trace the text-only prompt in a trace of its own"
         )
     joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], batching.input_axes)

@@ -59,6 +59,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, ProcessorMixin
 from ..families import absent_from_release
 from .contract import Row
 from .images import chat_prompt, image_prompts, noise_audio, noise_image, noise_video, patch_coloured_image
+from .quiet import quietly
 
 Builder = Callable[[], tuple[PreTrainedModel, ProcessorMixin]]
 
@@ -123,12 +124,13 @@ def build(name: str, seed: int = 0) -> tuple[PreTrainedModel, ProcessorMixin]:
     as it was.
     """
     builder = _builder(name)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), quietly():
         torch.manual_seed(seed)
         model, processor = builder()
     if model.dtype != torch.float32:  # Module.to(dtype) would also make complex buffers real (Llama 4's rotary table)
         model = model.to(torch.float32)
-    model.set_attn_implementation("eager")
+    with quietly():  # a tower that cannot switch its implementation says so; its saved config asks for eager
+        model.set_attn_implementation("eager")
     return model.eval(), processor
 
 
@@ -144,7 +146,7 @@ def build_empty(name: str) -> PreTrainedModel:
     its init left at zero).
     """
     builder = _builder(name)
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+    with torch.random.fork_rng(devices=[]), torch.device("meta"), quietly():
         model, _ = builder()
     return model.eval()
 
@@ -203,8 +205,8 @@ def build_text_checkpoint(name: str, directory: str | os.PathLike[str], seed: in
 
 
 __all__ = [
-    "BUILDERS", "NAMES", "build", "build_checkpoint", "build_empty", "build_text_checkpoint", "chat_prompt", "image_prompts", "noise_audio",
-    "noise_image", "noise_video", "patch_coloured_image",
+    "BUILDERS", "NAMES", "build", "build_checkpoint", "build_empty", "build_text_checkpoint", "chat_prompt", "image_prompts",
+    "noise_audio", "noise_image", "noise_video", "patch_coloured_image", "quietly",
 ]
 
 

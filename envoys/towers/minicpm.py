@@ -57,6 +57,7 @@ import torch
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qwen3_5GatedDeltaNet
 
 from ..blocks.deltanet import DeltaNetHybridLayer, GatedDeltaNet
+from ..core.wording import a
 from ..families import Batching
 from ..image.grids import Grid, GridError, ImageInputs, check_image, raster, stitch, value_named
 from ..vision.tower import PackedVision, variable_resolution
@@ -202,7 +203,7 @@ class MiniCPMGrids:
         rows = slices[-1][1] + 1
         columns = len(slices) // rows
         if [row for _, row in slices] != [row for row in range(rows) for _ in range(columns)]:
-            raise GridError(f"image {image}'s slices do not fill a {rows}x{columns} grid")
+            raise GridError(f"image {image}'s slices do not fill {a(f'{rows}x{columns}')} grid")
         tiles = [cells(unit) for unit, _ in slices]
         if len({tuple(tile.shape) for tile in tiles}) != 1:
             raise GridError(f"image {image}'s slices are of different sizes "

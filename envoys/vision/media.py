@@ -27,6 +27,7 @@ from rewrites.image_scatter import MEDIA
 
 from ..core.standard import missing_site, op_label
 from ..core.values import Argument, EProperty, value
+from ..core.wording import a
 from .scatter_host import scatter_host
 
 #: What carries each medium in a trace: the processor's keyword, then the forward's arguments (Video-LLaVA's
@@ -177,11 +178,11 @@ def token_mask(medium: str, layout: type, reason: Callable[[Any], str | None] | 
         return (reason(envoy) if reason is not None else None) or not_served(envoy.root, medium) or generated_apart(envoy)
 
     return value(
-        f"{medium}_token_mask", layout, description=f"which positions hold a {medium} token",
+        f"{medium}_token_mask", layout, description=f"which positions hold {a(medium)} token",
         key=lambda envoy: f"{envoy.root.path}.input", unavailable=unavailable,
         read_only=f"it is where the prompt has {medium} tokens; change the prompt instead", every_step=True,
         view=lambda envoy, inputs: forward_mask(envoy.root, medium, inputs), needs_envoy=True,
-        doc=f"Which positions of the text batch hold a {medium} token, ``[batch, seq]`` bool, off the root's "
+        doc=f"Which positions of the text batch hold {a(medium)} token, ``[batch, seq]`` bool, off the root's "
         f"``input_ids``. All false on a forward that carries no {medium} (a decode step under generate), even "
         f"where a generated token happens to be the {medium} token.",
     )
