@@ -18,7 +18,6 @@ its markers. A benchmark, not a test: times vary with the machine and its load.
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 import tempfile
@@ -29,7 +28,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 import torch  # noqa: E402
 from medium import build_medium  # noqa: E402
-from overhead import ms, paired, round_robin  # noqa: E402
+from overhead import ms, paired, round_robin, write_section  # noqa: E402
 from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
 
 from envoys import StandardizedTransformer  # noqa: E402
@@ -98,9 +97,7 @@ def main() -> None:
         results = {family: measure(family, Path(folder), arguments.rounds) for family in ("llava", "qwen3_vl")}
     text = table(results, arguments.rounds)
     print(text)
-    current = RESULTS.read_text()
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
-    RESULTS.write_text(pattern.sub(lambda _: text, current) if pattern.search(current) else f"{current.rstrip()}\n\n{text}\n")
+    write_section(RESULTS, BEGIN, END, text)
 
 
 if __name__ == "__main__":

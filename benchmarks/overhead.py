@@ -503,6 +503,14 @@ def table(results: dict[str, dict], imports: dict[str, float | int | str], impor
     return "\n".join(out) + "\n"
 
 
+def write_section(path: Path, begin: str, end: str, text: str) -> None:
+    """Put ``text`` (which starts with ``begin`` and ends with ``end``, a benchmark's markers) into ``path`` in place of
+    the section between those markers, or after the rest where there is none yet."""
+    current = path.read_text()
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
+    path.write_text(pattern.sub(lambda _: text, current) if pattern.search(current) else f"{current.rstrip()}\n\n{text}\n")
+
+
 def kept_sections(path: Path) -> str:
     """The sections other benchmarks wrote into ``path`` between their markers (``<!-- name -->`` to
     ``<!-- /name -->``, as `invokes` writes its table), to keep when this table is rewritten."""

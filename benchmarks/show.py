@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -29,8 +28,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
 RESULTS = HERE / "RESULTS.md"
 BEGIN, END = "<!-- show: benchmarks/show.py -->", "<!-- /show -->"
+
+from overhead import write_section  # noqa: E402
 
 #: (what a user types, the modeling module it points at)
 NAMES = (
@@ -79,9 +81,7 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    current = RESULTS.read_text()
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
-    RESULTS.write_text(pattern.sub(lambda _: text, current) if pattern.search(current) else f"{current.rstrip()}\n\n{text}\n")
+    write_section(RESULTS, BEGIN, END, text)
 
 
 if __name__ == "__main__":

@@ -310,7 +310,7 @@ def own_family(model_type: str) -> Family | None:
     """The family of the module named ``model_type``, importing that module alone; None when there is none
     (or it cannot load here: `_registry` then says why). Every family's module is named after its model_type (a
     hyphen an underscore)."""
-    module = model_type.replace("-", "_")  # blip-2's module is blip_2
+    module = model_type.replace("-", "_")  # a hyphen in a model_type is an underscore in its module's name
     name = f"{__name__}.{module}"
     if not module.isidentifier() or importlib.util.find_spec(name) is None:
         return None

@@ -71,16 +71,23 @@ def video_mask(root: Any, inputs: ImageInputs) -> torch.Tensor:
     return inputs.input_ids == placeholder_id(root, "video")
 
 
+def video_layout(root: Any, grids: str, placed: str, method: str) -> tuple[Any, ImageInputs]:
+    """The family's `GridLayout` and the recorded batch, for the video ``grids``; `Unavailable` where the model
+    serves no video or its layout has no ``method`` (places no video ``placed``)."""
+    reason = not_served(root, "video")
+    if reason is not None:
+        raise Unavailable(f"the video {grids} are unavailable: {reason}")
+    layout, inputs = layout_and_inputs(root)
+    if not hasattr(layout, method):
+        raise Unavailable(f"the video {grids} are unavailable: the {root.family.model_type} family places no video "
+                          f"{placed} on grids yet")
+    return layout, inputs
+
+
 def video_patches(root: Any, video: int) -> tuple[ImageInputs, Grid]:
     """The recorded batch and video ``video``'s patch grids over the tower's run on the videos; `Unavailable` where
     the model serves no video, its layout places no video patches, or the batch carried none."""
-    reason = not_served(root, "video")
-    if reason is not None:
-        raise Unavailable(f"the video patch grids are unavailable: {reason}")
-    layout, inputs = layout_and_inputs(root)
-    if not hasattr(layout, "video_patch_grid"):
-        raise Unavailable(f"the video patch grids are unavailable: the {root.family.model_type} family places no "
-                          f"video patches on grids yet")
+    layout, inputs = video_layout(root, "patch grids", "patches", "video_patch_grid")
     if inputs.get(VIDEO_GRID) is None:
         raise Unavailable("the video patch grids are unavailable: the last batch that carried images carried no "
                           "video; call them inside or after model.trace(prompt, videos=[frames])")
@@ -90,13 +97,7 @@ def video_patches(root: Any, video: int) -> tuple[ImageInputs, Grid]:
 def video_grid(root: Any, video: int) -> tuple[ImageInputs, torch.Tensor, Grid]:
     """The recorded batch, its video-token mask, and video ``video``'s frames grid over the video tokens;
     `Unavailable` where the model serves no video, its layout places none, or the batch carried none."""
-    reason = not_served(root, "video")
-    if reason is not None:
-        raise Unavailable(f"the video grids are unavailable: {reason}")
-    layout, inputs = layout_and_inputs(root)
-    if not hasattr(layout, "video_token_grid"):
-        raise Unavailable(f"the video grids are unavailable: the {root.family.model_type} family places no video "
-                          f"tokens on grids yet")
+    layout, inputs = video_layout(root, "grids", "tokens", "video_token_grid")
     mask = video_mask(root, inputs)
     if not mask.any():
         raise Unavailable("the video grids are unavailable: the last batch that carried images carried no video; call "

@@ -105,13 +105,19 @@ def no_kernel_site(attention: Any) -> str | None:
 
 def not_eager(attention: Any) -> str | None:
     """Why the eager kernel's scores and probabilities are not served here, or None."""
-    reason = no_kernel_site(attention)
-    if reason is not None:
-        return reason
+    return eager_only(attention, no_kernel_site(attention))
+
+
+def eager_only(attention: Any, missing: str | None, calls: str = "") -> str | None:
+    """Why scores and probabilities formed inside the eager kernel are not served on ``attention``, or None:
+    ``missing`` (why the calls they are read at are not served), else the implementation the model runs (``calls``
+    says how the attention calls the kernel), else no rule drilling into the kernel."""
+    if missing is not None:
+        return missing
     implementation = getattr(attention._module.config, "_attn_implementation", None)
     if implementation != "eager":
         return (
-            f"the scores and probabilities exist only inside eager attention, and this model runs "
+            f"the scores and probabilities exist only inside eager attention{calls}, and this model runs "
             f"{implementation!r}: load it with attn_implementation='eager'"
         )
     if not drills_into_kernel(attention):

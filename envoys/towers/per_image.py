@@ -73,7 +73,7 @@ from ..core.values import (
     standard_values,
     value,
 )
-from ..text.blocks import drill_if_sourced, drills_into_kernel, either
+from ..text.blocks import drill_if_sourced, eager_only, either
 from ..vision.tower import FIRST_STEP_ONLY, VISION_ORDER, no_images
 
 
@@ -116,19 +116,8 @@ def no_calls(attention: Any) -> str | None:
 def not_eager(attention: Any) -> str | None:
     """Why the calls' scores and probabilities are not served on ``attention``, or None: they exist inside the
     eager kernel only."""
-    reason = no_calls(attention)
-    if reason is not None:
-        return reason
-    implementation = getattr(attention._module.config, "_attn_implementation", None)
-    if implementation != "eager":
-        return (
-            f"the scores and probabilities exist only inside eager attention (one kernel call per image or window, "
-            f"each computing its own pattern), and this model runs {implementation!r}: load it with "
-            f"attn_implementation='eager'"
-        )
-    if not drills_into_kernel(attention):
-        return f"no rewrite rule drills into {type(attention._module).__qualname__}'s eager kernel"
-    return None
+    return eager_only(attention, no_calls(attention), " (one kernel call per image or window, each computing its "
+                                                       "own pattern)")
 
 
 # -- which calls the forward at hand makes ----------------------------------------------------------------------------
