@@ -93,12 +93,16 @@ def hosts_in(module: ModuleType) -> list[tuple[Family, type]]:
 
 def rules_named(name: str) -> tuple[Rule, ...] | None:
     """The rules of the modeling module ``name`` points at (`modeling_module_of`): the scatter of each family whose
-    host it defines, then the rules of its classes; None where ``name`` points at no modeling module (a model_type,
-    an unknown name: the catalogue decides)."""
+    host it defines, then the rules of its classes, each followed by the rules it drills into; None where ``name``
+    points at no modeling module (a model_type, an unknown name: the catalogue decides)."""
     module = modeling_module_of(name)
     if module is None:
         return None
     classes = [value for value in vars(module).values()
                if isinstance(value, type) and issubclass(value, torch.nn.Module) and value.__module__ == module.__name__]
     scatters = tuple(scatter_rule(host, family.scatter) for family, host in hosts_in(module))
-    return scatters + rules_for_classes(classes)
+    found: dict[str, Rule] = {}
+    for rule in (*scatters, *rules_for_classes(classes)):
+        for each in (rule, *rule.drill.values()):  # and what it drills into (a scatter helper), as the catalogue lists
+            found.setdefault(each.name, each)
+    return tuple(found.values())
