@@ -383,6 +383,28 @@ def check_the_block_identity(model, images, attention, heads: int) -> None:
         assert len(bounds) > 2 or len(images) == 1, index  # two images, two calls at least
         assert bool((scores[..., ~inside] == torch.finfo(scores.dtype).min).all()), index
         assert torch.equal(probabilities[..., ~inside], torch.zeros_like(probabilities[..., ~inside])), index
+    first = reads[0]
+    check_a_written_pattern_is_what_each_call_uses(model, images, next(iter(attention.values())), first[0],
+                                                   first[4].shape)
+
+
+def check_a_written_pattern_is_what_each_call_uses(model, images, block, cu_seqlens, shape) -> None:
+    """The whole pattern assigned before the calls run (each call's rows attending evenly within it): each call's
+    head outputs are its block times its values."""
+    rows = shape[-1]
+    bounds = [0, rows] if cu_seqlens is None else cu_seqlens.tolist()
+    evenly = torch.zeros(shape)
+    for start, stop in zip(bounds, bounds[1:]):
+        evenly[..., start:stop, start:stop] = 1.0 / (stop - start)
+    with torch.no_grad(), model.trace(prompt(model, images), images=images) as tracer:
+        values = block.attention_values.save()
+        block.attention_probabilities = evenly
+        outputs = block.attention_head_outputs.save()
+        tracer.stop()
+    values = values.repeat_interleave(shape[1] // values.shape[1], dim=1)  # repeat_kv, where heads share values
+    for start, stop in zip(bounds, bounds[1:]):
+        expected = torch.matmul(evenly[..., start:stop, start:stop], values[..., start:stop, :]).transpose(1, 2)
+        assert torch.equal(outputs[:, start:stop], expected), (start, stop)
 
 
 def test_what_the_projector_reads_and_gives(model, row):
