@@ -97,10 +97,7 @@ def per_call_locations(attention: Any) -> tuple[str, ...]:
     """The locations of ``attention``'s per-part call and of the softmax inside it, each fired once per part: what
     each invoke numbers from its own first image (`envoys.invokes.batcher.LocatingInterleaver`)."""
     per_call = per_call_of(attention)
-    if per_call is None:
-        return ()
-    call = f"{attention.path}.source.{per_call.call}"
-    return (f"{call}.input", f"{call}.output", f"{call}.source.{SOFTMAX_SITE}.input", f"{call}.source.{SOFTMAX_SITE}.output")
+    return () if per_call is None else tuple(call_locations(attention, per_call.call).values())
 
 
 # -- why there is no pattern ------------------------------------------------------------------------------------------
