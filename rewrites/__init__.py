@@ -5,7 +5,8 @@ names a particular forward:
 
 - the rule of every forward of a shape some concern recognises (`FOUND`,
   `found`): a packed tower's per-image attention, and an audio tower's;
-  RADIO's attention; a windowed tower's window order; DeepStack; the gated
+  RADIO's attention; a windowed tower's window order; DeepStack; a block's
+  tanh gates (a cross-attention block's, a tower block's); the gated
   DeltaNet; a text block viewing its feed-forward into the stream's shape; a
   SAM-style encoder's softmax and windows;
 - the kernel call of every other attention class on transformers' shared
@@ -26,7 +27,7 @@ from collections.abc import Iterable
 from instrument import Rule
 from instrument.calls import defining_class
 
-from . import deepstack, deltanet, feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision
+from . import deepstack, deltanet, feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision, tanh_gates
 from .attention import attention_rules
 from .found import Template, found_rules
 from .router import router_rules
@@ -37,6 +38,7 @@ FOUND: tuple[Template, ...] = (
     *radio_attention.TEMPLATES,
     *qwen_vit_windows.TEMPLATES,
     *deepstack.TEMPLATES,
+    *tanh_gates.TEMPLATES,
     *deltanet.TEMPLATES,
     *feed_forward.TEMPLATES,
     *sam_vision.TEMPLATES,

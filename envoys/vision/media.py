@@ -220,10 +220,11 @@ def rows_of_hidden(envoy: Any, scattered: torch.Tensor) -> torch.Tensor:
 
 
 def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | None] | None = None,
-                       doc: str | None = None) -> EProperty:
+                       doc: str | None = None, flat: bool = True) -> EProperty:
     """``<medium>_features``: what the host scatters into the token embeddings at ``medium``'s tokens,
     ``[<medium>_tokens, hidden_size]``, row-major over the tokens; writable. ``doc`` says what they are on a family
-    where the default line says too little.
+    where the default line says too little; ``flat=False`` serves the host's argument in its own shape (Mllama's
+    ``cross_attention_states``, which no token holds).
 
     Unavailable where the medium is not served (`not_served`), in a trace whose inputs carry none of it, under a
     family's own generate, and where the host's call is not rewritten. ``reason`` is checked first.
@@ -241,8 +242,9 @@ def scattered_features(medium: str, layout: type, reason: Callable[[Any], str | 
         f"{medium}_features", layout, description="what the wrapper scatters into the embeddings",
         key=lambda envoy: scatter_location(envoy, medium),
         select=lambda envoy: scatter_site(envoy.root, medium)[2], unavailable=unavailable,
-        prepare=lambda envoy: drill_if_sourced(envoy, medium), view=rows_of_hidden,
-        inverse=lambda envoy, written, current: written.reshape(current.shape), needs_envoy=True,
+        prepare=lambda envoy: drill_if_sourced(envoy, medium), view=rows_of_hidden if flat else None,
+        inverse=(lambda envoy, written, current: written.reshape(current.shape)) if flat else None,
+        needs_envoy=flat,
         doc=doc or f"What the wrapper scatters into the token embeddings at the {medium} tokens, ``[{medium}_tokens, "
         "hidden_size]``, row-major over the tokens.",
     )
