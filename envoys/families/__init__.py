@@ -108,6 +108,10 @@ class Batching:
     #: the axis along which the processor joins several prompts' image inputs, where it is not the first (MiniCPM-V
     #: packs every image's patches along the last axis of one row): input key -> axis
     input_axes: Mapping[str, int] = field(default_factory=dict)
+    #: an input whose entries index the rows of another input, its first two axes flattened, -1 a padding slot (Molmo
+    #: 2's image_token_pooling, rows of its pixel_values' crops x patches): input key -> the key it indexes; several
+    #: invokes' entries are moved past the earlier invokes' rows, as the processor numbers several images'
+    indexes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ from ..core.values import value
 from ..towers.encoder_names import ENCODER_BLOCK_RENAME, WRAPPER_RENAME
 from ..towers.pooled_crops import PooledCropGrids
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_patch_embed
-from . import Family, Media
+from . import Batching, Family, Media
 
 RENAME = {**WRAPPER_RENAME, "patch_embedding": "patch_embed", **ENCODER_BLOCK_RENAME}
 
@@ -124,4 +124,5 @@ VIDEOS = ("the host writes a prompt's video frames in through the images' call (
           "pooled by video_token_pooling; Molmo 2's videos are not served yet")
 
 FAMILY = Family("molmo2", RENAME, ENVOYS, "model.language_model.layers", grid_layout=PooledCropGrids(),
-                media=Media(not_served={"video": VIDEOS}))
+                media=Media(not_served={"video": VIDEOS}),
+                batching=Batching(indexes={"image_token_pooling": "pixel_values"}))

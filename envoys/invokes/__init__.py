@@ -184,7 +184,8 @@ def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], Invo
             f"an invoke without images cannot share a trace with invokes that carry images on {a(family.model_type)} "
             f"checkpoint: {batching.text_invokes}; trace the text-only prompt in a trace of its own"
         )
-    joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], batching.input_axes)
+    joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], batching.input_axes,
+                  batching.indexes)
     positions_supplied(model, joined.kwargs, batching.first_position)
     packed = isinstance(model.__dict__.get("vision"), Vision) and packed_tower(model.vision)
     parts = invoke_parts(model, invokes, joined, packed)

@@ -14,6 +14,11 @@ joined as the processor joins several prompts:
   ``pixel_attention_mask``, ...) is concatenated on its first axis, invoke after
   invoke, its other axes zero-padded to the largest (as processors pad tiles and
   images of several sizes), and each invoke's span of that axis is kept;
+- an input whose entries index another input's rows (the family's
+  ``Batching.indexes``: Molmo 2's ``image_token_pooling`` names rows of its
+  ``pixel_values``' crops x patches) has each invoke's entries moved past the
+  earlier invokes' rows, -1 (a padding slot) kept, as the processor numbers
+  several images' rows;
 - keywords that are not tensors go to the forward, and must agree.
 
 Where left padding moves a short prompt's tokens, ``position_ids`` counted from
@@ -130,11 +135,22 @@ def stack_padded(parts: list[torch.Tensor], along: int = 0) -> torch.Tensor:
     return torch.cat(grown, dim=along)
 
 
+def moved_past_earlier_rows(parts: list[torch.Tensor | None], rows: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """Each invoke's index input (``parts``) moved past the rows the earlier invokes' indexed input (``rows``) holds,
+    its first two axes flattened; -1 entries (padding slots) kept."""
+    moved, start = [], 0
+    for part, indexed in zip(parts, rows):
+        moved.append(part if part is None or not start else torch.where(part >= 0, part + start, part))
+        start += 0 if indexed is None else indexed.shape[0] * indexed.shape[1]
+    return moved
+
+
 def join(model: Any, encoded: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
-         axes: Mapping[str, int] | None = None) -> JoinedInputs:
+         axes: Mapping[str, int] | None = None, indexes: Mapping[str, str] | None = None) -> JoinedInputs:
     """The invokes' encodings (`encode_invoke`) as one batch, in invoke order (see the module's docstring); ``axes``:
-    the axis an image input joins the invokes along where not the first (the family's ``input_axes``)."""
-    axes = dict(axes or {})
+    the axis an image input joins the invokes along where not the first (the family's ``input_axes``); ``indexes``:
+    an input whose entries index another's rows -> that input (the family's ``indexes``)."""
+    axes, indexes = dict(axes or {}), dict(indexes or {})
     tokenizer = model.tokenizer
     left = getattr(tokenizer, "padding_side", "right") == "left"
     keys = list(dict.fromkeys(key for tensors, _ in encoded for key in tensors))
@@ -153,6 +169,8 @@ def join(model: Any, encoded: list[tuple[dict[str, torch.Tensor], dict[str, Any]
                       for part, shape in zip(present, shapes)]
             kwargs[key] = pad_rows(filled, value, left)
             continue
+        if key in indexes:
+            present = moved_past_earlier_rows(present, [tensors.get(indexes[key]) for tensors, _ in encoded])
         parts = [part for part in present if part is not None]
         along = axes.setdefault(key, 0) % parts[0].dim()
         axes[key] = along

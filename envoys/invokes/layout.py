@@ -8,7 +8,8 @@ batch's row count. The text model's values are so; the vision side's are not:
 - a packed tower (the Qwen ViT, Pixtral) runs on ``[1, patches, width]`` or
   ``[patches, width]`` (``[1, heads, patches, head_dim]`` inside its attention):
   an invoke's part is its images' patches, and after a merger its image tokens;
-- the scatter's features are ``[image_tokens, hidden]`` (or ``[images, tokens, hidden]``);
+- the scatter's features are ``[image_tokens, hidden]`` (or ``[images, tokens, hidden]``, or flattened,
+  ``[image_tokens * hidden]``);
   its mask is the text rows ``[batch, seq]``;
 - the model's inputs hold both: text rows, and image tensors whose first axis
   each invoke fills in turn (`envoys.invokes.inputs`).
@@ -117,6 +118,10 @@ class InvokeLayout:
                 return 0, parts.rows  # the text stream
             if lead == self.total("tokens"):
                 return 0, parts.tokens
+            tokens = self.total("tokens")
+            if tensor.dim() == 1 and tokens and lead % tokens == 0:  # [image_tokens * hidden] (Molmo 2's, flattened)
+                width = lead // tokens
+                return 0, Span(parts.tokens.start * width, parts.tokens.size * width)
             if tensor.dim() == 3 and lead == self.total("images"):
                 return 0, parts.images  # features passed per image, [images, tokens, hidden] (PaliGemma's)
             if tensor.dim() == 3 and lead == self.total("tiles"):

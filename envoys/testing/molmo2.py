@@ -145,7 +145,8 @@ CONTRACTS = {
         projector_reads=None,
         projector_item=0,
         features_are_projected=False,
-        rules=(scatter("molmo2"), *attention("molmo2", "Molmo2VisionAttention"), *attention("molmo2", "Molmo2Attention")),
+        # one eager kernel, drilled into from both attention classes
+        rules=(scatter("molmo2"), *attention("molmo2", "Molmo2VisionAttention"), "molmo2.Molmo2Attention"),
         native={
             "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
             "vision.patch_embed": "model.vision_tower.patch_embedding",
