@@ -154,11 +154,12 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
     """The projected image features, all images concatenated in order."""
     # Video-LLaVA's image processor names the pixels pixel_values_images (its get_image_features takes either name);
     # the padded pixels' masks: pixel_attention_mask (LFM2-VL, Idefics 2), pixel_mask (Aria); DeepSeek-VL-Hybrid's
-    # high-res tower's pixels: high_res_pixel_values; VideoLLaMA 3's per-image merge sizes: image_merge_sizes
+    # high-res tower's pixels: high_res_pixel_values; VideoLLaMA 3's per-image merge sizes: image_merge_sizes; the
+    # patches each image token pools and each image's token grids (Molmo 2's): image_token_pooling, image_grids
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
                                      "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
                                      "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask",
-                                     "image_merge_sizes", "target_sizes")
+                                     "image_merge_sizes", "target_sizes", "image_token_pooling", "image_grids")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
@@ -202,6 +203,10 @@ def test_forward_scatters_one_feature_per_image_token(
 
     features = _image_features(model, inputs)
     assert features.shape[0] == int(image_positions.sum())
+
+    if row.adds_to_embeddings:  # the host adds the features to the image tokens' own embeddings (Molmo 2's)
+        with torch.no_grad():
+            features = features + model.get_input_embeddings()(inputs["input_ids"])[image_positions]
 
     changed, rows = _scattered_rows(model, inputs)
     also = torch.tensor(processor.tokenizer.convert_tokens_to_ids(list(row.loads.also_written)), dtype=torch.long)

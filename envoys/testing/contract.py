@@ -323,6 +323,9 @@ class Row:
     #: the native path of the position embeddings the text model adds before its first block (OPT's learned ones),
     #: which layers[0].input holds at the image tokens besides image_features; None where it adds none
     positions: str | None = None
+    #: the host adds the features to the image tokens' own embeddings (Molmo 2's scatter writes ``inputs_embeds[mask] +
+    #: features``), so what it scatters, image_features, is their sum, not the projector's features alone
+    adds_to_embeddings: bool = False
     #: the root's forward runs on text alone (a text-only load traces a prompt); BLIP-2's requires pixel_values
     text_alone: bool = True
     #: the rules that rewrite the checkpoint's forwards (`envoys.rules`, as ``python -m instrument.show`` names them):

@@ -145,6 +145,7 @@ CONTRACTS = {
         projector_reads=None,
         projector_item=0,
         features_are_projected=False,
+        adds_to_embeddings=True,
         # one eager kernel, drilled into from both attention classes
         rules=(scatter("molmo2"), *attention("molmo2", "Molmo2VisionAttention"), "molmo2.Molmo2Attention"),
         native={
