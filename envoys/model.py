@@ -65,6 +65,7 @@ from .invokes import InvokeBatcher, LocatingInterleaver, batch_image_invokes
 from .rules import rules_for_model
 from .text.root import TextRoot
 from .tree import standard_tree
+from .vision.crops import crops_of
 from .vision.media import MEDIA, NO_IMAGE_IN_TRACE, carries, not_served
 from .vision.tower import NoTower, Vision, carries_images, image_token_id, no_images
 from .vision.video import VideoRun
@@ -377,6 +378,7 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             self.video = NoTower("video", absent)
             self.audio = NoTower("audio", absent)
         self._bind_video_and_audio()
+        self.crops = crops_of(self)  # the tower's second run, on the local crops, where the family has one
 
     def _load(self, name_or_path: str, **load_kwargs: Any) -> torch.nn.Module:
         """The model with its weights, loaded into the skeleton's config (with any edit made to it since), the family's
@@ -592,6 +594,9 @@ class StandardizedTransformer(TextRoot, TransformersModel):
             rows.update({f"video.{name}": reason for name, reason in video.support().items()})
         else:
             rows["video"] = video.reason if isinstance(video, NoTower) else None
+        if self.family.crops is not None:  # the tower's run on the local crops (model.crops)
+            crops = self.__dict__.get("crops")
+            rows["crops"] = crops.reason if isinstance(crops, NoTower) else None
         audio = self.__dict__.get("audio")
         if isinstance(audio, Audio):
             rows.update({f"audio.{name}": reason for name, reason in audio.support().items()})

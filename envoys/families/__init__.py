@@ -38,6 +38,7 @@ from ..core.standard import Blocks
 from ..core.values import standard_values
 from ..image.grids import GridLayout
 from ..text.blocks import Attention, Layer, Mlp, TextModel
+from ..vision.crops import Crops
 from ..vision.scatter_host import ImageScatter
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp
 from ..vision.visual_tokens import VisualTokenizerProjector
@@ -154,6 +155,8 @@ class Family:
     media: Media = Media()  #: what it serves beside the images
     batching: Batching = Batching()  #: how its invokes share a batch
     quirks: Quirks = Quirks()  #: how its root loads, runs and generates
+    #: where its host runs the tower a second time in one forward, on the local crops (``model.crops``), or None
+    crops: Crops | None = None
 
     @property
     def root_scatter(self) -> str | None:

@@ -116,7 +116,7 @@ def build_step3p7() -> tuple[Step3p7ForConditionalGeneration, Step3p7Processor]:
         mlp_layer_types=["dense", "sparse"],
         moe_intermediate_size=32,
         share_expert_dim=32,
-        num_local_experts=EXPERTS,
+        n_routed_experts=EXPERTS,  # its num_local_experts
         num_experts_per_tok=TOP_K,
         tie_word_embeddings=False,
     )

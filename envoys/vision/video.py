@@ -56,8 +56,15 @@ class VideoRun:
     Reads and writes of its values go to the tower's run on the videos: its
     first run where the forward carries no image, its second where it does.
     Modules under it (``layers[i]``, ``self_attn``) are views of the same run.
-    Methods other than reads (``skip``, the grids) are the envoy's own.
+    Methods other than reads (``skip``, the grids) are the envoy's own. A
+    subclass pins another later run of the tower (`envoys.vision.crops.CropsRun`):
+    its ``_passes``, ``run_order`` and ``run_name``.
     """
+
+    #: where this run is in a forward, added to an out-of-order read's error
+    run_order = VIDEO_RUN_ORDER
+    #: what this run is, in its repr
+    run_name = "the tower's run on the videos"
 
     def __init__(self, envoy: Envoy, tower: Envoy, label: str = "video") -> None:
         object.__setattr__(self, "_envoy", envoy)
@@ -92,7 +99,7 @@ class VideoRun:
             if message.startswith(own):
                 message = f"{self._label}.{name}{message[len(own):]}"
             if isinstance(error, OutOfOrderError):
-                message += f"; {VIDEO_RUN_ORDER}"
+                message += f"; {self.run_order}"
             error.args = (message, *error.args[1:])
             raise
 
@@ -104,7 +111,7 @@ class VideoRun:
                 return getattr(self._envoy, name)
         found = getattr(self._envoy, name)
         if isinstance(found, Envoy):
-            return VideoRun(found, self._tower, f"{self._label}.{name}")
+            return type(self)(found, self._tower, f"{self._label}.{name}")
         return found
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -114,17 +121,17 @@ class VideoRun:
             setattr(self._envoy, name, value)
 
     def __getitem__(self, key: Any) -> VideoRun:
-        return VideoRun(self._envoy[key], self._tower, f"{self._label}[{key}]")
+        return type(self)(self._envoy[key], self._tower, f"{self._label}[{key}]")
 
     def __len__(self) -> int:
         return len(self._envoy)
 
     def __iter__(self):
-        return (VideoRun(each, self._tower, f"{self._label}[{index}]") for index, each in enumerate(self._envoy))
+        return (type(self)(each, self._tower, f"{self._label}[{index}]") for index, each in enumerate(self._envoy))
 
     def support(self, layer: int | None = None) -> dict[str, Any]:
         """The tower's values (`Vision.support`), served here on its run on the videos."""
         return self._envoy.support(layer) if layer is not None else self._envoy.support()
 
     def __repr__(self) -> str:
-        return f"{self._label}: the tower's run on the videos ({self._envoy.path})"
+        return f"{self._label}: {self.run_name} ({self._envoy.path})"
