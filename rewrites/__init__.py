@@ -8,7 +8,7 @@ names a particular forward:
   RADIO's attention; a windowed tower's window order; DeepStack; a block's
   tanh gates (a cross-attention block's, a tower block's); the gated
   DeltaNet; a text block viewing its feed-forward into the stream's shape; a
-  SAM-style encoder's softmax and windows;
+  SAM-style encoder's softmax and windows; a residual gate's scales;
 - the kernel call of every other attention class on transformers' shared
   interface (`attention`), and the logits call of every mixture-of-experts
   router (`router`);
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from instrument import Rule
 from instrument.calls import defining_class
 
-from . import deepstack, deltanet, feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, sam_vision, tanh_gates
+from . import deepstack, deltanet, feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, residual_gate, sam_vision, tanh_gates
 from .attention import attention_rules
 from .found import Template, found_rules
 from .router import router_rules
@@ -42,6 +42,7 @@ FOUND: tuple[Template, ...] = (
     *deltanet.TEMPLATES,
     *feed_forward.TEMPLATES,
     *sam_vision.TEMPLATES,
+    *residual_gate.TEMPLATES,
 )
 
 
