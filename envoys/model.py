@@ -64,6 +64,7 @@ from .image.grids import ImageInputs, given_sizes, image_inputs_of
 from .invokes import InvokeBatcher, LocatingInterleaver, batch_image_invokes
 from .rules import rules_for_model
 from .text.root import TextRoot
+from .towers.timm_eager import run_eager_where_asked
 from .tree import standard_tree
 from .vision.crops import crops_of
 from .vision.media import MEDIA, NO_IMAGE_IN_TRACE, carries, not_served
@@ -186,6 +187,7 @@ def skeleton(name_or_path: str, family: Family, hub: dict[str, Any], load_kwargs
     building = {key: value for key, value in {**configuring, **hub}.items() if key in SKELETON_KEYWORDS}
     with torch.device("meta"):
         model = model_loader(family).from_config(config, **building)
+    run_eager_where_asked(model)
     taken = frozenset(configuring) - frozenset(unused) - frozenset(SKELETON_KEYWORDS)
     return model.eval(), taken | {"config"}
 
@@ -200,6 +202,7 @@ def loaded(name_or_path: str, family: Family, device: Any, load_kwargs: dict[str
     if device is not None:
         model = model.to(device)
     model.eval()
+    run_eager_where_asked(model)
     _real_device_first(model)
     # generate would otherwise run the tower before step 0's forward (transformers 5.24);
     # an instance attribute, so only this model answers differently.

@@ -8,7 +8,7 @@ names a particular forward:
   RADIO's attention; a windowed tower's window order; DeepStack; a block's
   tanh gates (a cross-attention block's, a tower block's); the gated
   DeltaNet; a text block viewing its feed-forward into the stream's shape; a
-  SAM-style encoder's softmax and windows; a residual gate's scales;
+  SAM-style encoder's softmax and windows; timm's rotary attention; a residual gate's scales;
 - the kernel call of every other attention class on transformers' shared
   interface (`attention`), and the logits call of every mixture-of-experts
   router (`router`);
@@ -27,7 +27,18 @@ from collections.abc import Iterable
 from instrument import Rule
 from instrument.calls import defining_class
 
-from . import deepstack, deltanet, feed_forward, qwen_vit_attention, qwen_vit_windows, radio_attention, residual_gate, sam_vision, tanh_gates
+from . import (
+    deepstack,
+    deltanet,
+    feed_forward,
+    qwen_vit_attention,
+    qwen_vit_windows,
+    radio_attention,
+    residual_gate,
+    sam_vision,
+    tanh_gates,
+    timm_attention,
+)
 from .attention import attention_rules
 from .found import Template, found_rules
 from .router import router_rules
@@ -43,6 +54,7 @@ FOUND: tuple[Template, ...] = (
     *feed_forward.TEMPLATES,
     *sam_vision.TEMPLATES,
     *residual_gate.TEMPLATES,
+    *timm_attention.TEMPLATES,
 )
 
 

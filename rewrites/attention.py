@@ -61,7 +61,10 @@ ASSIGNED_TWICE_LATER = {"Gemma4TextAttention": kernel_assigned_twice("<5.7")}
 
 
 def model_type_of(module_name: str) -> str:
-    """The model_type a modeling module belongs to: ``transformers.models.llama.modeling_llama`` -> ``llama``."""
+    """The model_type a modeling module belongs to: ``transformers.models.llama.modeling_llama`` -> ``llama``; a timm
+    module's is ``timm`` (``timm.layers.attention``), timm being one package of its own."""
+    if module_name.startswith("timm."):
+        return "timm"
     return module_name.rpartition(".")[2].removeprefix("modeling_")
 
 
