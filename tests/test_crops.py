@@ -184,3 +184,20 @@ def test_a_family_whose_tower_runs_once_has_no_crops(tiny_checkpoint):
 def model(tiny_checkpoint):
     return StandardizedTransformer(tiny_checkpoint(CHECKPOINT), task="image-text-to-text", device="cpu",
                                    attn_implementation="eager")
+
+
+def test_under_generate_the_crops_run_is_step_zeros(model):
+    """The image is encoded in step 0's forward only: both runs are read there, and on step 1 the crops' values are
+    refused as the views' are."""
+    with model.generate(prompt(model, [LARGE]), images=[LARGE], max_new_tokens=2, min_new_tokens=2) as tracer:
+        outcomes = nnsight.save([])
+        for step in tracer.iter[:2]:
+            try:
+                views = model.vision.layers[0].layer_output.save()
+                crops = model.crops.layers[0].layer_output.save()
+                outcomes.append((step, views, crops))
+            except Unavailable as error:
+                outcomes.append((step, str(error)))
+    (_, views, crops), (_, refused) = outcomes
+    assert views.shape[0] == 1 and crops.shape[0] == int(inputs(model, [LARGE])["num_local_patches"].sum())
+    assert "not computed on step 1" in refused
