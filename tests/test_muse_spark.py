@@ -6,7 +6,7 @@ test_muse_glimmer.py tests in detail): each sublayer's normed output joins the s
 ``alpha * residual + beta * normed``, per channel; the gates' scales are values (``attention_gate`` and ``mlp_gate``:
 ``output_scale``, beta, and ``residual_scale``, alpha), the block identity is stated with them, exactly, and the
 plain sum does not hold; the scales and the values around them are what nnsight's own ``.source`` of the stock model
-gives; a write to the scales changes what the gate adds; the logit lens on the last block is the logits; audio is
+gives, and so is a sparse block's router_logits (before the router's multiplier); a write to the scales changes what the gate adds; the logit lens on the last block is the logits; audio is
 not served and says why. Expected numbers come from the builder's documented config and the stock model, never from
 the code under test.
 """
@@ -100,6 +100,22 @@ def test_the_values_are_the_stock_models_at_nnsights_own_labels(model, tiny_chec
         assert torch.equal(beta_m, stock_beta_m) and torch.equal(alpha_m, stock_alpha_m), index
         assert torch.equal(between, mlp_args[0]) and torch.equal(mlp, mlp_args[1]), index
         assert torch.equal(output, stock_output), index
+
+
+def test_the_sparse_blocks_router_logits_are_the_stock_models_before_its_multiplier(model, tiny_checkpoint):
+    """Block 1's MLP is a mixture of experts: router_logits is the output of its router's ``F_linear_0`` on the stock
+    model (nnsight's own ``.source``), and the router returns it times ``output_multiplier`` (0.5, the builder's);
+    the block identity holds over it (test_each_block_joins_its_sublayers_through_the_gates_exactly)."""
+    stock = TransformersModel(str(tiny_checkpoint(CHECKPOINT)), task="image-text-to-text", dispatch=True,
+                              attn_implementation="eager")
+    with stock.trace(prompt(model), images=IMAGES) as tracer:
+        expected = stock.model.language_model.layers[1].mlp.gate.source.F_linear_0.output.save()
+        tracer.stop()
+    with model.trace(prompt(model), images=IMAGES) as tracer:
+        logits = model.layers[1].mlp.router_logits.save()
+        returned = model.layers[1].mlp.gate.output[0].save()
+        tracer.stop()
+    assert torch.equal(logits, expected) and torch.equal(logits * 0.5, returned)
 
 
 def test_the_sublayers_values_are_the_post_norms_outputs(model):

@@ -27,7 +27,10 @@ each sublayer hands its gate; the gates (``layers[i].attention_gate``,
 Glimmer's (gated heads, weightless q/k norm, RoPE only on the layers whose
 ``layer_rope_theta`` is not 0) with a weightless norm of the heads' output
 before the gate, so ``attention_head_outputs`` (the kernel's) is before both.
-A block's MLP is dense or a mixture of experts (``mlp_layer_types``).
+A block's MLP is dense or a mixture of experts (``mlp_layer_types``): on a
+sparse block ``mlp.router_logits`` is the router's ``F.linear`` output,
+which the router multiplies by ``output_multiplier`` before its sigmoid and
+returns so scaled (`envoys.blocks.moe`); the dense blocks' say they have none.
 
 The logits are the head's output times ``output_multiplier``, soft-capped at
 ``final_logit_softcapping``; ``project_on_vocab`` does the same, so on the
@@ -61,7 +64,6 @@ from transformers.models.muse_spark.modeling_muse_spark import (
 from ..blocks.gated_residual import (
     GatedResidualAttention,
     GatedResidualLayer,
-    GatedResidualMlp,
     GatedResidualRoutedMlp,
     ResidualGate,
 )
@@ -86,7 +88,7 @@ ENVOYS = {
     MuseSparkVisionMLP: PackedVisionMlp,
     MuseSparkTextDecoderLayer: GatedResidualLayer,
     MuseSparkTextAttention: GatedResidualAttention,
-    MuseSparkTextMLP: GatedResidualMlp,
+    MuseSparkTextMLP: GatedResidualRoutedMlp,  # "a dense MLP" beside the sparse blocks (`envoys.blocks.moe`)
     MuseSparkMoE: GatedResidualRoutedMlp,
     MuseSparkResidualGate: ResidualGate,
 }

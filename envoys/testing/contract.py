@@ -231,7 +231,8 @@ class MoeRow:
     sparse, how many experts they have and how many run on a token (every builder's router is plain top-k over every
     expert: one group, no score bias), the router's name under the block's MLP and which item of its output is its
     logits; ``every_expert_runs``: every expert runs on every token, weighted by the router's scores, zero off its
-    choice (Llama 4's); ``split``: the experts are split by modality, each set with its own router (ERNIE 4.5-VL's)."""
+    choice (Llama 4's); ``split``: the experts are split by modality, each set with its own router (ERNIE 4.5-VL's);
+    ``logits_scale``: the router scales the logits after the call before it returns them (Muse Spark's)."""
 
     sparse: tuple[int, ...]
     experts: int
@@ -240,6 +241,9 @@ class MoeRow:
     logits_item: int = 0
     every_expert_runs: bool = False
     split: bool = False
+    #: what the router multiplies the logits call's output by before it returns them (Muse Spark's output_multiplier),
+    #: so the returned logits are router_logits times it; 1.0 where it returns them as computed
+    logits_scale: float = 1.0
 
 
 @dataclass(frozen=True)

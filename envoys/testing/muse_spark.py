@@ -17,7 +17,23 @@ from transformers import (
     MuseSparkProcessor,
 )
 
-from .contract import PER_IMAGE_PATTERN, QWEN_VIT_BLOCK, SIGLIP, TEXT_BLOCK, Loads, Row, Sizes, attention, blocks, flat, packed, scatter, text_model
+from .contract import (
+    PER_IMAGE_PATTERN,
+    QWEN_VIT_BLOCK,
+    SIGLIP,
+    TEXT_BLOCK,
+    Loads,
+    MoeRow,
+    Row,
+    Sizes,
+    attention,
+    blocks,
+    flat,
+    packed,
+    router,
+    scatter,
+    text_model,
+)
 from .muse_glimmer import (
     CHAT_TEMPLATE,
     MERGE,
@@ -67,8 +83,12 @@ def build_muse_spark() -> tuple[MuseSparkForConditionalGeneration, MuseSparkProc
     (`envoys.testing.muse_glimmer.build_muse_glimmer`). Text: 2 blocks, width
     32, 2 query heads / 1 key-value head of 16, gated attention with a
     weightless q/k RMSNorm and a weightless norm of the heads' output; block 0
-    sliding (window 16, RoPE), block 1 global with no position embedding; both
-    blocks dense (an MLP 64 wide). Each sublayer's output is normed
+    sliding (window 16, RoPE), block 1 global with no position embedding;
+    block 0's MLP dense (64 wide), block 1's a mixture of 4 experts, 2 a token
+    (the block's stream pooled to 16 wide and normed, each expert 32 wide
+    and normed after, unpooled to 32), its router's logits times
+    ``output_multiplier`` 0.5 before a sigmoid (no score-correction bias:
+    zero, transformers' init). Each sublayer's output is normed
     (``post_attention_layernorm`` weightless, ``post_feedforward_layernorm``
     scaled before it norms) and joins the stream through a residual gate,
     ``alpha * residual + beta * normed`` per channel, its parameter drawn
@@ -85,7 +105,11 @@ def build_muse_spark() -> tuple[MuseSparkForConditionalGeneration, MuseSparkProc
             head_dim=16,
             sliding_window=16,
             layer_types=["sliding_attention", "full_attention"],
-            mlp_layer_types=["dense", "dense"],
+            mlp_layer_types=["dense", "sparse"],
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            moe_hidden_size=16,
+            moe_intermediate_size=32,
             output_multiplier=0.5,
             **rope(10_000.0),
         ),
@@ -115,7 +139,8 @@ BUILDERS = {"muse_spark": build_muse_spark}
 CONTRACTS = {
     # The tower is Muse Glimmer's (envoys/testing/muse_glimmer.py): patch 8, merged 2x2, a 32x32 image 16 patches and 4
     # tokens, 64 wide x 48 high 48 and 12; block 0 in windows of 4x4 patches, block 1 per image; ln_post after the window
-    # order is undone, a pixel shuffle, the adapter, a projection and a norm. Each text block has two residual gates.
+    # order is undone, a pixel shuffle, the adapter, a projection and a norm. Each text block has two residual gates; block
+    # 1's MLP is a mixture of 4 experts, 2 a token, whose router multiplies its logits by output_multiplier, 0.5.
     "muse_spark": Row(
         loads=Loads(("MuseSparkForConditionalGeneration", "MuseSparkProcessor", "TokenizersBackend")),
         image_tokens=(4, 12),
@@ -128,7 +153,10 @@ CONTRACTS = {
         features_are_projected=False,
         pattern=PER_IMAGE_PATTERN,
         rules=(scatter("muse_spark"), "muse_spark.vision-windows", "muse_spark.vision-attention",
-               "muse_spark.residual-gate", *attention("muse_spark", "MuseSparkTextAttention")),
+               "muse_spark.residual-gate", *attention("muse_spark", "MuseSparkTextAttention"),
+               router("muse_spark", "MuseSparkTopkRouter")),
+        moe=MoeRow(sparse=(1,), experts=4, top_k=2, logits_scale=0.5),
+        text_gaps={"mlp.router_logits": (0,)},
         native={
             "vision": "model.vision_tower", "projector": "model.vision_projection",
             "vision.norm": "model.vision_tower.ln_post",
