@@ -6,9 +6,9 @@ test_muse_glimmer.py tests in detail): each sublayer's normed output joins the s
 ``alpha * residual + beta * normed``, per channel; the gates' scales are values (``attention_gate`` and ``mlp_gate``:
 ``output_scale``, beta, and ``residual_scale``, alpha), the block identity is stated with them, exactly, and the
 plain sum does not hold; the scales and the values around them are what nnsight's own ``.source`` of the stock model
-gives, and so is a sparse block's router_logits (before the router's multiplier); a write to the scales changes what the gate adds; the logit lens on the last block is the logits; audio is
-not served and says why. Expected numbers come from the builder's documented config and the stock model, never from
-the code under test.
+gives, and so is a sparse block's router_logits (before the router's multiplier); a write to the scales changes what
+the gate adds; the logit lens on the last block is the logits; audio is not served and says why. Expected numbers
+come from the builder's documented config and the stock model, never from the code under test.
 """
 
 from __future__ import annotations
