@@ -174,6 +174,27 @@ def test_the_logit_lens_on_the_last_block_is_the_logits(model):
         assert torch.equal(model.project_on_vocab(last), logits)
 
 
+def test_the_lens_of_an_earlier_block_carries_its_stream_through_the_later_gates(model):
+    """What of block 0's stream reaches the final norm is that stream times every later residual_scale: with block 1's
+    sublayers adding nothing (their outputs written to zeros), the final norm receives alpha_m * (alpha_a * x) and
+    the logits are project_on_vocab of it, exactly; of the stream itself they are not."""
+    block = model.layers[1]
+    with model.trace(prompt(model), images=IMAGES) as tracer:
+        stream = model.layers[0].layer_output.save()
+        block.attention_output = torch.zeros_like(block.attention_output)
+        alpha_a = block.attention_gate.residual_scale.save()
+        block.mlp_output = torch.zeros_like(block.mlp_output)
+        alpha_m = block.mlp_gate.residual_scale.save()
+        final = model.norm.input.save()
+        logits = model.logits.save()
+        tracer.stop()
+    carried = alpha_m * (alpha_a * stream)
+    assert torch.equal(final, carried)
+    with torch.no_grad():
+        assert torch.equal(model.project_on_vocab(carried), logits)
+        assert not torch.equal(model.project_on_vocab(stream), logits)
+
+
 def test_the_gates_without_their_rule_say_why(tiny_checkpoint, monkeypatch):
     """Where no rule rewrites the gate's forward, its scales are Unavailable, saying so; the block's stream values,
     read at module inputs and outputs, are still served."""

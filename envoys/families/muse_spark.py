@@ -34,12 +34,13 @@ returns so scaled (`envoys.blocks.moe`); the dense blocks' say they have none.
 
 The logits are the head's output times ``output_multiplier``, soft-capped at
 ``final_logit_softcapping``; ``project_on_vocab`` does the same, so on the
-last block's ``layer_output`` it gives the logits. On an earlier block it
-reads the stream as it stands there, before the later gates rescale it channel
-by channel: what of block k's stream reaches the final norm is that stream
-times the product of every later ``residual_scale`` (the later sublayers add
-the rest), so ``project_on_vocab(carried * layers[k].layer_output)``, with
-``carried`` that product, is the lens of what block k's stream contributes.
+last block's ``layer_output`` it gives the logits. On an earlier block the
+lens reads the stream before the later gates rescale it channel by channel:
+what of block k's stream reaches the final norm is that stream times every
+later ``residual_scale``, in the order the gates apply them (the later
+sublayers add the rest), so the lens of what block k's stream carries to the
+end is ``project_on_vocab`` of it so scaled: with the later sublayers' outputs
+written to zeros, that is the logits, exactly.
 
 Unavailable: the tower's ``attention_scores`` and ``attention_probabilities``
 (one kernel call per window or image), ``image_size`` (any resolution).
