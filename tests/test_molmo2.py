@@ -44,6 +44,22 @@ def processed(model) -> dict:
     return model.processor(text=[prompt(model)], images=IMAGES, return_tensors="pt")
 
 
+def batch_pooling(inputs) -> torch.Tensor:
+    """``image_token_pooling`` as rows of the batch's stream, ``[image_tokens, 4]``: where the processor numbers each
+    image's patches from 0 (transformers 5.25 on: a later image's windows name its patch 0), they are moved past the
+    earlier images' patches, as the host moves them."""
+    pooling, grids = inputs["image_token_pooling"].long(), inputs["image_grids"].long()
+    tokens = (grids[:, 0] * grids[:, 1] + grids[:, 2] * grids[:, 3]).tolist()
+    patches = (inputs["image_num_crops"] * inputs["pixel_values"].shape[1]).tolist()
+    moved, start, first = [], 0, 0
+    for count, own in zip(tokens, patches):
+        part = pooling[start:start + count]
+        per_image = first and int(part[part >= 0].min()) == 0
+        moved.append(torch.where(part >= 0, part + first, part) if per_image else part)
+        start, first = start + count, first + own
+    return torch.cat(moved)
+
+
 def test_the_modules_are_molmo2_classes(model):
     assert type(model._module).__name__ == "Molmo2ForConditionalGeneration"
     assert type(model.vision._module).__name__ == "Molmo2VisionModel"
@@ -82,7 +98,7 @@ def test_image_features_are_the_embeddings_plus_the_pooled_features(model):
 
 def test_the_pooling_attends_from_each_tokens_mean_patch_to_its_patches(model):
     """Queries from the mean of a token's valid patches, keys over its window; the padding slots get nothing."""
-    pooling = processed(model)["image_token_pooling"].long()
+    pooling = batch_pooling(processed(model))
     attention = model.projector.image_pooling_2d
     with model.trace(prompt(model), images=IMAGES) as tracer:
         received = model.projector.input.save()
@@ -153,7 +169,7 @@ def test_the_patch_grid_is_the_canvas_the_crops_overlap_on(model):
 def test_a_token_is_the_window_of_patches_its_pooling_row_names(model):
     """Token (r, c) of an image's high-resolution grid pools the canvas patches of window (r, c), 2 x 2."""
     inputs = processed(model)
-    pooling = inputs["image_token_pooling"].long()
+    pooling = batch_pooling(inputs)
     rows = torch.arange(pooling.shape[0], dtype=torch.float32).unsqueeze(-1)  # each image token's own row number
     stream = torch.arange(inputs["pixel_values"].shape[0] * CROP_SIDE**2, dtype=torch.float32)  # each patch's row
     with model.trace(prompt(model), images=IMAGES) as tracer:

@@ -165,6 +165,9 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
+    # each image's crops, where the host moves each image's pooling indices past the earlier images' (Molmo 2, 5.25 on)
+    kwargs.update({key: inputs[key] for key in ("image_num_crops",)
+                   if key in inputs and key in inspect.signature(get_image_features).parameters})
     configs = (model.config, getattr(model.config, "vision_config", None))
     for name, parameter in inspect.signature(get_image_features).parameters.items():
         if parameter.default is inspect.Parameter.empty and name not in kwargs:

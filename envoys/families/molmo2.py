@@ -22,7 +22,9 @@ Read off ``transformers.models.molmo2.modeling_molmo2``:
   * len(vision_feature_layer)]``. For each image token, the processor's
   ``image_token_pooling`` (the adapter's ``pooled_patches_idx``) names the
   patches it pools, a window of ``pool_h x pool_w`` patches as rows of that
-  input flattened over its crops, -1 a padding slot; the adapter
+  input flattened over its crops, -1 a padding slot (from transformers
+  5.25 the processor numbers each image's patches from 0 and the host moves
+  them past the earlier images' before the adapter); the adapter
   cross-attends from their mean (over the valid slots) to them
   (``projector.image_pooling_2d``, the tower's attention class, so its
   interior is served as a tower block's is: ``attention_probabilities`` is
@@ -58,12 +60,14 @@ Read off ``transformers.models.molmo2.modeling_molmo2``:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from transformers.models.molmo2.modeling_molmo2 import (
     Molmo2Attention,
     Molmo2DecoderLayer,
     Molmo2MLP,
+    Molmo2Model,
     Molmo2VisionAttention,
     Molmo2VisionEncoderLayer,
     Molmo2VisionMLP,
@@ -123,6 +127,15 @@ ENVOYS = {
 VIDEOS = ("the host writes a prompt's video frames in through the images' call (inputs_embeds_masked_scatter_0), "
           "pooled by video_token_pooling; Molmo 2's videos are not served yet")
 
-FAMILY = Family("molmo2", RENAME, ENVOYS, "model.language_model.layers", grid_layout=PooledCropGrids(),
-                media=Media(not_served={"video": VIDEOS}),
-                batching=Batching(indexes={"image_token_pooling": "pixel_values"}))
+#: Whether the host moves each image's ``image_token_pooling`` past the patches of the images before it (its
+#: ``get_image_features`` takes ``image_num_crops``: transformers 5.25 on, whose processor numbers each image's patches
+#: from 0); before, the processor numbers every image's patches of a batch in one count.
+HOST_NUMBERS_PER_IMAGE = "image_num_crops" in inspect.signature(Molmo2Model.get_image_features).parameters
+
+#: Several invokes' pooling indices: numbered per image (the host moves them), or in one count, which joining the
+#: invokes continues past the earlier invokes' patches.
+BATCHING = Batching() if HOST_NUMBERS_PER_IMAGE else Batching(indexes={"image_token_pooling": "pixel_values"})
+
+FAMILY = Family("molmo2", RENAME, ENVOYS, "model.language_model.layers",
+                grid_layout=PooledCropGrids(numbered_per_image=HOST_NUMBERS_PER_IMAGE),
+                media=Media(not_served={"video": VIDEOS}), batching=BATCHING)

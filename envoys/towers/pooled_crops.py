@@ -6,7 +6,8 @@ image resized to one crop) and high-resolution crops that overlap by
 pools: ``image_token_pooling`` (the adapter's ``pooled_patches_idx``), long
 ``[image_tokens, pool_h * pool_w]``, each entry a row of the tower's stream
 flattened over its crops (``crop * patches_per_crop + patch``), -1 a padding
-slot. Its ``image_grids`` give each image's ``[low_rows, low_columns,
+slot, counted over the batch's crops or, where the host moves them
+(``numbered_per_image``, transformers 5.25 on), over the image's own. Its ``image_grids`` give each image's ``[low_rows, low_columns,
 high_rows, high_columns]`` in tokens, ``image_num_crops`` its crops (the
 low-resolution view first).
 
@@ -81,8 +82,9 @@ def pooling_window(inputs: ImageInputs) -> tuple[int, int]:
     return pool_h, pool_w
 
 
-def pooled_images(inputs: ImageInputs) -> list[PooledImage]:
-    """Every image of the batch, in order, off ``image_grids``, ``image_num_crops`` and ``image_token_pooling``."""
+def pooled_images(inputs: ImageInputs, numbered_per_image: bool = False) -> list[PooledImage]:
+    """Every image of the batch, in order, off ``image_grids``, ``image_num_crops`` and ``image_token_pooling``;
+    ``numbered_per_image``: each image's indices count its own patches, so they are moved past the earlier images'."""
     grids = inputs["image_grids"].cpu().long().tolist()
     crops = inputs["image_num_crops"].cpu().long().tolist()
     pooling = inputs["image_token_pooling"].cpu().long()
@@ -90,6 +92,8 @@ def pooled_images(inputs: ImageInputs) -> list[PooledImage]:
     for (low_rows, low_columns, high_rows, high_columns), count in zip(grids, crops):
         low = low_rows * low_columns
         windows = pooling[first_token + low:first_token + low + high_rows * high_columns]
+        if numbered_per_image:
+            windows = torch.where(windows >= 0, windows + first_crop * inputs["pixel_values"].shape[1], windows)
         images.append(PooledImage(first_crop, count, first_token, (low_rows, low_columns), (high_rows, high_columns),
                                   windows))
         first_crop += count
@@ -111,15 +115,17 @@ def canvas(image: PooledImage, pool: tuple[int, int]) -> torch.Tensor:
     return cells[real_rows.min():real_rows.max() + 1, real_columns.min():real_columns.max() + 1]
 
 
+@dataclass(frozen=True)
 class PooledCropGrids:
     """Molmo 2's grids (see the module's docstring): the tower's stream is ``[crops, patches_per_crop, ...]``, crops
-    image after image; the image tokens are each image's low-resolution run, then its high-resolution run."""
+    image after image; the image tokens are each image's low-resolution run, then its high-resolution run.
+    ``numbered_per_image``: the processor numbers each image's patches from 0 (the host moves them)."""
 
+    numbered_per_image: bool = False
     stream_dims = 2
 
-    @staticmethod
-    def _image(inputs: ImageInputs, image: int) -> PooledImage:
-        images = pooled_images(inputs)
+    def _image(self, inputs: ImageInputs, image: int) -> PooledImage:
+        images = pooled_images(inputs, self.numbered_per_image)
         check_image(image, len(images))
         return images[image]
 
