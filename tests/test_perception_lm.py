@@ -7,8 +7,11 @@ import nnsight
 import pytest
 import torch
 from nnsight import TransformersModel
-from timm.layers.attention import AttentionRope
-from timm.models.eva import EvaAttention
+
+pytest.importorskip("timm")
+
+from timm.layers.attention import AttentionRope  # noqa: E402
+from timm.models.eva import EvaAttention  # noqa: E402
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable

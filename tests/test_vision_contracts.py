@@ -45,6 +45,7 @@ from envoys.core.wording import article
 from envoys.testing import CONTRACTS as ROWS
 from envoys.testing import NAMES, chat_prompt, image_prompts, noise_image
 from envoys.testing.contract import Row
+from envoys.towers.timm_eager import run_eager_where_asked
 from envoys.vision.tower import VIDEO_VALUES
 from instrument import installed
 from instrument.show import main as show
@@ -115,8 +116,11 @@ def model(name, tiny_checkpoint) -> StandardizedTransformer:
 
 @pytest.fixture(scope="module")
 def plain(model):
-    """The same checkpoint loaded by transformers alone."""
-    return AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    """The same checkpoint loaded by transformers alone; a timm tower's attention set to its eager branch as the library
+    sets it (transformers does not pass attn_implementation on to timm: `envoys.towers.timm_eager`)."""
+    loaded = AutoModelForImageTextToText.from_pretrained(model._module.name_or_path, attn_implementation="eager").eval()
+    run_eager_where_asked(loaded)
+    return loaded
 
 
 def prompt(model, images) -> str | list[str]:

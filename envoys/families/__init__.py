@@ -273,10 +273,17 @@ def families_with(value: str) -> dict[str, list[str]]:
     return found
 
 
+#: Packages a family's tower needs besides transformers (none of the library's own dependencies): package -> why.
+OPTIONAL_PACKAGES = {"timm": "its tower is a timm model in transformers' TimmWrapper; pip install timm"}
+
+
 def absent_from_release(module_name: str, error: ImportError) -> str | None:
     """Why ``module_name`` (a family's module, named after its model_type) cannot load on the installed
-    transformers, when the reason is that this release lacks the model ("target absent"); else None."""
+    transformers, when the reason is that this release lacks the model ("target absent") or that a package its
+    tower needs is not installed (`OPTIONAL_PACKAGES`); else None."""
     model_type = module_name.rpartition(".")[2]
+    if isinstance(error, ModuleNotFoundError) and error.name in OPTIONAL_PACKAGES:
+        return f"needs the {error.name} package, which is not installed: {OPTIONAL_PACKAGES[error.name]}"
     if importlib.util.find_spec(f"transformers.models.{model_type}") is not None:
         return None
     import transformers

@@ -18,6 +18,7 @@ from nnsight.intervention.batching import SkipParts
 
 from ..core.turns import TurnTakingBatcher, TurnTakingInterleaver
 from .layout import INPUTS, VISION, InvokeLayout, narrowed, widened
+from .outputs import by_keyword, uncopyable
 
 
 class InvokeBatcher(TurnTakingBatcher):
@@ -44,6 +45,8 @@ class InvokeBatcher(TurnTakingBatcher):
         return self.layout.kind(self.provider)
 
     def narrow(self, value: Any, group: Any) -> Any:
+        if uncopyable(value):  # PerceptionLM's output holds a TimmWrapperModelOutput (`outputs`)
+            return by_keyword(value, lambda part: self.narrow(part, group))
         if self.layout is None or not self.batching or group is None or self._kind() != INPUTS:
             return super().narrow(value, group)
         parts = self.layout.invoke(group)

@@ -13,6 +13,7 @@ Needs timm (the test extra installs it).
 
 from __future__ import annotations
 
+import timm  # noqa: F401  (the tower's package: without it this builder is left out, saying so)
 import torch
 from transformers import (
     PerceptionLMConfig,

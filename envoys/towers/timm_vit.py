@@ -52,7 +52,7 @@ from ..core.layouts import HeadOutputs, Keys, Patches, Pattern, Queries, Values
 from ..core.standard import child, missing_site
 from ..core.values import Argument, EProperty, value
 from ..text.blocks import either
-from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed
+from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, no_patch_embed, norm_output
 
 
 def timm_model(envoy: Any) -> torch.nn.Module:
@@ -201,6 +201,14 @@ class TimmVision(Vision):
         doc="The patch embedding's output, ``[tiles, patches, vision_hidden_size]``, raster order over the tile "
         "(timm flattens the convolution's grid), before the CLS token, the position embedding and ``norm_pre``. "
         "Assign or edit in place.",
+    )
+
+    tower_output: EProperty = value(
+        "tower_output", Patches, description="the last block's stream after the tower's final norm",
+        key=norm_output, select=None, unavailable=no_images,
+        doc="The timm model's final norm's output, ``[tiles, 1 + patches, vision_hidden_size]`` (the CLS row first): "
+        "what the wrapper returns as ``last_hidden_state``, read at the norm (the wrapper's own output, a "
+        "``TimmWrapperModelOutput``, cannot be split per invoke). Assign or edit in place.",
     )
 
     @property
