@@ -76,7 +76,7 @@ from transformers.models.molmo2.modeling_molmo2 import (
 
 from ..blocks.post_norm import PostNormAttention, PostNormLayer, PostNormMlp
 from ..core.layouts import Patches
-from ..core.values import value
+from ..core.values import Unavailable, value
 from ..towers.encoder_names import ENCODER_BLOCK_RENAME, WRAPPER_RENAME
 from ..towers.pooled_crops import PooledCropGrids
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_patch_embed
@@ -110,7 +110,10 @@ class Molmo2Vision(Vision):
     def image_size(self) -> int:
         """Side of a crop, in pixels: the tower's position embeddings are one per patch of a square crop."""
         height, width = self.vision_config.image_size
-        return height if height == width else self.vision_config.image_size
+        if height != width:
+            raise Unavailable(f"the tower's crops are {height} x {width} pixels, not square, so it has no one "
+                              "image_size; read vision.vision_config.image_size, [height, width]")
+        return height
 
 
 ENVOYS = {
