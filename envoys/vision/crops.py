@@ -41,6 +41,7 @@ import torch
 from nnsight.intervention.interleaver import Mediator
 
 from ..core.values import Unavailable
+from .tower import NoTower, Vision, no_images
 from .video import VideoRun
 
 #: Where the tower's run on the crops is in a forward, for an out-of-order read of it.
@@ -105,8 +106,6 @@ class CropsRun(VideoRun):
 
     def _passes(self, name: str) -> int:
         """One run of the module comes before the crops': the global views'. `Unavailable` where there is none."""
-        from .tower import no_images
-
         reason = no_images(self._tower) or no_crops_here(self._tower.root)
         if reason is not None:
             raise Unavailable(f"{self._label}.{name} is unavailable: {reason}")
@@ -137,8 +136,6 @@ def no_crops(model_type: str) -> str:
 
 def crops_of(model: Any) -> Any:
     """``model.crops``: the tower's run on the local crops (`CropsRun`), or what says why the model has none."""
-    from .tower import NoTower, Vision
-
     family = model.family
     vision = model.__dict__.get("vision")
     if family.crops is None or not isinstance(vision, Vision):
