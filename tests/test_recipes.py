@@ -292,12 +292,16 @@ def test_patching_puts_the_clean_image_rows_into_the_corrupted_run(any_model):
     clean_logits = plain_logits(model, clean)
     features: list[torch.Tensor] = []
     text_model = owner_of(model, model.layers[0]._module)
-    plain_logits(model, clean, pre_hooks=[(text_model, lambda m, args, kwargs: features.append(kwargs["inputs_embeds"][mask]))])
+    # a text model with cross-attention layers (Mllama's) receives the features whole, as cross_attention_states
+    crossed = getattr(model.config.get_text_config(), "cross_attention_layers", None) is not None
+    received = "cross_attention_states" if crossed else "inputs_embeds"
+    rows = slice(None) if crossed else mask
+    plain_logits(model, clean, pre_hooks=[(text_model, lambda m, args, kwargs: features.append(kwargs[received][rows]))])
 
     def into_embeddings(m, args, kwargs):  # what the text model receives at the image tokens is image_features
-        embeddings = kwargs["inputs_embeds"].clone()
-        embeddings[mask] = features[0]
-        return args, {**kwargs, "inputs_embeds": embeddings}
+        embeddings = kwargs[received].clone()
+        embeddings[rows] = features[0]
+        return args, {**kwargs, received: embeddings}
 
     expected = [logit_difference(plain_logits(model, corrupted, pre_hooks=[(text_model, into_embeddings)]))]
     for layer, block in enumerate(model.layers):

@@ -52,7 +52,10 @@ def test_sizes_are_the_text_configs(model):
     assert (model.num_heads, model.num_kv_heads) == (text.num_attention_heads, kv_heads)
     assert model.head_dim == (getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads)
     assert model.intermediate_size == (getattr(text, "intermediate_size", None) or text.ffn_dim)  # OPT's spelling
-    assert model.embed_tokens._module.weight.shape == (model.vocab_size, model.hidden_size)
+    # Mllama's text model embeds 8 ids more than its head predicts (vocab_size + 8 rows, as its __init__ builds it)
+    extra = 8 if getattr(text, "cross_attention_layers", None) is not None else 0
+    assert model.embed_tokens._module.weight.shape == (model.vocab_size + extra, model.hidden_size)
+    assert model.lm_head._module.weight.shape == (model.vocab_size, model.hidden_size)
 
 
 def mlp_pre_norm(block) -> str:

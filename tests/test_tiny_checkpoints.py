@@ -201,6 +201,9 @@ def test_forward_scatters_one_feature_per_image_token(
     prompt = image_prompts(processor, n_images, TEXT)  # one prompt an image where the processor takes one a prompt
     # floating-point inputs in the model's dtype, as transformers' pipeline casts them (Llama 4's pixels are bfloat16)
     row = CONTRACTS[name]
+    if row.cross_layers:
+        pytest.skip("the image enters through cross-attention: no token holds a feature (the contract suite checks "
+                    "that every cross-attention layer reads image_features)")
     inputs = processor(images=row.images[:n_images], text=prompt, return_tensors="pt").to(model.dtype)
 
     image_positions = inputs["input_ids"] == model.config.image_token_id

@@ -46,6 +46,7 @@ from envoys.testing import CONTRACTS as ROWS
 from envoys.testing import NAMES, chat_prompt, image_prompts, noise_image
 from envoys.testing.contract import Row
 from envoys.towers.timm_eager import run_eager_where_asked
+from envoys.vision.media import token_id
 from envoys.vision.tower import VIDEO_VALUES
 from instrument import installed
 from instrument.show import main as show
@@ -87,7 +88,7 @@ def test_the_rows_numbers_agree_with_each_other(name):
     for count in (1, 2):  # a batched layout's rows are all as long (shape() unpacks their one length)
         assert row.stream.shape(count) and row.projected.shape(count)
     assert row.stream.rows_per_image or all(rows == 1 for rows, _ in row.stream.per_image)  # packed: a row an image
-    if row.features_are_projected:  # one image token per position of the projector's output
+    if row.features_are_projected and not row.cross_layers:  # one image token per position of the projector's output
         assert tuple(rows * positions for rows, positions in row.projected.per_image) == row.image_tokens
     assert 0 <= row.prefix < min(positions for _, positions in row.stream.per_image)
     assert row.second_image != (32, 32)
@@ -215,6 +216,9 @@ def test_show_lists_every_rewritten_forward_with_its_sites(model, row, capsys):
 @COUNTS
 def test_image_features_are_what_the_text_model_receives_at_the_image_tokens(model, row, count):
     images = row.images[:count]
+    if row.cross_layers:
+        image_features_are_what_every_cross_layer_reads(model, row, images)
+        return
     added = None  # bound before the trace: nnsight hands back the values its body sets, and None is none of them
     with model.trace(prompt(model, images), images=images) as tracer:
         mask = model.vision.image_token_mask.save()
@@ -232,6 +236,25 @@ def test_image_features_are_what_the_text_model_receives_at_the_image_tokens(mod
     # (x * 1.0 is x, exactly), and one that adds learned positions before its first block (OPT) adds them too
     scattered = features * row.embedding_multiplier
     assert torch.equal(first[mask], scattered if added is None else scattered + added[mask])
+
+
+def image_features_are_what_every_cross_layer_reads(model, row: Row, images) -> None:
+    """Where the image enters through cross-attention (Mllama's): the mask marks each image's token, and every
+    cross-attention block's attention reads image_features as its ``cross_attention_states``; no token holds them,
+    so the first block's input is the token embeddings alone."""
+    with model.trace(prompt(model, images), images=images) as tracer:
+        mask = model.vision.image_token_mask.save()
+        features = model.vision.image_features.save()
+        embedded = model.embed_tokens.output.save()
+        first = model.layers[0].input.save()
+        read = nnsight.save([model.layers[k].cross_attn.inputs[1]["cross_attention_states"] for k in row.cross_layers])
+        tracer.stop()
+    ids = processed(model, images)["input_ids"]
+    assert mask.dtype == torch.bool and torch.equal(mask, ids == token_id(model.config, "image"))
+    assert int(mask.sum()) == sum(row.image_tokens[:len(images)])
+    assert features.shape[-1] == model.hidden_size
+    assert len(read) == len(row.cross_layers) and all(torch.equal(states, features) for states in read)
+    assert torch.equal(first, embedded)
 
 
 # -- the tower -------------------------------------------------------------------------------------------------------
@@ -256,7 +279,7 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
         tracer.stop()
     width = row.sizes.vision_hidden_size
     merge, merged = row.merged_after or (None, row.stream)  # a merger inside the tower: later blocks on its rows
-    assert patches.shape == (*row.stream.without(row.prefix).shape(count), width)
+    assert patches.shape == (*(row.patch_embeddings or row.stream.without(row.prefix)).shape(count), width)
     assert len(blocks) == row.sizes.num_layers
     for index, (layer_input, attention, mlp, output) in enumerate(blocks):
         stream = (*(row.stream if merge is None or index <= merge else merged).shape(count), width)
@@ -268,6 +291,9 @@ def test_the_tower_stream_and_every_block_adds_up(model, row, count):
             assert torch.equal(layer_input, blocks[index - 1][3]), index
     if not blocks:  # no tower blocks (Gemma 4 Unified's embedder): its family's test says what tower_output is
         assert tower.shape == (*merged.shape(count), width)
+        return
+    if row.tower_output is not None:  # no block's stream (Mllama's): its family's test says what it is
+        assert tower.shape == (*row.tower_output.shape(count), model.vision.vision_config.vision_output_dim)
         return
     last = blocks[-1][3]
     if row.restores_window_order:  # the blocks' rows in window order, the tower's output back in raster order
@@ -449,7 +475,7 @@ def test_what_the_projector_reads_and_gives(model, row):
         assert not torch.equal(received, as_read(last))
     assert projected.shape == (*row.projected.shape(2), hidden)
     flattened = projected.reshape(-1, hidden) if projected.numel() == features.numel() else None
-    assert (flattened is not None and torch.equal(flattened, features)) == row.features_are_projected
+    assert (flattened is not None and torch.equal(flattened, features.reshape(-1, hidden))) == row.features_are_projected
 
 
 # -- the text model --------------------------------------------------------------------------------------------------
@@ -494,6 +520,8 @@ def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, ro
         if row.positions is not None:
             added = positions(model, row)
         first = model.layers[0].input.save()
+        if row.cross_layers:  # what the first cross-attention block reads
+            received = model.layers[row.cross_layers[0]].cross_attn.inputs[1]["cross_attention_states"].save()
         ablated = model.logits.save()
         tracer.stop()
     with model.trace(text, images=images) as tracer:
@@ -501,8 +529,11 @@ def test_an_ablation_reaches_the_logits_and_a_clean_rerun_is_identical(model, ro
         tracer.stop()
     vocab = model.config.get_text_config().vocab_size
     assert clean.shape == (*processed(model, images)["input_ids"].shape, vocab)
-    assert torch.equal(first[mask], torch.zeros_like(first[mask]) if added is None else added[mask])
-    assert torch.equal(first[~mask], clean_first[~mask])  # the text rows untouched
+    if row.cross_layers:  # no token holds the features: the stream enters untouched, the cross layers read zeros
+        assert torch.equal(first, clean_first) and torch.equal(received, torch.zeros_like(received))
+    else:
+        assert torch.equal(first[mask], torch.zeros_like(first[mask]) if added is None else added[mask])
+        assert torch.equal(first[~mask], clean_first[~mask])  # the text rows untouched
     assert not torch.equal(ablated, clean)
     assert torch.equal(again, clean)
 
@@ -574,8 +605,8 @@ def test_support_lists_every_value_and_says_why_one_is_missing(model, row):
             assert reason is None, (value, reason)
         elif value in PATTERN and layers:  # per block, on every block
             assert set(reason) == layers and all(re.search(expected, why) for why in reason.values()), value
-        else:
-            assert re.search(expected, reason), (value, reason)
+        else:  # on the tower, or per block
+            assert all(re.search(expected, why) for why in (reason.values() if isinstance(reason, dict) else [reason]))
     assert set(model.vision.support(layer=0)) == {value for value in tower if value.startswith(BLOCK_VALUES)}
     assert set(row.vision_unavailable) <= set(tower)
 
@@ -650,11 +681,21 @@ def test_generation_reads_the_mask_each_step_and_the_tower_at_step_zero(model, r
     assert torch.equal(masks[0], ids == model.config.image_token_id)
     assert not any(mask.any() for mask in masks[1:])
     assert stream[0].shape == (*row.stream.shape(count), row.sizes.vision_hidden_size)
-    assert features[0].shape == (sum(row.image_tokens[:count]), model.hidden_size)
+    if row.cross_layers:  # what the cross-attention blocks read, no token's
+        assert features[0].shape[0] == count * row.projected.per_image[0][0] and features[0].shape[-1] == model.hidden_size
+    else:
+        assert features[0].shape == (sum(row.image_tokens[:count]), model.hidden_size)
 
     # The tower and the scatter do not run again: on the first decode step the mask is served, and a read of the
     # tower's first value, or of image_features, is left waiting, served neither there nor on any later step.
-    for value in (lambda: first_stream_value(model), lambda: model.vision.image_features):
+    # Where the image enters through cross-attention, the text model's call that carries image_features runs on every
+    # step (with the cached states, not the features): a read there is refused, saying the step.
+    if row.cross_layers:
+        with pytest.raises(Unavailable, match="image_features is not computed on step 1"):
+            with model.generate(text, images=images, **options) as tracer:
+                for _ in tracer.iter[1:STEPS]:
+                    model.vision.image_features.save()
+    for value in (lambda: first_stream_value(model), lambda: model.vision.image_features)[:1 if row.cross_layers else 2]:
         with model.generate(text, images=images, **options) as tracer:
             seen, later = nnsight.save([]), nnsight.save([])
             for _ in tracer.iter[1:STEPS]:
@@ -772,6 +813,24 @@ def assert_as_alone(model, row, together: dict, alone: dict) -> None:
         assert_batch_close(together["logits"][:, pad:], alone["logits"])
 
 
+def refuses_image_invokes(model, row: Row) -> bool:
+    """Where the family's invokes cannot share a batch when one carries images (``Batching.image_invokes``): two
+    invokes are refused, saying why, before the model runs; False elsewhere."""
+    reason = model.family.batching.image_invokes
+    if reason is None:
+        return False
+    images = row.images[:1]
+    beside = [(prompt(model, images), {"images": images}), (chat_prompt(model.processor, 0, "What is in it?"), {})]
+    for text, keywords in beside:  # another invoke with images, or a text-only one
+        with pytest.raises(NotImplementedError, match=re.escape(reason)):
+            with model.trace() as tracer:
+                with tracer.invoke(prompt(model, images), images=images):
+                    model.logits.save()
+                with tracer.invoke(text, **keywords):
+                    model.logits.save()
+    return True
+
+
 #: An image of the first image's size that no row's images are (seeds 0 and 1 are `Row.images`).
 def another_image(seed: int = 7):
     return noise_image(32, 32, seed=seed)
@@ -781,6 +840,8 @@ def another_image(seed: int = 7):
 def test_two_invokes_with_their_own_images_each_see_their_own_part_of_every_value(model, row):
     """Two images of two sizes in one invoke and one in the next: each invoke's values are its prompt's alone, each
     in its own shape (its tiles, its patches, its image tokens)."""
+    if refuses_image_invokes(model, row):
+        return
     first, second = row.images, [another_image()]
     alone = [read_alone(model, row, images) for images in (first, second)]
     with model.trace() as tracer:
@@ -798,6 +859,8 @@ def test_two_invokes_with_their_own_images_each_see_their_own_part_of_every_valu
 def test_a_text_only_invoke_beside_an_image_invoke(model, row):
     """The image invoke's values are its prompt's alone; the text-only invoke's mask is all false, its logits its
     prompt's alone, and a tower value read there is unavailable, saying no image reached that invoke."""
+    if refuses_image_invokes(model, row):
+        return
     images = row.images[:1]
     text = chat_prompt(model.processor, 0, "What is in the picture?")
     try:
@@ -842,6 +905,8 @@ def test_the_patching_idiom_writes_the_clean_invokes_features_into_the_corrupted
     """nnsight's patching idiom, clean and corrupted prompts in two invokes of one trace: the clean invoke's
     image_features (and, on DeepStack, what each tapped block adds) written into the corrupted invoke make its logits
     the clean invoke's. A value carried to a later invoke at the same location waits at a barrier, as on a text model."""
+    if refuses_image_invokes(model, row):
+        return
     clean_images, corrupted_images = [another_image(11)], [another_image(12)]
     text = prompt(model, clean_images)
     with model.trace() as tracer:
@@ -875,6 +940,8 @@ def test_the_patching_idiom_writes_the_clean_invokes_features_into_the_corrupted
 def test_a_write_in_one_invoke_leaves_the_other_invokes_logits_as_they_are(model, row):
     """Zeroing the first invoke's first tower value and image_features changes its logits, and leaves the second
     invoke's exactly as the same batch gives them unwritten (and as its prompt alone gives them)."""
+    if refuses_image_invokes(model, row):
+        return
     first, second = row.images[:1], [another_image()]
 
     def run(write: bool):
@@ -899,6 +966,8 @@ def test_a_write_in_one_invoke_leaves_the_other_invokes_logits_as_they_are(model
 
 
 def test_a_saved_value_written_into_an_invoke_of_another_shape_is_refused_with_its_shape(model, row):
+    if refuses_image_invokes(model, row):
+        return
     two, one = row.images, row.images[:1]
     expected = f"takes a tensor of shape ({row.image_tokens[0]}, {model.hidden_size})"
     with pytest.raises(ValueError, match=re.escape(expected)):

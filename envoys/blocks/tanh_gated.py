@@ -30,7 +30,7 @@ from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 from ..core.backends import served_location
 from ..core.layouts import Layout
 from ..core.standard import child, missing_site, site_label
-from ..core.values import Argument, EProperty, First, explained, read_only, value
+from ..core.values import Argument, EProperty, First, _label, explained, read_only, value
 
 #: Where each mediator keeps a gated block's keyword inputs, read once per forward (the row mask).
 BLOCK_INPUTS = "_tanh_gated_block_inputs"
@@ -125,7 +125,8 @@ class GatedTerm(EProperty):
         if mask is not None:
             sublayer = mask[:, 0] * sublayer
         term = gate * sublayer
-        no_gradient = f"it is computed for you from {self.sublayer}'s output and its gate; read {self.sublayer}.output's"
+        no_gradient = (f"{_label(obj, self.name)} has no gradient: it is computed for you from {self.sublayer}'s "
+                       f"output and its gate; read {self.sublayer}.output's")
         return self.handed_out(obj, read_only(term, self._read_only_message(obj), no_gradient))
 
     def __set__(self, obj: Any, value: Any) -> None:

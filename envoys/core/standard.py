@@ -169,7 +169,8 @@ def missing_site(envoy: Envoy, label: str) -> str | None:
 
 
 def rows_over(envoys: list[Envoy], layer: int | None = None) -> dict[str, Any]:
-    """The support rows of a stack of blocks: each value of a block, its attention and its MLP.
+    """The support rows of a stack of blocks: each value of a block, its attention and its MLP (the parts a block's
+    class names in ``parts``, where they are others: a cross-attention block's ``cross_attn``).
 
     A value is None when every block has it, else ``{block index: reason}``
     for the blocks that do not. With ``layer``, that block's rows alone.
@@ -177,7 +178,7 @@ def rows_over(envoys: list[Envoy], layer: int | None = None) -> dict[str, Any]:
     per_block: list[dict[str, str | None]] = []
     for block in envoys:
         rows = dict(block.support()) if isinstance(block, Standard) else {}
-        for name in ("self_attn", "mlp"):
+        for name in getattr(block, "parts", ("self_attn", "mlp")):
             part = child(block, name)
             if isinstance(part, Standard):
                 rows.update({f"{name}.{value}": reason for value, reason in part.support().items()})

@@ -100,6 +100,9 @@ class Batching:
     #: why an invoke without images cannot share a batch with invokes that carry images (InstructBLIP's Q-Former reads
     #: one instruction per image, from every prompt of the batch), or None
     text_invokes: str | None = None
+    #: why invokes cannot share one batch where any of them carries images (Mllama pads every prompt's images to the
+    #: batch's most, so an invoke's rows of the tower hold padding images of the batch's making), or None
+    image_invokes: str | None = None
     #: why an invoke's text values differ from its prompt traced alone when several invokes share a batch, beyond float
     #: reassociation, as the family's own forward makes them, or None
     invokes_differ: str | None = None

@@ -70,11 +70,11 @@ from rewrites.tanh_gates import (
 
 from ..blocks.tanh_gated import gate_value, gated_term, kept_layer_input
 from ..core.layouts import Hidden, Layout, Patches
-from ..core.values import Field, value
+from ..core.values import Field, standard_values, value
 from ..text.blocks import Attention, Layer, interior_values, own_output
 from ..vision.media import scattered_features
 from ..vision.tower import NoTower, Vision, VisionAttention, VisionLayer, VisionMlp, never_an_image, no_images
-from . import Family
+from . import Batching, Family
 
 #: The native paths under the standard names (the tower's relative to it); a tower block's are already standard.
 RENAME = {
@@ -201,6 +201,9 @@ class CrossAttentionLayer(Layer):
                                 gate=skipped_without_image)
     mlp_gate = gate_value("mlp_gate", MLP_GATE_SITE, "the MLP's output", gate=skipped_without_image)
 
+    #: the parts whose values support() lists
+    parts = ("cross_attn", "mlp")
+
 
 class SelfAttentionLayer(Layer):
     """A self-attention text block of a model with cross-attention layers: its ``cross_attn`` values are
@@ -208,9 +211,22 @@ class SelfAttentionLayer(Layer):
 
     @property
     def cross_attn(self) -> NoTower:
-        index = self.path.rpartition(".")[2]
-        return NoTower(f"layers[{index}].cross_attn", f"layers[{index}] is a self-attention layer; the layers that "
-                       f"cross-attend to the image are {cross_layers(self)} (the text config's cross_attention_layers)")
+        return NoTower(f"layers[{self.index}].cross_attn", self.no_cross_attention)
+
+    @property
+    def index(self) -> int:
+        return int(self.path.rpartition(".")[2])
+
+    @property
+    def no_cross_attention(self) -> str:
+        """Why this block has no cross-attention values."""
+        return (f"layers[{self.index}] is a self-attention layer; the layers that cross-attend to the image are "
+                f"{cross_layers(self)} (the text config's cross_attention_layers)")
+
+    def support(self) -> dict[str, str | None]:
+        """The block's values, and its cross-attention's, each Unavailable with the reason."""
+        missing = {f"cross_attn.{name}": self.no_cross_attention for name in standard_values(CrossAttention)}
+        return {**super().support(), **missing}
 
 
 ENVOYS = {
@@ -223,4 +239,11 @@ ENVOYS = {
     MllamaSelfAttentionDecoderLayer: SelfAttentionLayer,
 }
 
-FAMILY = Family("mllama", RENAME, ENVOYS, "model.language_model.layers", scatter=CROSS_ATTENTION_STATES)
+#: Why its invokes do not share a batch with images.
+PADDED_IMAGES = (
+    "its processor pads every prompt's images to the most any prompt of the batch has (zero images, masked out), and "
+    "the tower runs on the padding images too, so an invoke's rows of every tower value depend on the other invokes'"
+)
+
+FAMILY = Family("mllama", RENAME, ENVOYS, "model.language_model.layers", scatter=CROSS_ATTENTION_STATES,
+                batching=Batching(image_invokes=PADDED_IMAGES))

@@ -450,8 +450,10 @@ def patch_image_rows(
 
 def in_one_trace(model: Any) -> bool:
     """Whether a recipe's runs can be invokes of one trace, each as its prompt alone gives it: unless the family's
-    forward makes a prompt batched beside others differ from it alone (``Batching.invokes_differ``)."""
-    return model.family.batching.invokes_differ is None
+    forward makes a prompt batched beside others differ from it alone (``Batching.invokes_differ``), or its invokes
+    cannot share a batch with images (``Batching.image_invokes``)."""
+    batching = model.family.batching
+    return batching.invokes_differ is None and batching.image_invokes is None
 
 
 def patching_in_one_trace(model: Any, prompt: str, clean: list, corrupted: list, chosen: tuple[int, ...],

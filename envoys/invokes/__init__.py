@@ -174,11 +174,16 @@ def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], Invo
     """The one batch of several invokes, one or more of which carry images, and where each invoke's part of it lies.
 
     Refused, before anything runs, where an invoke without images cannot share the batch (``Batching.text_invokes``
-    says why).
+    says why), or where no invokes can beside one with images (``Batching.image_invokes``).
     """
     family, batching = model.family, model.family.batching
     for inputs, kwargs in invokes:
         refuse_unsplittable(inputs, kwargs)
+    if batching.image_invokes is not None:
+        raise NotImplementedError(
+            f"invokes cannot share a trace when one carries images on {a(family.model_type)} checkpoint: "
+            f"{batching.image_invokes}; trace each prompt with images in a trace of its own"
+        )
     if batching.text_invokes is not None and not all(kwargs.get("images") is not None for _, kwargs in invokes):
         raise NotImplementedError(
             f"an invoke without images cannot share a trace with invokes that carry images on {a(family.model_type)} "

@@ -125,6 +125,16 @@ class Slots(Layout):
         return (1, 1, self.total(images))
 
 
+class Tiled(Layout):
+    """One prompt's images on their own axis, each its tiles (padding tiles included), ``[1, images, tiles,
+    positions, ...]`` (Mllama's tower output and projector output)."""
+
+    def shape(self, images: int) -> tuple[int, ...]:
+        chosen = self.per_image[:images]
+        ((tiles, positions),) = set(chosen)
+        return (1, len(chosen), tiles, positions)
+
+
 def batched(*per_image: tuple[int, int]) -> Layout:
     return Batched(per_image)
 
@@ -341,6 +351,15 @@ class Row:
     audio: AudioRow | None = None
     #: the checkpoint's mixture-of-experts text blocks; None where its text model has none
     moe: MoeRow | None = None
+    #: the text blocks that cross-attend to the image, where it enters through cross-attention (Mllama's): no token
+    #: holds image_features, which every such block's cross-attention reads (``cross_attention_states``)
+    cross_layers: tuple[int, ...] = ()
+    #: the layout of patch_embeddings where it is not the stream's without its prefix (Mllama's: a row a tile, before
+    #: the tower joins each image's tiles into one row); None where it is
+    patch_embeddings: Layout | None = None
+    #: where tower_output is no block's stream (Mllama's: the global stack's output beside local layers'), the layout of
+    #: tower_output (its family's test says what it is); None where it is the stream's
+    tower_output: Layout | None = None
     #: the native modules under the standard names: standard path -> native path, the first dotted from the standard
     #: model (``vision.layers.0.self_attn.o_proj``: a digit indexes a stack of blocks; ``model.…`` reaches native names
     #: the standard tree keeps), the second from the transformers root (``model._module.get_submodule``). Every row

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from transformers import MllamaConfig, MllamaForConditionalGeneration, MllamaImageProcessor, MllamaProcessor
 
+from .contract import TEXT_BLOCK, Loads, PatternRow, Reads, Row, Sizes, Tiled, attention, batched, blocks, scatter
 from .norms import randomise_norms
 from .tokenizer import word_level_tokenizer
 
@@ -30,8 +31,9 @@ TILE_ROWS = (TILE // PATCH) ** 2 + 1  # 17
 PADDED_TILE_ROWS = -(-TILE_ROWS // 8) * 8  # 24
 #: The local stack's layers whose outputs the tower's output carries beside the global stack's.
 INTERMEDIATE_LAYERS = (0,)
-#: The text blocks that cross-attend to the image.
+#: The text blocks that cross-attend to the image, and the others.
 CROSS_LAYERS = (1,)
+SELF_LAYERS = (0, 2)
 
 IMAGE_TOKEN = "<|image|>"
 SPECIAL = ["<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|finetune_right_pad_id|>",
@@ -109,3 +111,45 @@ def build_mllama() -> tuple[MllamaForConditionalGeneration, MllamaProcessor]:
 
 #: The checkpoints this module builds, by name.
 BUILDERS = {"mllama": build_mllama}
+
+
+#: What the contract suite expects of these checkpoints (`envoys.testing.contract`), read off the builder's documented
+#: configuration above, never off the code under test.
+CONTRACTS = {
+    # 32 px tiles of 8 px patches, the CLS first: 17 rows a tile, padded to 24 between the stacks; every image is 4
+    # tiles (padding tiles included), so a local or global block's row is one image's 4 * 24 = 96 rows; tower_output and
+    # projector.output are [1, images, 4, 17, ...]; the image token is one <|image|> an image, which no feature fills.
+    "mllama": Row(
+        loads=Loads(("MllamaForConditionalGeneration", "MllamaProcessor", "TokenizersBackend")),
+        image_tokens=(1, 1),
+        sizes=Sizes(num_layers=2, vision_hidden_size=32, num_heads=2, head_dim=16, intermediate_size=64, patch_size=8,
+                    image_size=32),
+        stream=batched((1, MAX_TILES * PADDED_TILE_ROWS), (1, MAX_TILES * PADDED_TILE_ROWS)),
+        projected=Tiled(((MAX_TILES, TILE_ROWS), (MAX_TILES, TILE_ROWS))),
+        projector_reads=Reads("tower_output"),
+        patch_embeddings=batched((MAX_TILES, TILE_ROWS - 1), (MAX_TILES, TILE_ROWS - 1)),
+        tower_output=Tiled(((MAX_TILES, TILE_ROWS), (MAX_TILES, TILE_ROWS))),
+        cross_layers=CROSS_LAYERS,
+        # a cross-attention block has no self_attn; a self-attention block no cross_attn and no gates
+        text_gaps={"self_attn.": CROSS_LAYERS, "cross_attn.": SELF_LAYERS, "attention_gate": SELF_LAYERS,
+                   "mlp_gate": SELF_LAYERS},
+        # the attention masks each image's padding tiles and each tile's padding rows
+        pattern=PatternRow(padded=True),
+        # the gates are on the global stack's blocks alone: the local blocks (vision.layers) have none
+        vision_unavailable={"attention_gate": "gates are off", "mlp_gate": "gates are off"},
+        rules=(scatter("mllama"), "mllama.cross-attention-gates", "mllama.block-gates",
+               *attention("mllama", "MllamaTextSelfAttention"), "mllama.MllamaTextCrossAttention",
+               "mllama.MllamaVisionAttention"),
+        native={
+            "vision": "model.vision_model", "projector": "model.multi_modal_projector",
+            "vision.patch_embed": "model.vision_model.patch_embedding",
+            **blocks("vision.layers", "model.vision_model.transformer.layers", {**TEXT_BLOCK}),
+            **blocks("vision.global_layers", "model.vision_model.global_transformer.layers", {**TEXT_BLOCK}),
+            "embed_tokens": "model.language_model.embed_tokens", "norm": "model.language_model.norm",
+            "layers": "model.language_model.layers", "layers.1.cross_attn": "model.language_model.layers.1.cross_attn",
+            "layers.0.self_attn": "model.language_model.layers.0.self_attn",
+            "layers.2.self_attn": "model.language_model.layers.2.self_attn",
+            "lm_head": "lm_head",
+        },
+    ),
+}
