@@ -41,7 +41,7 @@ from typing import Any
 
 from ..image.grids import Grid, GridError, ImageInputs, TiledImage, TiledLayout, TokenRun, check_image, raster
 from ..towers.encoder_names import WRAPPER_RENAME
-from ..towers.timm_vit import TIMM_PE_ENVOYS, TIMM_PE_RENAME
+from ..towers.timm_vit import TIMM_PE_ENVOYS, TIMM_PE_RENAME, pooling_head
 from . import Family
 
 RENAME = {**WRAPPER_RENAME, **TIMM_PE_RENAME}
@@ -112,4 +112,5 @@ class PerceptionGrids(TiledLayout):
         return Grid(cells, slice(tiled.first * rows, (tiled.first + tiled.count) * rows), tiles * rows)
 
 
-FAMILY = Family("perception_lm", RENAME, ENVOYS, "model.language_model.layers", grid_layout=PerceptionGrids())
+FAMILY = Family("perception_lm", RENAME, ENVOYS, "model.language_model.layers", grid_layout=PerceptionGrids(),
+                not_served=pooling_head)

@@ -241,6 +241,15 @@ class TimmVision(Vision):
         return self._timm.patch_embed.img_size[0]
 
 
+def pooling_head(envoy: Any) -> str | None:
+    """Why ``envoy`` is not served: it is in the timm model's pooling head (``attn_pool``, whose MLP is the blocks'
+    class), not in a block; None elsewhere (`Family`'s ``not_served``)."""
+    if "attn_pool" not in envoy.path.split("."):
+        return None
+    return ("this is the timm model's attention-pooling head (attn_pool), not a block: PerceptionLM reads the blocks' "
+            "stream (last_hidden_state), and the wrapper runs the head only under do_pooling, its output unused")
+
+
 #: The envoys of a timm Perception Encoder in a TimmWrapper.
 TIMM_PE_ENVOYS = {
     TimmWrapperModel: TimmVision,
