@@ -20,6 +20,8 @@ import nnsight
 import pytest
 import torch
 from nnsight import TransformersModel
+from standard_reads import every_value
+from test_remote import StockServer, library_state, read, writable
 from transformers import Molmo2ForConditionalGeneration
 
 from envoys import StandardizedTransformer
@@ -233,3 +235,29 @@ def test_a_block_that_norms_after_its_sublayers_adds_their_normed_outputs(normed
         assert not torch.equal(added, attention) and not torch.equal(mlp_added, mlp)  # after the norms
         assert torch.equal(added, on_attention) and torch.equal(mlp_added, on_mlp)
         assert torch.equal(layer_input + added + mlp_added, output)
+
+
+def test_every_value_and_write_through_a_stock_server_is_the_local_one(tiny_checkpoint):
+    """A weightless client's trace run on a stock nnsight model (as NDIF runs it, tests/test_remote.py's server) reads
+    and writes every value, the adapter's pooling attention included, as the local model does."""
+    path = tiny_checkpoint(CHECKPOINT)
+    loading = {"task": "image-text-to-text", "attn_implementation": "eager"}
+    client = StandardizedTransformer(path, **loading)
+    local = StandardizedTransformer(path, dispatch=True, **loading)
+    server = StockServer(TransformersModel(str(path), dispatch=True, **loading))
+    text = chat_prompt(local.processor, 1, "What is in the picture?")
+    at = {envoy.path: envoy for envoy in client.modules()}
+    names, failures = [], []
+    for envoy, name, prop in every_value(local, text, IMAGES[:1]):
+        label = f"{envoy.path}.{name}"
+        names.append(label)
+        expected = read(local, envoy, name, text)
+        if not torch.equal(read(client, at[envoy.path], name, text, server), expected):
+            failures.append(f"{label}: differs")
+        if writable(prop, expected) and not torch.equal(
+                read(client, at[envoy.path], name, text, server, write=True),
+                read(local, envoy, name, text, write=True)):
+            failures.append(f"{label}: its write differs")
+    assert any(label.endswith("image_pooling_2d.attention_probabilities") for label in names), names
+    assert not failures, failures
+    assert not client.dispatched and library_state(server.server) == []
