@@ -27,8 +27,10 @@ Read off ``transformers.models.molmo2.modeling_molmo2``:
   them past the earlier images' before the adapter); the adapter
   cross-attends from their mean (over the valid slots) to them
   (``projector.image_pooling_2d``, the tower's attention class, so its
-  interior is served as a tower block's is: ``attention_probabilities`` is
-  ``[image_tokens, heads, 1, pool_h * pool_w]``, zero at the padding slots),
+  interior is served as a tower block's is, and described as one, though its
+  rows are image tokens and its keys a token's window:
+  ``attention_probabilities`` is ``[image_tokens, heads, 1, pool_h *
+  pool_w]``, zero at the padding slots),
   then maps the result to the text width with a gated MLP
   (``image_projector``). ``projector.output`` is a model output whose
   ``last_hidden_state`` is ``[image_tokens, hidden_size]``, every image's
@@ -45,10 +47,12 @@ Read off ``transformers.models.molmo2.modeling_molmo2``:
   ``image_patch_id``); the ``<im_col>`` tokens that end each row of tokens,
   and the start and end tokens around each view, are text.
 - A video's frames go through the same call (the host scatters a prompt's
-  images or its video, never both): videos are not served yet.
+  images or its video, never both, pooled by ``video_token_pooling``): videos
+  are not served yet, so ``vision.video_token_mask`` and ``video_features``
+  are `Unavailable`, and ``image_features`` on a prompt with a video too.
 - The text blocks (``Molmo2DecoderLayer``) are pre-norm, as Llama's, where the
-  text config's ``norm_after`` is off (Molmo2-8B and -4B); with it on
-  (Molmo2-O-7B) each sublayer's output is normed before it joins the stream,
+  text config's ``norm_after`` is off (its default); with it on (OLMo 2's
+  layout) each sublayer's output is normed before it joins the stream,
   and the block's ``attention_output`` and ``mlp_output`` are read after those
   norms (``input_layernorm`` and ``post_attention_layernorm``, which norm the
   sublayers' outputs there).
