@@ -20,6 +20,7 @@ from nnsight.intervention.interleaver import OutOfOrderError
 
 from envoys import StandardizedTransformer, Unavailable
 from envoys.families import families
+from envoys.image.grids import GridError
 from envoys.testing import CONTRACTS, NAMES, chat_prompt, noise_image
 from envoys.vision.crops import CROPS_RUN_ORDER, CropsRun
 from envoys.vision.tower import NoTower
@@ -201,3 +202,24 @@ def test_under_generate_the_crops_run_is_step_zeros(model):
     (_, views, crops), (_, refused) = outcomes
     assert views.shape[0] == 1 and crops.shape[0] == int(inputs(model, [LARGE])["num_local_patches"].sum())
     assert "not computed on step 1" in refused
+
+
+def test_each_crop_on_its_own_patch_grid(model):
+    """crops.patch_grid(value, crop=k) is crop k's convolution output on its own grid (the crop's pixels, channels
+    last); place_patch_grid writes it back where it came from; a crop the batch lacks is refused."""
+    images = [SMALL, LARGE]
+    pixels = inputs(model, images)["pixel_values_local"]
+    conv = model.vision.patch_embed._module
+    with model.trace(prompt(model, images), images=images):
+        embedded = model.crops.patch_embeddings.save()
+    for crop in range(pixels.shape[0]):
+        expected = F.conv2d(pixels[crop:crop + 1], conv.weight, stride=conv.stride)[0].permute(1, 2, 0)
+        grid = model.crops.patch_grid(embedded, crop=crop)
+        assert torch.equal(grid, expected)
+        copy = torch.zeros_like(embedded)
+        model.crops.place_patch_grid(grid, copy, crop=crop)
+        assert torch.equal(copy[crop], embedded[crop]) and not copy[:crop].any() and not copy[crop + 1:].any()
+    with pytest.raises(GridError, match=f"crop={pixels.shape[0]} is not a crop of this batch: it holds {pixels.shape[0]}"):
+        model.crops.patch_grid(embedded, crop=pixels.shape[0])
+    with pytest.raises(Unavailable, match="crops.token_grid is not served"):
+        model.crops.token_grid(embedded)

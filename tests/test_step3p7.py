@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from nnsight import TransformersModel
 from nnsight.intervention.source import compiled, decorator_chain
+from tiled_grids import TiledGridSuite, side
 from transformers.models.step3p7.modeling_step3p7 import Step3p7VisionEncoderLayer
 
 from envoys import StandardizedTransformer
@@ -139,3 +140,20 @@ def test_the_attention_gates_each_heads_output_before_o_proj(model):
         received = attention.o_proj.input.save()
     assert gate.shape[-1] == heads.shape[-2] == model.config.text_config.num_attention_heads
     assert torch.equal(received, (heads * gate.unsqueeze(-1).sigmoid()).flatten(-2))
+
+
+class TestGrids(TiledGridSuite):
+    """The global views' run: each image one row of 12x12 patches (48 px views, images of 48x48 so that none is cropped
+    and the view is the image itself); each image token is the two stride-2 convolutions' output over a 4x4 block of
+    patches (its 3x3 kernels reach one patch past the block's edges: the cell the token stands for is its block)."""
+
+    checkpoint = "step3p7"
+    images = [(12, 12, 4), (6, 6, 8)]
+
+    def first_stream(self, model):
+        return model.vision.pre_layernorm.input  # the patch embeddings plus the (zeroed) positions, before the norm
+
+    def token_sources(self, model, inputs, index):
+        n, fold = side(model), 4
+        cells = torch.arange(n * n).reshape(n // fold, fold, n // fold, fold).permute(0, 2, 1, 3).reshape(-1, fold * fold)
+        return torch.cat([cells + tile * n * n for tile in range(index.shape[0])])

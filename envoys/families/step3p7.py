@@ -54,8 +54,13 @@ blocks ``mlp_layer_types`` calls ``dense`` and a mixture of experts on the
 
 Unavailable: ``mlp.router_logits`` on the dense text blocks; every value of
 ``model.crops`` on a forward with no crops, and in a trace of several invokes
-that carry images; the grids (``patch_grid`` / ``token_grid``: no grid layout
-yet).
+that carry images; ``model.crops.token_grid`` (an image's tokens are its
+crops', then its view's: ``model.vision.token_grid`` lays out the view's).
+
+Grids (`envoys.towers.views_and_crops`): ``vision.patch_grid(value, image)``
+is the image's global view on its patch grid, ``vision.token_grid(value,
+image)`` the view's tokens on its token grid; ``crops.patch_grid(value,
+crop)`` crop ``crop`` on its own patch grid.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ from ..core.layouts import Patches
 from ..core.values import value
 from ..towers.encoder_names import ENCODER_BLOCK_RENAME
 from ..towers.internvit import LayerScaledAttention, LayerScaledLayer, LayerScaledMlp
+from ..towers.views_and_crops import GlobalViewGrids
 from ..vision.crops import Crops
 from ..vision.tower import Vision, no_images
 from . import Family
@@ -129,4 +135,4 @@ CROPS = Crops(
     "patch_size",
 )
 
-FAMILY = Family("step3p7", RENAME, ENVOYS, "model.language_model.layers", crops=CROPS)
+FAMILY = Family("step3p7", RENAME, ENVOYS, "model.language_model.layers", crops=CROPS, grid_layout=GlobalViewGrids())

@@ -41,6 +41,7 @@ import torch
 from nnsight.intervention.interleaver import Mediator
 
 from ..core.values import Unavailable
+from ..image.grids import Grid, GridError, gather, place, raster, tower_rows
 from .tower import NoTower, Vision, no_images
 from .video import VideoRun
 
@@ -124,6 +125,43 @@ class CropsRun(VideoRun):
     def support(self, layer: int | None = None) -> dict[str, Any]:
         """The tower's values (`Vision.support`), served here on its run on the local crops."""
         return super().support(layer)
+
+    # -- each crop on its own patch grid ------------------------------------------------------------------------------
+
+    def crop_grid(self, crop: int) -> Grid:
+        """Crop ``crop``'s grid over the crops' run's rows: row ``crop`` of the stream, its ``side x side`` patches in
+        raster order (``side``: the crop's pixels over the tower's patch size), off the last batch's crop pixels."""
+        root = self._tower.root
+        inputs = root.__dict__.get("last_image_inputs")
+        pixels = inputs.get(root.family.crops.carrier) if inputs is not None else None
+        if pixels is None:
+            raise Unavailable(f"crops.patch_grid is unavailable: {no_crops_here(root) or 'no batch carried crops'}")
+        crops = pixels.shape[0]
+        if not isinstance(crop, int) or isinstance(crop, bool) or not 0 <= crop < crops:
+            raise GridError(f"crop={crop!r} is not a crop of this batch: it holds {crops} crop(s), 0..{crops - 1}")
+        side = pixels.shape[-1] // self._tower.patch_size
+        start = crop * side * side
+        return Grid(raster(side, side, start), slice(start, start + side * side), crops * side * side)
+
+    def patch_grid(self, value: torch.Tensor, crop: int = 0) -> torch.Tensor:
+        """A per-patch value of the crops' run, crop ``crop``'s on its patch grid, ``[grid_rows, grid_columns, ...]``:
+        ``value`` is the run's stream (``[crops, patches, ...]``) or this crop's rows alone; trailing axes kept. Crops
+        are numbered as the processor made them (image after image, each image's row after row), on the last batch
+        that carried crops."""
+        grid = self.crop_grid(crop)
+        return gather(tower_rows(value, grid, 2), grid)
+
+    def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, crop: int = 0) -> torch.Tensor:
+        """Write ``grid`` (as `patch_grid` returns it) into the crops' run's value ``into`` in place, crop ``crop``'s
+        rows; a grid of another shape is refused with nothing written. Returns ``into``."""
+        cells = self.crop_grid(crop)
+        return place(grid, tower_rows(into, cells, 2), cells)
+
+    def token_grid(self, value: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
+        raise Unavailable(
+            "crops.token_grid is not served: an image's tokens are its crops' then its global view's; "
+            "model.vision.token_grid lays out the view's, and a crop's are the processor's num_patch_feature_size "
+            "tokens, crop after crop, before them")
 
 
 def no_crops(model_type: str) -> str:
