@@ -22,9 +22,11 @@ view's 9 (between ``<im_start>`` and ``<im_end>``): 9 and 4 * 4 + 9 = 25.
 
 The text model is Step-3.7's: 2 blocks of width 32, 2 query heads and 1
 key-value head of 16, q/k RMSNorms and a per-head sigmoid gate on the
-attention's output; block 0 has a dense gated MLP 64 wide, block 1 a mixture
-of 4 experts, 2 a token (sigmoid router), 32 wide, plus a shared expert 32
-wide. Its RMSNorms scale by ``1 + weight`` (zeros at init): drawn from
+attention's output; block 0 attends over a sliding window of
+`SLIDING_WINDOW` = 16 keys and has a dense gated MLP 64 wide, block 1 attends
+fully and has a mixture of 4 experts (``n_routed_experts``, the config's
+``num_local_experts``), 2 a token (sigmoid router), 32 wide, plus a shared
+expert 32 wide. Its RMSNorms scale by ``1 + weight`` (zeros at init): drawn from
 N(0, 0.5); the tower's LayerNorms from U(0.5, 1.5) (`randomise_norms`).
 
 The tokenizer is word-level (`envoys.testing.tokenizer`), with Step's image
