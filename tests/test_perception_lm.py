@@ -140,3 +140,18 @@ def test_the_rule_is_found_from_timms_forward_and_no_other():
     """AttentionRope's forward gets the rule; Eva's own attention (a third torch.cat, its biases) does not fit it."""
     names = [rule.name for rule in rules_for_classes([AttentionRope, EvaAttention])]
     assert names == ["timm.rope-attention"]
+
+
+def test_a_blocks_sublayers_add_their_outputs_times_the_layer_scale(model):
+    """PerceptionLM's encoder scales each sublayer's output (gamma_1, gamma_2) before adding it: attention_output and
+    mlp_output are after the scale, the attention's and the MLP's own outputs before it."""
+    with torch.no_grad(), model.trace(prompt(model), images=IMAGES) as tracer:
+        block = model.vision.layers[1]
+        attention = block.self_attn.output.save()
+        added = block.attention_output.save()
+        mlp = block.mlp.output.save()
+        mlp_added = block.mlp_output.save()
+        tracer.stop()
+    native = model._module.model.vision_tower.timm_model.blocks[1]
+    assert torch.equal(added, native.gamma_1 * attention) and not torch.equal(added, attention)
+    assert torch.equal(mlp_added, native.gamma_2 * mlp)

@@ -64,22 +64,28 @@ def perception_tokenizer() -> TokenizersBackend:
 
 
 def perception_encoder() -> TimmWrapperConfig:
-    """timm's PE-Core architecture, tiny: 2 blocks of width 32, 2 heads, an MLP 64 wide (``mlp_ratio`` 2), 16 pixel
-    tiles of 2 pixel patches, the rotary embedding on the 8x8 grid; no pooling head run (``do_pooling`` False)."""
+    """timm's PE-Core architecture as PerceptionLM configures it (PE-Lang's: layer scale, no final norm, no pooling
+    head), tiny: 2 blocks of width 32, 2 heads, an MLP 64 wide (``mlp_ratio`` 2), 16 pixel tiles of 2 pixel patches,
+    the rotary embedding on the 8x8 grid."""
     return TimmWrapperConfig(
         architecture="vit_pe_core_large_patch14_336",
         model_args={"embed_dim": 32, "depth": 2, "num_heads": 2, "mlp_ratio": 2.0, "img_size": TILE,
-                    "patch_size": PATCH, "ref_feat_shape": (TILE // PATCH, TILE // PATCH), "attn_pool_num_heads": 2},
+                    "patch_size": PATCH, "ref_feat_shape": (TILE // PATCH, TILE // PATCH), "init_values": 0.1,
+                    "use_post_transformer_norm": False, "global_pool": ""},
         do_pooling=False,
     )
 
 
 def randomise_embeddings(model: torch.nn.Module) -> None:
-    """Draw the tower's CLS token and position embedding, and every norm's weight and bias."""
+    """Draw the tower's CLS token, position embedding and layer scales (a constant 0.1 at init), and every norm's
+    weight and bias."""
     tower = model.model.vision_tower.timm_model
     with torch.no_grad():
         tower.cls_token.normal_(0.0, 0.5)
         tower.pos_embed.normal_(0.0, 0.5)
+        for block in tower.blocks:
+            block.gamma_1.uniform_(0.5, 1.5)
+            block.gamma_2.uniform_(0.5, 1.5)
     randomise_norms(model)
 
 
@@ -115,7 +121,7 @@ PE_BLOCK = {"self_attn": "attn", "self_attn.o_proj": "attn.proj", "input_layerno
 CONTRACTS = {
     # envoys/testing/perception_lm.py: 16 px tiles of 2 px patches, 8x8 = 64 patches and a CLS row a tile (65); the
     # 32x32 image a 2x2 canvas, the 64x16 one 4x1, each with its thumbnail 5 tiles; the projector pools each tile's
-    # 8x8 to 4x4 = 16 tokens, 80 an image; the host drops the CLS row before the projector; a final norm.
+    # 8x8 to 4x4 = 16 tokens, 80 an image; the host drops the CLS row before the projector; no final norm.
     "perception_lm": Row(
         loads=Loads(("PerceptionLMForConditionalGeneration", "PerceptionLMProcessor", "TokenizersBackend")),
         image_tokens=(80, 80),
@@ -126,7 +132,6 @@ CONTRACTS = {
         projector_reads=Reads("tower_output", drop_first=1),
         second_image=(64, 16),
         prefix=1,
-        final_norm=True,
         rules=(scatter("perception_lm"), "timm.rope-attention", *attention("llama", "LlamaAttention")),
         native={
             "vision": "model.vision_tower", "projector": "model.multi_modal_projector",

@@ -5,14 +5,18 @@ The wrapper (``model.vision``) holds timm's model at ``timm_model``: an
 ``forward_features`` embeds each tile with ``patch_embed`` (a convolution,
 flattened: ``[tiles, patches, vision_hidden_size]``), puts a CLS token first and
 adds an absolute position embedding, applies ``norm_pre``, runs its
-``blocks`` with a 2D rotary embedding passed to each, and ends with ``norm``;
-that is the wrapper's ``last_hidden_state`` (``tower_output``,
-``[tiles, 1 + patches, vision_hidden_size]``, the CLS row first).
+``blocks`` with a 2D rotary embedding passed to each, and ends with ``norm``
+(an identity where the tower has no final norm, as PerceptionLM's, built with
+``use_post_transformer_norm=False``); that is the wrapper's
+``last_hidden_state`` (``tower_output``, ``[tiles, 1 + patches,
+vision_hidden_size]``, the CLS row first).
 
-A block (``EvaBlock``) is pre-norm: ``x + attn(norm1(x))``, then
-``x + mlp(norm2(x))`` (no layer scale, no drop path in eval), so the standard
-identity ``layer_input + attention_output + mlp_output == layer_output`` holds
-with ``attention_output`` the attention's output and ``mlp_output`` the MLP's.
+A block (``EvaBlock``) is pre-norm: ``x + drop_path1(gamma_1 * attn(norm1(x)))``,
+then the MLP alike, the layer scales ``gamma_1`` and ``gamma_2`` where the
+tower has them (PerceptionLM's does: ``init_values``) and the drop paths
+identities in eval. So the standard identity ``layer_input + attention_output
++ mlp_output == layer_output`` holds with ``attention_output`` and
+``mlp_output`` read at the drop paths' outputs, after the layer scales.
 
 The attention (``timm.layers.attention.AttentionRope``) is not on
 transformers' shared interface: timm chooses its kernel per instance, by the
@@ -124,9 +128,28 @@ def site_output(name: str) -> Any:
     return lambda attention: f"{attention.path}.source.{name}.output"
 
 
+def added(block: Any, which: int) -> str:
+    """Where what sublayer ``which`` (1 the attention, 2 the MLP) adds to ``block``'s stream is: its drop path's output
+    (an identity in eval), after the layer scale (``gamma_1``, ``gamma_2``) where the block has one."""
+    return f"{child(block, f'drop_path{which}').path}.output"
+
+
+ADDED_DOC = (
+    "What the {part} adds to the block's stream, ``[tiles, tokens, vision_hidden_size]``: its output times the layer "
+    "scale ``gamma_{which}`` where the block has one (PerceptionLM's Perception Encoder does), read at ``drop_path{which}`` "
+    "(an identity in eval). Assign or edit in place."
+)
+
+
 class TimmRopeAttention(VisionAttention):
     """timm's rotary attention (``AttentionRope``): queries and keys after the rotary embedding, the eager branch's
     pattern, one row per tile, no mask; ``tokens`` below is a tile's CLS row and patches."""
+
+    attention_output = value(
+        "attention_output", Patches, description="what the attention adds to the stream, after the layer scale",
+        key=lambda attention: added(attention.parent, 1), unavailable=no_images,
+        doc=ADDED_DOC.format(part="attention", which=1),
+    )
 
     attention_values = value(
         "attention_values", Values, description="the values", shape="[tiles, heads, tokens, head_dim]",
@@ -169,25 +192,28 @@ class TimmRopeAttention(VisionAttention):
     )
 
 
-def layer_scaled(block: Any) -> str | None:
-    """Why a block's attention_output and mlp_output are not the attention's and the MLP's outputs, or None."""
-    if getattr(block._module, "gamma_1", None) is not None:
-        return "this timm block scales its sublayers' outputs (layer scale, gamma_1 and gamma_2) before adding them"
-    return None
-
-
 class TimmBlock(VisionLayer):
-    """A timm ``EvaBlock``: ``layer_input + attention_output + mlp_output == layer_output``, ``[tiles, tokens,
-    vision_hidden_size]`` (the CLS row first)."""
+    """A timm ``EvaBlock``: ``x + drop_path1(gamma_1 * attn(norm1(x)))``, then the MLP alike, so
+    ``layer_input + attention_output + mlp_output == layer_output``, ``[tiles, tokens, vision_hidden_size]`` (the CLS
+    row first), the sublayers' outputs after the layer scale."""
 
     layer_input, layer_output = VisionLayer.layer_input, VisionLayer.layer_output
     attention_output = value(
-        "attention_output", Patches, description="what the attention adds to the stream",
-        key=lambda block: f"{child(block, 'self_attn').path}.output", unavailable=either(no_images, layer_scaled),
+        "attention_output", Patches, description="what the attention adds to the stream, after the layer scale",
+        key=lambda block: added(block, 1), unavailable=no_images, doc=ADDED_DOC.format(part="attention", which=1),
     )
     mlp_output = value(
-        "mlp_output", Patches, description="what the MLP adds to the stream",
-        key=lambda block: f"{child(block, 'mlp').path}.output", unavailable=either(no_images, layer_scaled),
+        "mlp_output", Patches, description="what the MLP adds to the stream, after the layer scale",
+        key=lambda block: added(block, 2), unavailable=no_images, doc=ADDED_DOC.format(part="MLP", which=2),
+    )
+
+
+class TimmMlp(VisionMlp):
+    """A timm block's MLP: ``mlp_output`` is what the block adds, after its layer scale (`TimmBlock`)."""
+
+    mlp_output = value(
+        "mlp_output", Patches, description="what the MLP adds to the stream, after the layer scale",
+        key=lambda mlp: added(mlp.parent, 2), unavailable=no_images, doc=ADDED_DOC.format(part="MLP", which=2),
     )
 
 
@@ -206,7 +232,8 @@ class TimmVision(Vision):
     tower_output: EProperty = value(
         "tower_output", Patches, description="the last block's stream after the tower's final norm",
         key=norm_output, select=None, unavailable=no_images,
-        doc="The timm model's final norm's output, ``[tiles, 1 + patches, vision_hidden_size]`` (the CLS row first): "
+        doc="The timm model's final norm's output (an identity where it has none), ``[tiles, 1 + patches, "
+        "vision_hidden_size]`` (the CLS row first): "
         "what the wrapper returns as ``last_hidden_state``, read at the norm (the wrapper's own output, a "
         "``TimmWrapperModelOutput``, cannot be split per invoke). Assign or edit in place.",
     )
@@ -255,7 +282,7 @@ TIMM_PE_ENVOYS = {
     TimmWrapperModel: TimmVision,
     EvaBlock: TimmBlock,
     AttentionRope: TimmRopeAttention,
-    Mlp: VisionMlp,
+    Mlp: TimmMlp,
 }
 
 #: The tower's names: timm's blocks, patch embedding and final norm on the wrapper; a block's as a SigLIP block's.
