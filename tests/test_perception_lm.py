@@ -42,6 +42,15 @@ def test_eager_is_set_on_this_models_timm_attention_alone(model, tiny_checkpoint
     assert all(not attention.fused_attn for attention in timm_attentions(plain))
 
 
+def test_eager_changes_the_kernel_alone(model, tiny_checkpoint):
+    """The stock model on timm's fused kernel computes the same logits up to the kernels' rounding."""
+    plain = AutoModelForImageTextToText.from_pretrained(tiny_checkpoint(CHECKPOINT), attn_implementation="eager").eval()
+    inputs = model.processor(text=[prompt(model)], images=IMAGES, return_tensors="pt")
+    with torch.no_grad():
+        fused, eager = plain(**inputs).logits, model._module(**inputs).logits
+    torch.testing.assert_close(eager, fused, rtol=1e-4, atol=1e-5)
+
+
 def test_the_interior_is_the_eager_kernels_arithmetic(model):
     """Read in the forward's order: the values (the qkv projection), the rotated queries and keys, the scores, the
     probabilities, the head outputs; scores are the scaled products, probabilities their softmax, head outputs the
@@ -120,6 +129,12 @@ def test_the_grids_place_the_tiles_where_they_came_from(model):
     for column in range(4):  # image 1's tiles are 5..9: the thumbnail, then the canvas's four
         tile = embeddings[6 + column].reshape(8, 8, 32)
         assert torch.equal(patches[:, 8 * column:8 * (column + 1)], tile)
+    corner = model.vision.patch_grid(stream, 0)  # image 0 (32x32) is a 2x2 canvas: tiles 1..4 in raster order
+    assert corner.shape == (16, 16, 32)
+    for tile in range(4):
+        row, column = divmod(tile, 2)
+        assert torch.equal(corner[8 * row:8 * (row + 1), 8 * column:8 * (column + 1)],
+                           embeddings[1 + tile].reshape(8, 8, 32))
     tokens = model.vision.token_grid(features, 1)
     assert tokens.shape == (4, 16, 32)
     for column in range(4):
