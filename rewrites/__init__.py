@@ -5,8 +5,7 @@ names a particular forward:
 
 - the rule of every forward of a shape some concern recognises (`FOUND`,
   `found`): a packed tower's per-image attention, and an audio tower's;
-  RADIO's attention; a windowed tower's window order; DeepStack; a block's
-  tanh gates (a cross-attention block's, a tower block's); the gated
+  RADIO's attention; a windowed tower's window order; DeepStack; the gated
   DeltaNet; a text block viewing its feed-forward into the stream's shape; a
   SAM-style encoder's softmax and windows; timm's rotary attention; a residual gate's scales;
 - the kernel call of every other attention class on transformers' shared
@@ -36,7 +35,6 @@ from . import (
     radio_attention,
     residual_gate,
     sam_vision,
-    tanh_gates,
     timm_attention,
 )
 from .attention import attention_rules
@@ -49,7 +47,6 @@ FOUND: tuple[Template, ...] = (
     *radio_attention.TEMPLATES,
     *qwen_vit_windows.TEMPLATES,
     *deepstack.TEMPLATES,
-    *tanh_gates.TEMPLATES,
     *deltanet.TEMPLATES,
     *feed_forward.TEMPLATES,
     *sam_vision.TEMPLATES,

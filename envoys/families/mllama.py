@@ -48,8 +48,10 @@ values are not computed then.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import torch
 from transformers.models.mllama.modeling_mllama import (
     MllamaCrossAttentionDecoderLayer,
     MllamaSelfAttentionDecoderLayer,
@@ -61,17 +63,14 @@ from transformers.models.mllama.modeling_mllama import (
 )
 
 from rewrites.image_scatter import Scatter
-from rewrites.tanh_gates import (
-    ATTENTION_GATE_SITE,
-    BLOCK_ATTENTION_GATE_SITE,
-    BLOCK_MLP_GATE_SITE,
-    MLP_GATE_SITE,
-)
 
-from ..blocks.tanh_gated import gate_value, gated_term, kept_layer_input
+from ..blocks.tanh_gated import GatedBlock, binding_location, bound_term, gate_value, masked_product, product_term
+from ..core.bindings import binding_reason
 from ..core.layouts import Hidden, Layout, Patches
-from ..core.values import Field, standard_values, value
-from ..text.blocks import Attention, Layer, interior_values, own_output
+from ..core.standard import child
+from ..core.values import Field, Unavailable, standard_values, value
+from ..image.grids import Grid, ImageInputs, check_image, raster, stitch, value_named
+from ..text.blocks import Attention, Layer, either, interior_values, own_output
 from ..vision.media import scattered_features
 from ..vision.tower import NoTower, Vision, VisionAttention, VisionLayer, VisionMlp, never_an_image, no_images
 from . import Batching, Family
@@ -146,16 +145,17 @@ class MllamaVision(Vision):
         return (self.image_size // self.patch_size) ** 2 + 1
 
 
-class MllamaVisionLayer(VisionLayer):
-    """A tower block: on a global block (``is_gated``) ``attention_output`` and ``mlp_output`` are the gated terms,
-    ``attention_gate`` and ``mlp_gate`` the factors; on a local block, the sublayers' outputs."""
+class MllamaVisionLayer(GatedBlock, VisionLayer):
+    """A tower block: on a global block (``is_gated``) ``attention_output`` and ``mlp_output`` are the gated terms as
+    the forward binds them, ``attention_gate`` and ``mlp_gate`` the factors; on a local block, the sublayers'
+    outputs."""
 
-    attention_output = gated_term("attention_output", Patches, "self_attn", BLOCK_ATTENTION_GATE_SITE,
-                                  "what the attention adds to the stream", gate=no_images)
-    mlp_output = gated_term("mlp_output", Patches, "mlp", BLOCK_MLP_GATE_SITE, "what the MLP adds to the stream",
-                            gate=no_images)
-    attention_gate = gate_value("attention_gate", BLOCK_ATTENTION_GATE_SITE, "the attention's output", gate=no_images)
-    mlp_gate = gate_value("mlp_gate", BLOCK_MLP_GATE_SITE, "the MLP's output", gate=no_images)
+    attention_output = bound_term("attention_output", Patches, "self_attn", "gate_attn",
+                                  "what the attention adds to the stream", reason=no_images)
+    mlp_output = bound_term("mlp_output", Patches, "mlp", "gate_ffn", "what the MLP adds to the stream",
+                            reason=no_images)
+    attention_gate = gate_value("attention_gate", "gate_attn", "the attention's output", reason=no_images)
+    mlp_gate = gate_value("mlp_gate", "gate_ffn", "the MLP's output", reason=no_images)
 
 
 def cross_layers(block: Any) -> str:
@@ -173,6 +173,9 @@ class CrossAttention(Attention):
     """A cross-attention layer's attention (``layers[i].cross_attn``): queries over the text, keys and values over the
     image positions (``images * tiles * tile_rows``); its output is before the layer's gate."""
 
+    #: the options of ``vision.patch_grid`` that lay its keys out on an image's grid (the tower's output rows)
+    key_layout = {"of": "output"}
+
     attention_output = own_output("attention_output", Hidden, "what the cross-attention computes, before its gate",
                                   gate=skipped_without_image)
     (
@@ -185,21 +188,31 @@ class CrossAttention(Attention):
     ) = interior_values("batch", gate=skipped_without_image)
 
 
-class CrossAttentionLayer(Layer):
-    """A cross-attention text block: ``attention_output`` is ``tanh(cross_attn_attn_gate)`` times the
-    cross-attention's output, ``mlp_output`` ``tanh(cross_attn_mlp_gate)`` times the row mask times the MLP's, so
-    ``layer_input + attention_output + mlp_output == layer_output``; ``attention_gate`` and ``mlp_gate`` are the
-    factors."""
+#: The MLP's output times the row mask, as the cross-attention block binds it.
+MASKED_MLP = (partial(masked_product, "full_text_row_masked_out_mask"), "full_text_row_masked_out_mask[:, 0] * ...")
 
-    layer_input = kept_layer_input(Hidden, "cross_attn", gate=skipped_without_image)
-    attention_output = gated_term("attention_output", Hidden, "cross_attn", ATTENTION_GATE_SITE,
-                                  "what the cross-attention adds to the stream", gate=skipped_without_image,
-                                  prefetch=True)
-    mlp_output = gated_term("mlp_output", Hidden, "mlp", MLP_GATE_SITE, "what the MLP adds to the stream",
-                            gate=skipped_without_image, masked=True)
-    attention_gate = gate_value("attention_gate", ATTENTION_GATE_SITE, "the cross-attention's output",
-                                gate=skipped_without_image)
-    mlp_gate = gate_value("mlp_gate", MLP_GATE_SITE, "the MLP's output", gate=skipped_without_image)
+
+class CrossAttentionLayer(GatedBlock, Layer):
+    """A cross-attention text block: ``attention_output`` is ``tanh(cross_attn_attn_gate)`` times the
+    cross-attention's output, ``mlp_output`` ``tanh(cross_attn_mlp_gate)`` times the MLP's output times the row mask
+    (as the block binds it), both read-only, so ``layer_input + attention_output + mlp_output == layer_output``;
+    ``attention_gate`` and ``mlp_gate`` are the factors."""
+
+    attention_output = product_term(
+        "attention_output", Hidden, lambda block: f"{child(block, 'cross_attn').path}.output", "cross_attn_attn_gate",
+        "what the cross-attention adds to the stream", reason=skipped_without_image,
+        doc="What the cross-attention adds to the stream, ``[batch, seq, hidden_size]``: its output times "
+        "``tanh(cross_attn_attn_gate)``, as the forward multiplies them; read-only.",
+    )
+    mlp_output = product_term(
+        "mlp_output", Hidden, lambda block: binding_location(block, *MASKED_MLP), "cross_attn_mlp_gate",
+        "what the MLP adds to the stream", reason=either(skipped_without_image, lambda b: binding_reason(b, *MASKED_MLP)),
+        doc="What the MLP adds to the stream, ``[batch, seq, hidden_size]``: its output times the row mask (0 on a "
+        "token that attends to no tile), as the block binds it, times ``tanh(cross_attn_mlp_gate)``; read-only.",
+    )
+    attention_gate = gate_value("attention_gate", "cross_attn_attn_gate", "the cross-attention's output",
+                                reason=skipped_without_image)
+    mlp_gate = gate_value("mlp_gate", "cross_attn_mlp_gate", "the MLP's output", reason=skipped_without_image)
 
     #: the parts whose values support() lists
     parts = ("cross_attn", "mlp")
@@ -229,6 +242,61 @@ class SelfAttentionLayer(Layer):
         return {**super().support(), **missing}
 
 
+#: Which value a Mllama patch grid is over (``of=``): a block's stream (every tile of an image in one row, each tile
+#: padded), the patch embedding's output (a row a tile), or the tower's output as the text model reads it (a tile's
+#: CLS and patches: tower_output, projector.output, image_features, a cross-attention's keys).
+PATCH_VALUES = ("stream", "patch_embeddings", "output")
+
+
+class MllamaGrids:
+    """Mllama's grids: each image's tiles placed where the processor cut them.
+
+    The image processor resizes an image onto a canvas of ``rows x columns``
+    tiles (its aspect ratio, ``aspect_ratio_ids`` indexing the vision config's
+    ``supported_aspect_ratios`` from 1, each ``(rows, columns)``), cuts it into
+    tiles in raster order and pads the list to ``max_num_tiles``. A grid is
+    over the canvas's patches, ``[rows * side, columns * side]`` (``side`` =
+    ``image_size // patch_size``). It reads three layouts (``of=``): a
+    block's stream (``"stream"``, ``[images, tiles * padded_tile_rows, ...]``:
+    each tile its CLS, its patches in raster order, its padding rows), the patch
+    embedding's output (``"patch_embeddings"``, ``[images * tiles, patches,
+    ...]``), and the tower's output as the text model reads it (``"output"``:
+    each tile its CLS and its patches, ``[images * tiles * tile_rows, ...]``
+    flattened or as ``tower_output``, ``projector.output`` or ``image_features``
+    hold it; the keys of a cross-attention's pattern are these rows). The
+    images are the batch's, prompt after prompt (a prompt's padding images,
+    ``aspect_ratio_ids`` 0, are rows no image owns). The image token is one
+    ``<|image|>`` per image, which holds no feature: there is no token grid.
+    """
+
+    stream_dims = 2
+
+    def patch_grid(self, inputs: ImageInputs, image: int, of: str = "stream") -> Grid:
+        value_named(of, PATCH_VALUES, "Mllama per-patch")
+        vision = inputs.config.vision_config
+        ids = inputs["aspect_ratio_ids"].cpu().long().reshape(-1)  # [prompts * images]: 0 a padding image
+        slots = ids.nonzero().squeeze(1).tolist()
+        check_image(image, len(slots))
+        slot, (rows, columns) = slots[image], vision.supported_aspect_ratios[int(ids[slots[image]]) - 1]
+        side, tiles = vision.image_size // vision.patch_size, vision.max_num_tiles
+        tile_rows = side * side + 1
+        padded = -(-tile_rows // 8) * 8
+        per_tile, before, per_image = {
+            "stream": (padded, 1, tiles * padded), "patch_embeddings": (side * side, 0, tiles * side * side),
+            "output": (tile_rows, 1, tiles * tile_rows),
+        }[of]
+        start = slot * per_image
+        cells = torch.stack([raster(side, side, start + tile * per_tile + before) for tile in range(rows * columns)])
+        return Grid(stitch(cells, rows, columns), slice(start, start + per_image), len(ids) * per_image)
+
+    def token_grid(self, inputs: ImageInputs, image: int) -> Grid:
+        raise Unavailable(
+            "Mllama's image token is one <|image|> per image, which holds no feature: its image has no token grid; "
+            "lay out a value over the image's tiles with vision.patch_grid(value, of='output') (a cross-attention's "
+            "keys, image_features, tower_output)"
+        )
+
+
 ENVOYS = {
     MllamaVisionModel: MllamaVision,
     MllamaVisionEncoderLayer: MllamaVisionLayer,
@@ -246,4 +314,4 @@ PADDED_IMAGES = (
 )
 
 FAMILY = Family("mllama", RENAME, ENVOYS, "model.language_model.layers", scatter=CROSS_ATTENTION_STATES,
-                batching=Batching(image_invokes=PADDED_IMAGES))
+                grid_layout=MllamaGrids(), batching=Batching(image_invokes=PADDED_IMAGES))

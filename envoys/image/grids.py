@@ -416,6 +416,10 @@ def tower_rows(value: torch.Tensor, grid: Grid, stream_dims: int) -> Rows:
         return Rows(value, (value.shape[0],), 0)
     if value.dim() >= stream_dims and whole(math.prod(value.shape[:stream_dims])):
         return Rows(value, tuple(value.shape[:stream_dims]), 0)
+    if grid.stream is not None:  # a value holding the stream's rows on more leading axes (Mllama's [1, images, tiles, ...])
+        axes = next((k for k in range(1, value.dim() + 1) if math.prod(value.shape[:k]) == grid.stream), None)
+        if axes is not None:
+            return Rows(value, tuple(value.shape[:axes]), 0)
     stream = "[images_or_tiles, patches, ...]" if stream_dims == 2 else "[all_patches, ...]"
     rows = f"exactly {grid.stream}" if grid.stream is not None else f"at least {grid.span.stop}"
     raise GridError(

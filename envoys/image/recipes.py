@@ -232,18 +232,28 @@ def attention_to_image(
     Read from the block's ``self_attn.attention_probabilities`` (batch row 0),
     so the model must be loaded with ``attn_implementation="eager"`` and the
     block must have softmax attention; `Unavailable` with the reason otherwise.
+    On a block that cross-attends to the image (Mllama's cross-attention
+    layers), it is the token's cross-attention over the image's rows
+    (``cross_attn.attention_probabilities``), on the image's patch grid.
     """
     prompt, images = one_prompt(prompt), image_list(images)
     (block,) = blocks(model, layer)
-    require(model, "self_attn.attention_probabilities", [block])
+    crossed = getattr(model.layers[block], "parts", ())[:1] == ("cross_attn",)
+    attending = "cross_attn" if crossed else "self_attn"
+    require(model, f"{attending}.attention_probabilities", [block])
     with model.trace(prompt, images=images) as tracer:
         mask = model.vision.image_token_mask.save()
-        attention = model.layers[block].self_attn.attention_probabilities[0, :, position_in(mask.shape[1], position)]
-        attention.save()  # [heads, seq]
+        probabilities = getattr(model.layers[block], attending).attention_probabilities
+        attention = probabilities[0, :, position_in(mask.shape[1], position)].save()  # [heads, keys]
         tracer.stop()
     query = position_in(mask.shape[1], position)
-    keys = attention.detach()[:, mask[0]].transpose(0, 1)  # [image_tokens, heads]
-    grid = model.vision.token_grid(keys, image=image).permute(2, 0, 1)  # [heads, grid_rows, grid_columns]
+    if crossed:  # the keys are the image's rows, as the cross-attention's layout places them
+        keys = attention.detach().transpose(0, 1)
+        grid = model.vision.patch_grid(keys, image=image, **model.layers[block].cross_attn.key_layout)
+    else:
+        keys = attention.detach()[:, mask[0]].transpose(0, 1)  # [image_tokens, heads]
+        grid = model.vision.token_grid(keys, image=image)
+    grid = grid.permute(2, 0, 1)  # [heads, grid_rows, grid_columns]
     return ImageAttention(block, query, grid if per_head else grid.sum(0), images[image])
 
 

@@ -137,8 +137,7 @@ CONTRACTS = {
         pattern=PatternRow(padded=True),
         # the gates are on the global stack's blocks alone: the local blocks (vision.layers) have none
         vision_unavailable={"attention_gate": "gates are off", "mlp_gate": "gates are off"},
-        rules=(scatter("mllama"), "mllama.cross-attention-gates", "mllama.block-gates",
-               *attention("mllama", "MllamaTextSelfAttention"), "mllama.MllamaTextCrossAttention",
+        rules=(scatter("mllama"), *attention("mllama", "MllamaTextSelfAttention"), "mllama.MllamaTextCrossAttention",
                "mllama.MllamaVisionAttention"),
         native={
             "vision": "model.vision_model", "projector": "model.multi_modal_projector",

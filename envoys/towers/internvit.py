@@ -33,18 +33,12 @@ width]`` lists; the tower's sizes are their side, the tiles being square.
 
 from __future__ import annotations
 
-import inspect
-import textwrap
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import torch
-from nnsight.intervention.source import install_source
 
-import instrument
-from instrument.calls import innermost
-from instrument.decorators import UnknownDecorator
-
+from ..core.bindings import SourcedBlock, bound_label
 from ..core.layouts import Patches
 from ..core.values import Unavailable, value
 from ..image.grids import ImageInputs, TokenRun
@@ -67,29 +61,10 @@ def _scaled_by(scale: str) -> Any:
 
 @cache
 def scaled_binding(block_class: type, scale: str) -> str:
-    """nnsight's label of the assignment in ``block_class.forward`` that binds ``self.<scale> * ...``.
-
-    Raises `Unavailable` naming the class when the forward binds no such
-    product, or more than one (a release that rewrote the block). Asked when
-    a value is first located, not at build, so a build from a warm cache
-    still imports no libcst.
-    """
-    import libcst as cst  # libcst loads when a value is first located, not at build
-    from libcst import matchers as m
-
-    try:
-        forward = innermost(block_class.forward)  # under transformers' checkpointing wrapper, as nnsight peels it
-    except UnknownDecorator as error:
-        raise Unavailable(f"{block_class.__qualname__}.forward cannot be read: {error}") from error
-    source = textwrap.dedent(inspect.getsource(forward))
-    function = next(node for node in cst.parse_module(source).body if isinstance(node, cst.FunctionDef))
-    found = [label for bound, label in instrument.name_operations(function).bindings if m.matches(bound, _scaled_by(scale))]
-    if len(found) != 1:
-        raise Unavailable(
-            f"{block_class.__qualname__}.forward binds self.{scale} * ... {len(found)} times (expected once): the "
-            f"block this envoy reads its layer-scaled sublayer outputs at has changed in this transformers release"
-        )
-    return found[0]
+    """nnsight's label of the assignment in ``block_class.forward`` that binds ``self.<scale> * ...``
+    (`envoys.core.bindings.bound_label`): `Unavailable` naming the class when the forward binds no such product, or
+    more than one."""
+    return bound_label(block_class, partial(_scaled_by, scale), f"self.{scale} * ...")
 
 
 def _block(envoy: Any) -> Any:
@@ -141,7 +116,7 @@ def scaled_value(name: str, what: str, gate: Any) -> Any:
     )
 
 
-class LayerScaledLayer(VisionLayer):
+class LayerScaledLayer(SourcedBlock, VisionLayer):
     """An InternViT block: ``layer_input + attention_output + mlp_output == layer_output``, ``[tiles, 1 + patches,
     vision_hidden_size]``, where ``attention_output`` and ``mlp_output`` are after the layer scales ``lambda_1`` and
     ``lambda_2``."""
@@ -149,25 +124,9 @@ class LayerScaledLayer(VisionLayer):
     attention_output = scaled_value("attention_output", "attention", no_images)
     mlp_output = scaled_value("mlp_output", "MLP", no_images)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._install_source()
-
-    def __setstate__(self, state: dict) -> None:
-        # a copied or unpickled module runs its plain body again (nnsight's State keeps no instrumented body)
-        super().__setstate__(state)
-        self._install_source()
-
-    def _update(self, module: torch.nn.Module) -> None:
-        # the loaded block that replaces a skeleton's at dispatch runs its plain body until sourced again
-        super()._update(module)
-        self._install_source()
-
-    def _install_source(self) -> None:
-        """Run nnsight's instrumented body on this block, which labels the two scaled bindings; installed before any
-        trace, so the forward that runs is the same one from the first trace on."""
-        if isinstance(self._module, torch.nn.Module) and not has_drop_paths(self._module):
-            install_source(self)
+    def sourced(self) -> bool:
+        """A block with drop-path modules needs no instrumented body: its values are those modules' outputs."""
+        return not has_drop_paths(self._module)
 
 
 class LayerScaledAttention(VisionAttention):
