@@ -105,4 +105,7 @@ def standard_tree(root: Any, title: str) -> str:
             lines += node_lines(name, child, "  ")
         elif child is not None:
             lines.append(f"  {child!r}")
+    family = getattr(root, "family", None)
+    if family is not None and family.crops is not None and "crops" in root.__dict__:  # the tower's second run
+        lines.append(f"  {root.__dict__['crops']!r}")
     return "\n".join(lines)

@@ -169,6 +169,7 @@ def test_several_invokes_with_images_refuse_the_crops_run(model):
 def test_crops_reads_outside_a_trace_and_support(model):
     assert isinstance(model.crops, CropsRun) and isinstance(model.crops.layers[0], CropsRun)
     assert repr(model.crops).startswith("crops: the tower's run on the local crops (")
+    assert f"\n  {model.crops!r}" in repr(model)
     assert model.support()["crops"] is None
     assert model.crops.support() == model.vision.support()
     assert model.crops.num_layers == model.vision.num_layers
