@@ -203,7 +203,12 @@ def test_the_gates_without_their_rule_say_why(tiny_checkpoint, monkeypatch):
     with pytest.raises(Unavailable, match=r"residual_scale is unavailable: no rewrite rule exposes torch_sqrt_0 in "
                                           r"MuseSparkResidualGate\.forward"):
         bare.layers[0].attention_gate.residual_scale  # noqa: B018
-    assert bare.layers[0].support()["stream_after_attention"] is None
+    support = bare.support()
+    assert support["stream_after_attention"] is None
+    for gate in ("post_attention_residual_gate", "post_feedforward_residual_gate"):
+        for scale in ("output_scale", "residual_scale"):
+            assert set(support[f"{gate}.{scale}"]) == {0, 1}
+            assert all(reason.startswith("no rewrite rule exposes") for reason in support[f"{gate}.{scale}"].values())
 
 
 def test_audio_is_not_served_and_says_why(model):

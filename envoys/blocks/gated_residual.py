@@ -101,6 +101,9 @@ class GatedResidualLayer(Layer):
     mlp_gate.output_scale * mlp_output``.
     """
 
+    #: the children whose values `support` lists: the sublayers and the gates
+    parts = ("self_attn", "mlp", ATTENTION_GATE, MLP_GATE)
+
     layer_input = value(
         "layer_input", Hidden, description="the stream entering the block", key="input",
         select=Argument(0, "hidden_states"), doc="The stream entering the block, ``[batch, seq, hidden_size]``.",
