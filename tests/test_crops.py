@@ -224,3 +224,27 @@ def test_each_crop_on_its_own_patch_grid(model):
         model.crops.patch_grid(embedded, crop=pixels.shape[0])
     with pytest.raises(Unavailable, match="crops.token_grid is not served"):
         model.crops.token_grid(embedded)
+
+
+def test_a_weightless_client_reads_the_crops_run_through_a_stock_server(model, tiny_checkpoint):
+    """Through a stock nnsight server (test_remote's, as NDIF holds the model), the crops' run's values, its blocks'
+    layer-scaled ones included, are the local ones, bit for bit; the client loads no weights."""
+    import test_remote  # its StockServer: a module import, so that pytest does not collect its tests here
+
+    path = tiny_checkpoint(CHECKPOINT)
+    client = StandardizedTransformer(path, task="image-text-to-text", attn_implementation="eager")
+    server = test_remote.StockServer(TransformersModel(str(path), task="image-text-to-text", dispatch=True,
+                                                       attn_implementation="eager"))
+
+    def reads(on, backend=None):
+        with on.trace(prompt(on, [LARGE]), images=[LARGE], backend=backend) as tracer:
+            views = on.vision.layers[0].layer_output.save()
+            attention = on.crops.layers[0].attention_output.save()
+            crops = on.crops.layers[-1].layer_output.save()
+            projected = on.crops.projector.output.save()
+            tracer.stop()
+        return views, attention, crops, projected
+
+    for ours, theirs in zip(reads(model), reads(client, server), strict=True):
+        assert torch.equal(ours, theirs)
+    assert not client.dispatched
