@@ -45,7 +45,6 @@ NOT_SCATTER = "not a scatter VLM"
 
 #: Models whose image enters the text model in another way than a scatter, as their forwards show.
 KINDS = {
-    "mllama": "cross-attention: the text model's cross-attention layers read the tower's output",
     "idefics": "cross-attention: gated cross-attention layers between the text blocks read the image",
     "chameleon": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
     "emu3": "VQ image tokens: a VQ-VAE turns the image into ids of the text vocabulary, no tower of blocks",
@@ -67,16 +66,7 @@ LEFT_OUT = {
                     "one prompt per image and policy, discarding `text=`: serving it needs a loader of its own",
     "fast_vlm": "its tower is timm's FastViT-HD (TimmWrapper, `fastvit_mci3`): convolutional RepMixer stages before "
                 "attention stages, not a stack of pre-norm attention + MLP blocks; it needs a layout for timm's "
-                "hierarchical stages (and timm in the test extra)",
-    "perception_lm": "its tower is a timm vision transformer (TimmWrapper) whose attention calls torch's fused kernel "
-                     "inline, not transformers' interface; it needs a rule for timm's attention forward, timm in the test "
-                     "extra, and its adaptive-pooling projector's grid",
-    "molmo2": "its adapter concatenates several tower layers (`vision_feature_layer`) and pools them per image token "
-              "with a cross-attention over the patches the processor's `pooled_patches_idx` names (`image_pooling_2d`): "
-              "`projector.input` and the grids need that pooling layout",
-    "step3p7": "the tower runs twice in one forward (the global views, then the local crops, two `self.vision_model` "
-               "calls in `get_image_features`), so each tower value has one occurrence per call to pin; its sparse "
-               "MoE text blocks (`Step3p7SparseMoeBlock`) are of a kind already served (Aria's, Mistral Large 4's)",
+                "hierarchical stages (timm's attention rule serves PerceptionLM's plain ViT, not these)",
     "unlimited_ocr": "a SAM encoder and a ViT, each run twice in one forward (global views, then local crops): it needs "
                      "per-call tower values; its MoE text blocks are of a kind already served, their reference "
                      "sliding-window caches untested",
@@ -102,12 +92,6 @@ LEFT_OUT = {
                          "frame and scatters every frame's queries at the video token (`video_token_id`); "
                          "`envoys.towers.qformer` names its modules as InstructBLIP's, but its values are a video's: serving it "
                          "needs the video side (frames as rows, the video token's mask)",
-    "muse_spark": "its tower is Muse Glimmer's (served there), but its text blocks gate the residual stream: each "
-                  "sublayer joins it through `MuseSparkResidualGate`, `alpha * residual + beta * post_norm(sublayer)` "
-                  "with learned per-channel `alpha` and `beta`, so the stream is rescaled at every sublayer and no "
-                  "values make layer_input + attention_output + mlp_output == layer_output hold; it needs a gated-"
-                  "residual block layout (the gates as values, the identity stated with them); its audio tower is "
-                  "another issue",
     "hy_v4_vl": "its text blocks use hyper-connections (`HYV4VLHyperConnection`, as DeepSeek-V4's): the stream is "
                 "`hc_mult` copies of the embeddings (`[batch, seq, hc_mult, hidden]`), each sublayer reads a learned, "
                 "input-dependent sum of them and its output is spread back onto them, and the head collapses the "

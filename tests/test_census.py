@@ -46,17 +46,17 @@ def test_the_supported_are_the_family_modules_and_each_scatters_where_its_rule_l
 
 
 def test_a_scatter_vlm_not_served_says_where_it_scatters_and_whether_its_tower_is_served(entries):
-    needs(entries, "molmo2", "shieldgemma2")
+    needs(entries, "glm5_next", "shieldgemma2")
     # a model_type served by another's classes: ShieldGemma 2 is Gemma 3's, whose inner model scatters
     shieldgemma2 = entries["shieldgemma2"]
     assert shieldgemma2.status == SCATTERS
     assert shieldgemma2.reason.startswith("Gemma3Model.forward calls inputs_embeds.masked_scatter (1)")
     assert "its tower, siglip_vision_model, is served (" in shieldgemma2.reason and "llava" in shieldgemma2.reason
-    assert "molmo2_vision, is not served yet" in entries["molmo2"].reason
+    assert "glm5_next_vision, is not served yet" in entries["glm5_next"].reason
 
 
 def test_the_models_that_are_not_scatter_vlms_say_what_they_are(entries):
-    needs(entries, "pix2struct", "udop", "t5gemma2", "vision-encoder-decoder", "git", "mllama", "fuyu")
+    needs(entries, "pix2struct", "udop", "t5gemma2", "vision-encoder-decoder", "git", "idefics", "fuyu")
     for model_type in ("pix2struct", "udop", "t5gemma2"):
         assert entries[model_type].status == NOT_SCATTER and "encoder-decoder" in entries[model_type].reason
     # a config that cannot be built without arguments (before 5.24) says nothing; its modeling module has no scatter
