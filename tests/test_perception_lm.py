@@ -10,8 +10,9 @@ from nnsight import TransformersModel
 
 pytest.importorskip("timm")
 
-from timm.layers.attention import AttentionRope  # noqa: E402
-from timm.models.eva import EvaAttention  # noqa: E402
+from test_remote import StockServer, read
+from timm.layers.attention import AttentionRope
+from timm.models.eva import EvaAttention
 from transformers import AutoModelForImageTextToText
 
 from envoys import StandardizedTransformer, Unavailable
@@ -170,3 +171,17 @@ def test_a_blocks_sublayers_add_their_outputs_times_the_layer_scale(model):
     native = model._module.model.vision_tower.timm_model.blocks[1]
     assert torch.equal(added, native.gamma_1 * attention) and not torch.equal(added, attention)
     assert torch.equal(mlp_added, native.gamma_2 * mlp)
+
+
+def test_a_stock_server_serves_the_rotated_queries_and_says_its_timm_attention_runs_fused(model, tiny_checkpoint):
+    """A server's stock model (NDIF's), loaded eager without this library, keeps timm's fused kernel: the queries
+    come back as the local model's, the pattern Unavailable saying why."""
+    path = tiny_checkpoint(CHECKPOINT)
+    loading = {"task": "image-text-to-text", "attn_implementation": "eager"}
+    client = StandardizedTransformer(path, **loading)
+    server = StockServer(TransformersModel(str(path), dispatch=True, **loading))
+    text = chat_prompt(model.processor, 1, "What is in the picture?")
+    queries = read(client, client.vision.layers[0].self_attn, "attention_queries", text, server)
+    assert torch.equal(queries, read(model, model.vision.layers[0].self_attn, "attention_queries", text))
+    with pytest.raises(Unavailable, match="a stock model keeps timm's choice"):
+        read(client, client.vision.layers[0].self_attn, "attention_probabilities", text, server)

@@ -52,6 +52,7 @@ from transformers.models.timm_wrapper.modeling_timm_wrapper import TimmWrapperPr
 
 from rewrites.timm_attention import KEYS_SITE, QUERIES_SITE, SCORES_SITE, SOFTMAX_SITE
 
+from ..core.backends import stock_labels
 from ..core.layouts import HeadOutputs, Keys, Patches, Pattern, Queries, Values
 from ..core.standard import child, missing_site
 from ..core.values import Argument, EProperty, value
@@ -76,14 +77,17 @@ def no_rotary(attention: Any) -> str | None:
 
 
 def fused(attention: Any) -> str | None:
-    """Why the eager branch's scores and probabilities are not served, or None: the module runs the fused kernel."""
-    if attention._module.fused_attn:
-        return (
-            "the scores and probabilities exist only on timm's eager branch, and this attention runs torch's fused "
-            "kernel (its fused_attn is set); load the model with attn_implementation='eager', which this library "
-            "passes on to the timm tower"
-        )
-    return None
+    """Why the eager branch's scores and probabilities are not served, or None: the module runs the fused kernel (on
+    a server's stock model, the server's module, which this library did not load)."""
+    if not attention._module.fused_attn:
+        return None
+    ran = ("the scores and probabilities exist only on timm's eager branch, and this attention runs torch's fused "
+           "kernel (its fused_attn is set)")
+    if stock_labels(attention) is not None:  # a server's stock model: loaded without this library
+        return (f"{ran}: a stock model keeps timm's choice whatever attn_implementation it was loaded with "
+                "(transformers does not pass it on to timm); the pattern needs a model this library loads with "
+                "attn_implementation='eager'")
+    return f"{ran}; load the model with attn_implementation='eager', which this library passes on to the timm tower"
 
 
 def site(name: str) -> Any:
