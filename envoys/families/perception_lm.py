@@ -5,7 +5,12 @@ MLP projector that pools its output, a Llama text model.
 features into the token embeddings with ``inputs_embeds.masked_scatter``
 (``inputs_embeds_masked_scatter_0``, argument 1, found as on every default
 host), so ``image_features`` is the projector's output flattened over tiles
-and tokens; the videos' (``_1``) are not served here.
+and tokens. Videos: the host runs the same tower and projector on every
+sampled frame (``model.video``, frames as its batch: each frame one tile,
+resized whole by the video processor) and scatters them at
+``inputs_embeds_masked_scatter_1``: ``vision.video_features`` is
+``[video_tokens, hidden_size]``, frame after frame, each frame's pooled
+tokens in raster order (``vision.video_token_grid``).
 
 The processor cuts each image into tiles of ``tile_size`` pixels
 (``vision_input_type="thumb+tile"``): first the whole image resized to one
@@ -39,10 +44,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from ..image.frames import uniform_frames
 from ..image.grids import Grid, GridError, ImageInputs, TiledImage, TiledLayout, TokenRun, check_image, raster
 from ..towers.encoder_names import WRAPPER_RENAME
 from ..towers.timm_vit import TIMM_PE_ENVOYS, TIMM_PE_RENAME, pooling_head
-from . import Family
+from . import IMAGE_AND_VIDEO, Family
 
 RENAME = {**WRAPPER_RENAME, **TIMM_PE_RENAME}
 
@@ -102,6 +110,11 @@ class PerceptionGrids(TiledLayout):
             found.append(TiledImage(grid, run(0), image * tiles, whole_first=True))
         return found
 
+    def video_token_grid(self, inputs: ImageInputs, video: int, mask: torch.Tensor) -> Grid:
+        """Video ``video``'s grids over the video tokens, ``[frames, side, side]``: each frame is one tile, pooled like
+        an image's, frame after frame (`uniform_frames`)."""
+        return uniform_frames(inputs, video, mask)
+
     def patch_grid(self, inputs: ImageInputs, image: int) -> Grid:
         images = self.tiled_images(inputs)
         check_image(image, len(images))
@@ -113,4 +126,4 @@ class PerceptionGrids(TiledLayout):
 
 
 FAMILY = Family("perception_lm", RENAME, ENVOYS, "model.language_model.layers", grid_layout=PerceptionGrids(),
-                not_served=pooling_head)
+                not_served=pooling_head, media=IMAGE_AND_VIDEO)

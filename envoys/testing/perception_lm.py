@@ -7,7 +7,8 @@ generator first; :func:`envoys.testing.build` does). The image processor cuts
 each image into 16 pixel tiles (``thumb+tile``, up to 4 tiles besides the
 thumbnail), each an 8x8 grid of 2 pixel patches behind a CLS row (65 rows); the
 projector pools each tile's grid 2x2 to 4x4 = 16 image tokens. So a 32x32 image
-is a 2x2 canvas and a 64x16 one a 4x1 canvas, each 5 tiles and 80 image tokens.
+is a 2x2 canvas and a 64x16 one a 4x1 canvas, each 5 tiles and 80 image tokens. The video processor
+resizes every frame to one 16 pixel tile: 16 video tokens a frame.
 Needs timm (the test extra installs it).
 """
 
@@ -24,7 +25,7 @@ from transformers import (
 from transformers.models.perception_lm.image_processing_perception_lm import PerceptionLMImageProcessor
 from transformers.models.perception_lm.video_processing_perception_lm import PerceptionLMVideoProcessor
 
-from .contract import Loads, Reads, Row, Sizes, attention, batched, scatter, text_model
+from .contract import Loads, Reads, Row, Sizes, VideoRow, attention, batched, scatter, text_model
 from .deepseek import llama_text
 from .norms import randomise_norms
 from .tokenizer import TokenizersBackend, word_level_tokenizer
@@ -121,7 +122,8 @@ PE_BLOCK = {"self_attn": "attn", "self_attn.o_proj": "attn.proj", "input_layerno
 CONTRACTS = {
     # envoys/testing/perception_lm.py: 16 px tiles of 2 px patches, 8x8 = 64 patches and a CLS row a tile (65); the
     # 32x32 image a 2x2 canvas, the 64x16 one 4x1, each with its thumbnail 5 tiles; the projector pools each tile's
-    # 8x8 to 4x4 = 16 tokens, 80 an image; the host drops the CLS row before the projector; no final norm.
+    # 8x8 to 4x4 = 16 tokens, 80 an image; the host drops the CLS row before the projector; no final norm. The video
+    # processor resizes each of the video's 4 frames to one 16 px tile: 4 rows of 65, 16 tokens a frame, 64 a video.
     "perception_lm": Row(
         loads=Loads(("PerceptionLMForConditionalGeneration", "PerceptionLMProcessor", "TokenizersBackend")),
         image_tokens=(80, 80),
@@ -132,6 +134,7 @@ CONTRACTS = {
         projector_reads=Reads("tower_output", drop_first=1),
         second_image=(64, 16),
         prefix=1,
+        video=VideoRow(tokens=64, stream=(4, 65, 32), grid=(4, 4, 4)),
         rules=(scatter("perception_lm"), "timm.rope-attention", *attention("llama", "LlamaAttention")),
         native={
             "vision": "model.vision_tower", "projector": "model.multi_modal_projector",
