@@ -80,8 +80,9 @@ LEFT_OUT = {
                      "tower and projector value has two occurrences of different shapes to pin; the tower is itself two "
                      "stacks (a SAM ViT with its neck, then a Qwen2-style decoder over the SAM patches and learned "
                      "queries, of which only the query rows leave it), and each image's scattered rows are its crops', "
-                     "its global view's and a learned `view_separator`: it needs per-call tower values and a layout for "
-                     "the query rows and the two views",
+                     "its global view's and a learned `view_separator`; the second run is what `model.crops` serves "
+                     "(`envoys.vision.crops`, as on Step-3.7), but it still needs a layout for a tower of two stacks "
+                     "and for the query rows, the two views and the separator",
     "glm5_next": "its text blocks use manifold-constrained hyper-connections: the stream is `hc_mult` copies "
                  "(`[batch, seq, hc_mult, hidden]`), each sublayer reads a learned collapse of them and its output is "
                  "expanded by `post` and added to `comb @ residual`, so layer_input + attention_output + mlp_output == "
