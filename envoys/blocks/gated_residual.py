@@ -31,6 +31,16 @@ the scales as values, read where the gate computes them (`rewrites.residual_gate
 ``output_scale`` (beta) before ``residual_scale`` (alpha), as the gate's forward
 computes them; alpha is computed from beta, so a write to ``output_scale`` moves
 ``residual_scale`` too, and a write to ``residual_scale`` moves it alone.
+``model.support()`` lists them under the gates' native names
+(``post_attention_residual_gate.output_scale``, ...).
+
+The identity is the gate's own arithmetic on the values it receives, so it
+holds bit for bit on every CPU (elementwise products and one sum a channel).
+Which of the two ways issue #37 allowed: ``attention_output`` and
+``mlp_output`` defined as the gated contributions (``beta * normed``) would
+not make ``layer_input + attention_output + mlp_output == layer_output`` hold
+either, since the stream itself is scaled by ``alpha``; so the identity is
+stated with the gates, and the plain sum is not claimed.
 """
 
 from __future__ import annotations
