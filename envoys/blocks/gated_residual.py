@@ -36,7 +36,7 @@ computes them; alpha is computed from beta, so a write to ``output_scale`` moves
 
 The identity is the gate's own arithmetic on the values it receives, so it
 holds bit for bit on every CPU (elementwise products and one sum a channel).
-Which of the two ways issue #37 allowed: ``attention_output`` and
+Why not the other layout: ``attention_output`` and
 ``mlp_output`` defined as the gated contributions (``beta * normed``) would
 not make ``layer_input + attention_output + mlp_output == layer_output`` hold
 either, since the stream itself is scaled by ``alpha``; so the identity is
