@@ -38,13 +38,26 @@ from .families import Family, own_family
 MODELS = "transformers.models."
 
 
+#: The modules of packages other than transformers whose forwards a rule rewrites, by the name their rules start with
+#: (`rewrites.attention.model_type_of`): timm's attention, which PerceptionLM's tower runs.
+OTHER_PACKAGES = {"timm": "timm.layers.attention"}
+
+
 def modeling_module_of(name: str) -> ModuleType | None:
-    """The transformers modeling module ``name`` points at, imported alone, or None where it points at none."""
+    """The transformers modeling module ``name`` points at (or the module of another package whose forwards a rule
+    rewrites, `OTHER_PACKAGES`), imported alone, or None where it points at none."""
     dotted = name.replace(":", ".")
-    if dotted.startswith(MODELS):
-        parts = dotted.split(".")
-        return next(filter(None, (_module(".".join(parts[:end])) for end in range(len(parts), 3, -1))), None)
+    package = next((package for package in (MODELS, *(f"{other}." for other in OTHER_PACKAGES))
+                    if dotted.startswith(package)), None)
     model_type, dot, _ = dotted.partition(".")
+    if package is not None:  # a dotted path: its longest importable module
+        parts = dotted.split(".")
+        shortest = package.count(".") + (1 if package == MODELS else 0)
+        found = next(filter(None, (_module(".".join(parts[:end])) for end in range(len(parts), shortest, -1))), None)
+        if found is not None or package == MODELS:
+            return found
+    if dot and model_type in OTHER_PACKAGES:  # a rule's name on another package's module
+        return _module(OTHER_PACKAGES[model_type])
     if dot and model_type.isidentifier():  # a rule's name: its modeling module's model_type first
         return _module(f"{MODELS}{model_type}.modeling_{model_type}")
     if name.isidentifier() and name[:1].isupper():  # a class transformers exports

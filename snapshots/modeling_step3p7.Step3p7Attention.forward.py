@@ -1,0 +1,49 @@
+# rule step3p7.Step3p7Attention: the attention kernel call: queries, keys, values in, head outputs out
+# transformers.models.step3p7.modeling_step3p7:Step3p7Attention.forward
+# transformers/models/step3p7/modeling_step3p7.py
+# sites: attention_interface_1
+
+@deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+def forward(
+    self,
+    hidden_states: torch.Tensor,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor],
+    attention_mask: torch.Tensor | None,
+    cache: Cache | None = None,
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    input_shape = hidden_states.shape[:-1]
+    hidden_shape = (*input_shape, -1, self.head_dim)
+
+    query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+    key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+    value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+
+    gate_states = self.g_proj(hidden_states)
+    cos, sin = position_embeddings
+    query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+
+    if cache is not None:
+        key_states, value_states = cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)
+
+    attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+        self.config._attn_implementation, eager_attention_forward
+    )
+    attn_output, attn_weights = __vlm_site__("attention_interface_1", attention_interface,
+        self,
+        query_states,
+        key_states,
+        value_states,
+        attention_mask,
+        dropout=0.0 if not self.training else self.attention_dropout,
+        scaling=self.scaling,
+        sliding_window=self.sliding_window,
+        **kwargs,
+    )
+    attn_output = attn_output.reshape(*input_shape, -1)
+    output_shape = attn_output.shape
+    attn_output = attn_output.view(*output_shape[:-1], self.num_heads, self.head_dim)
+    attn_output = attn_output * gate_states.unsqueeze(-1).sigmoid()
+    attn_output = attn_output.view(*output_shape)
+    attn_output = self.o_proj(attn_output)
+    return attn_output, attn_weights
