@@ -116,6 +116,9 @@ class Batching:
     #: 2's image_token_pooling, rows of its pixel_values' crops x patches): input key -> the key it indexes; several
     #: invokes' entries are moved past the earlier invokes' rows, as the processor numbers several images'
     indexes: Mapping[str, str] = field(default_factory=dict)
+    #: forward keywords holding one entry per image as a list, not a tensor (Unlimited-OCR's num_local_patches and
+    #: patches_grid, which its processor leaves unconverted): several invokes' lists are joined in invoke order
+    per_image_lists: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -277,9 +277,18 @@ class TokenRun:
 
 def image_inputs_of(kwargs: Mapping[str, Any], mask: torch.Tensor, config: Any, processor: Any,
                     given_sizes: tuple[tuple[int, int], ...] | None = None) -> ImageInputs:
-    """The `ImageInputs` of a batch's keyword inputs, detached: every tensor but the text's."""
+    """The `ImageInputs` of a batch's keyword inputs, detached: every tensor but the text's, and, as tensors, the
+    lists of numbers the processor leaves unconverted (its ``skip_tensor_conversion``: Unlimited-OCR's crops per
+    image, ``num_local_patches``, and crop grids, ``patches_grid``)."""
     tensors = {key: value.detach() for key, value in kwargs.items()
                if isinstance(value, torch.Tensor) and key not in TEXT_KEYS}
+    for key in getattr(processor, "skip_tensor_conversion", None) or ():
+        listed = kwargs.get(key)
+        if isinstance(listed, list) and listed and key not in tensors:
+            try:
+                tensors[key] = torch.tensor(listed, dtype=torch.long)
+            except (TypeError, ValueError, RuntimeError):  # not numbers (video metadata): not an image input
+                continue
     return ImageInputs(tensors, kwargs["input_ids"].detach(), mask.detach(), config, processor, given_sizes)
 
 

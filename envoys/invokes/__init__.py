@@ -190,7 +190,7 @@ def batch_image_invokes(model: Any, invokes: list) -> tuple[dict[str, Any], Invo
             f"checkpoint: {batching.text_invokes}; trace the text-only prompt in a trace of its own"
         )
     joined = join(model, [encode_invoke(model, inputs, kwargs) for inputs, kwargs in invokes], batching.input_axes,
-                  batching.indexes)
+                  batching.indexes, batching.per_image_lists)
     positions_supplied(model, joined.kwargs, batching.first_position)
     packed = isinstance(model.__dict__.get("vision"), Vision) and packed_tower(model.vision)
     parts = invoke_parts(model, invokes, joined, packed)

@@ -19,7 +19,9 @@ joined as the processor joins several prompts:
   ``pixel_values``' crops x patches) has each invoke's entries moved past the
   earlier invokes' rows, -1 (a padding slot) kept, as the processor numbers
   several images' rows;
-- keywords that are not tensors go to the forward, and must agree.
+- keywords that are not tensors go to the forward, and must agree, but for a
+  family's lists of one entry per image (``Batching.per_image_lists``:
+  Unlimited-OCR's ``num_local_patches``), joined in invoke order.
 
 Where left padding moves a short prompt's tokens, ``position_ids`` counted from
 each row's first token are supplied (`positions_supplied`), unless the model
@@ -146,10 +148,12 @@ def moved_past_earlier_rows(parts: list[torch.Tensor | None], rows: list[torch.T
 
 
 def join(model: Any, encoded: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
-         axes: Mapping[str, int] | None = None, indexes: Mapping[str, str] | None = None) -> JoinedInputs:
+         axes: Mapping[str, int] | None = None, indexes: Mapping[str, str] | None = None,
+         per_image_lists: tuple[str, ...] = ()) -> JoinedInputs:
     """The invokes' encodings (`encode_invoke`) as one batch, in invoke order (see the module's docstring); ``axes``:
     the axis an image input joins the invokes along where not the first (the family's ``input_axes``); ``indexes``:
-    an input whose entries index another's rows -> that input (the family's ``indexes``)."""
+    an input whose entries index another's rows -> that input (the family's ``indexes``); ``per_image_lists``:
+    keywords holding a list of one entry per image, joined in invoke order (the family's ``per_image_lists``)."""
     axes, indexes = dict(axes or {}), dict(indexes or {})
     tokenizer = model.tokenizer
     left = getattr(tokenizer, "padding_side", "right") == "left"
@@ -183,6 +187,9 @@ def join(model: Any, encoded: list[tuple[dict[str, torch.Tensor], dict[str, Any]
         spans[key] = tuple(own)
     for _, keywords in encoded:
         for key, value in keywords.items():
+            if key in per_image_lists and isinstance(value, list):
+                kwargs[key] = [*kwargs.get(key, []), *value]
+                continue
             if key in kwargs and kwargs[key] != value:
                 raise InvokeInputError(f"the invokes pass {key}= differently ({kwargs[key]!r} and {value!r}); a "
                                        f"keyword of the forward is one for the whole batch: pass it to model.trace()")

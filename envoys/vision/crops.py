@@ -128,9 +128,11 @@ class CropsRun(VideoRun):
 
     # -- each crop on its own patch grid ------------------------------------------------------------------------------
 
-    def crop_grid(self, crop: int) -> Grid:
+    def crop_grid(self, crop: int, **options: Any) -> Grid:
         """Crop ``crop``'s grid over the crops' run's rows: row ``crop`` of the stream, its ``side x side`` patches in
-        raster order (``side``: the crop's pixels over the tower's patch size), off the last batch's crop pixels."""
+        raster order (``side``: the crop's pixels over the tower's patch size), off the last batch's crop pixels; or
+        the family's grid layout's ``crop_grid(pixels, crop, config, **options)`` where it has one (a tower whose rows
+        are not one a patch: Unlimited-OCR's)."""
         root = self._tower.root
         inputs = root.__dict__.get("last_image_inputs")
         pixels = inputs.get(root.family.crops.carrier) if inputs is not None else None
@@ -139,22 +141,27 @@ class CropsRun(VideoRun):
         crops = pixels.shape[0]
         if not isinstance(crop, int) or isinstance(crop, bool) or not 0 <= crop < crops:
             raise GridError(f"crop={crop!r} is not a crop of this batch: it holds {crops} crop(s), 0..{crops - 1}")
+        own = getattr(root.family.grid_layout, "crop_grid", None)
+        if own is not None:
+            return own(pixels, crop, root._module.config, **options)
+        if options:
+            raise TypeError(f"crops.patch_grid takes no options here: {', '.join(options)} given")
         side = pixels.shape[-1] // self._tower.patch_size
         start = crop * side * side
         return Grid(raster(side, side, start), slice(start, start + side * side), crops * side * side)
 
-    def patch_grid(self, value: torch.Tensor, crop: int = 0) -> torch.Tensor:
+    def patch_grid(self, value: torch.Tensor, crop: int = 0, **options: Any) -> torch.Tensor:
         """A per-patch value of the crops' run, crop ``crop``'s on its patch grid, ``[grid_rows, grid_columns, ...]``:
         ``value`` is the run's stream (``[crops, patches, ...]``) or this crop's rows alone; trailing axes kept. Crops
         are numbered as the processor made them (image after image, each image's row after row), on the last batch
-        that carried crops."""
-        grid = self.crop_grid(crop)
+        that carried crops. ``options`` are the family layout's own (Unlimited-OCR's ``of=``)."""
+        grid = self.crop_grid(crop, **options)
         return gather(tower_rows(value, grid, 2), grid)
 
-    def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, crop: int = 0) -> torch.Tensor:
+    def place_patch_grid(self, grid: torch.Tensor, into: torch.Tensor, crop: int = 0, **options: Any) -> torch.Tensor:
         """Write ``grid`` (as `patch_grid` returns it) into the crops' run's value ``into`` in place, crop ``crop``'s
         rows; a grid of another shape is refused with nothing written. Returns ``into``."""
-        cells = self.crop_grid(crop)
+        cells = self.crop_grid(crop, **options)
         return place(grid, tower_rows(into, cells, 2), cells)
 
     def token_grid(self, value: torch.Tensor, image: int = 0, **options: Any) -> torch.Tensor:
