@@ -49,9 +49,11 @@ def prompt(model) -> str:
 
 def inputs(model, images=IMAGES) -> dict[str, torch.Tensor]:
     """The processor's outputs, floating-point ones in the model's dtype (Llama 4's come in bfloat16), as the
-    image-text-to-text pipeline casts them."""
+    image-text-to-text pipeline casts them; lists the processor leaves unconverted (Unlimited-OCR's crops per image)
+    as they are."""
     batch = model.processor(text=[prompt(model)], images=images_for(model, images), return_tensors="pt")
-    return {key: value.to(model._module.dtype) if value.is_floating_point() else value for key, value in batch.items()}
+    return {key: value.to(model._module.dtype) if torch.is_tensor(value) and value.is_floating_point() else value
+            for key, value in batch.items()}
 
 
 def image_mask(model, batch) -> torch.Tensor:

@@ -155,13 +155,14 @@ def _image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor
     # Video-LLaVA's image processor names the pixels pixel_values_images (its get_image_features takes either name);
     # the padded pixels' masks: pixel_attention_mask (LFM2-VL, Idefics 2), pixel_mask (Aria); DeepSeek-VL-Hybrid's
     # high-res tower's pixels: high_res_pixel_values; VideoLLaMA 3's per-image merge sizes: image_merge_sizes; a second
-    # run's local crops and how many each image has (Step-3.7's): pixel_values_local, num_local_patches; the patches
+    # run's local crops and how many each image has (Step-3.7's), and their grid (Unlimited-OCR's): pixel_values_local,
+    # num_local_patches, patches_grid; the patches
     # each image token pools and each image's token grids (Molmo 2's): image_token_pooling, image_grids
     kwargs = {k: inputs[k] for k in ("pixel_values", "pixel_values_images", "image_grid_thw", "image_sizes",
                                      "image_grid_hw", "image_position_ids", "spatial_shapes", "pixel_attention_mask",
                                      "pixel_mask", "high_res_pixel_values", "qformer_input_ids", "qformer_attention_mask",
                                      "image_merge_sizes", "target_sizes", "pixel_values_local", "num_local_patches",
-                                     "image_token_pooling", "image_grids")
+                                     "patches_grid", "image_token_pooling", "image_grids")
               if k in inputs}
     host = _host(model)
     get_image_features = host.get_image_features
