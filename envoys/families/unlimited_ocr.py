@@ -102,7 +102,6 @@ from ..towers.sam import SAM_BLOCK_RENAME, SamTower, SamVisionAttention, SamVisi
 from ..vision.crops import Crops
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, onto_patch_grid, patch_rows
 from . import Batching, Family
-from .got_ocr2 import folded
 
 #: The per-patch values a grid reads (``of=``): a CLIP block's (CLS first), a SAM block's, or a value without CLS.
 PATCH_VALUES = ("stream", "sam", "output")
@@ -215,8 +214,10 @@ class UnlimitedOcrVision(Vision):
 
 
 def token_side(pixels: int, sam_patch: int) -> int:
-    """The side of a view's (or crop's) token grid: its SAM grid folded by two stride-2 convolutions."""
-    return folded(pixels // sam_patch)
+    """The side of a view's (or crop's) token grid: its SAM grid folded by two 3x3 convolutions of stride 2 and
+    padding 1 (``sam_encoder.proj``), each ``ceil(n / 2)``."""
+    half = (pixels // sam_patch + 1) // 2
+    return (half + 1) // 2
 
 
 class UnlimitedOcrGrids:
