@@ -35,7 +35,8 @@ wide, block 1 a mixture of `EXPERTS` = 4 experts, `TOP_K` = 2 a token
 LayerNorms (both stacks', the neck's) are drawn from U(0.5, 1.5)
 (`randomise_norms`), the RMSNorms from N(1, 0.5); the host's
 ``image_newline`` and ``view_separator`` and the SAM position grid from
-N(0, 1) (the SAM's is zero at init).
+N(0, 1) (the SAM's is zero at init), the SAM attention's relative position
+tables (zero at init) from N(0, 0.1).
 
 The tokenizer is word-level (`envoys.testing.tokenizer`), DeepSeek's
 begin/end tokens, ``<image>``, and a short chat template.
@@ -50,7 +51,7 @@ from transformers import (
     UnlimitedOcrImageProcessor,
     UnlimitedOcrProcessor,
 )
-from transformers.models.unlimited_ocr.modeling_unlimited_ocr import UnlimitedOcrTextRMSNorm
+from transformers.models.unlimited_ocr.modeling_unlimited_ocr import UnlimitedOcrSamVisionAttention, UnlimitedOcrTextRMSNorm
 
 from .contract import (
     SIGLIP,
@@ -103,7 +104,8 @@ def _tokenizer() -> TokenizersBackend:
 
 def randomise_weights(model: UnlimitedOcrForConditionalGeneration) -> None:
     """The LayerNorms from U(0.5, 1.5) (`randomise_norms`), the RMSNorms from N(1, 0.5); the host's learned rows and
-    the SAM position grid (zero at init) from N(0, 1)."""
+    the SAM position grid (zero at init) from N(0, 1), the SAM attention's relative positions (zero at init) from
+    N(0, 0.1)."""
     randomise_norms(model)
     with torch.no_grad():
         for module in model.modules():
@@ -113,6 +115,10 @@ def randomise_weights(model: UnlimitedOcrForConditionalGeneration) -> None:
         inner.image_newline.normal_()
         inner.view_separator.normal_()
         inner.vision_tower.sam_encoder.pos_embed.normal_()
+        for module in model.modules():
+            if isinstance(module, UnlimitedOcrSamVisionAttention):
+                module.rel_pos_h.normal_(0.0, 0.1)
+                module.rel_pos_w.normal_(0.0, 0.1)
 
 
 def build_unlimited_ocr() -> tuple[UnlimitedOcrForConditionalGeneration, UnlimitedOcrProcessor]:
