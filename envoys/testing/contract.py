@@ -270,6 +270,9 @@ class PatternRow:
     #: the attention calls its kernel once per image (or window) at its ``cu_seqlens``: the pattern is the calls'
     #: patterns on the diagonal of ``[1, heads, rows, rows]`` (`envoys.towers.per_image`)
     per_call: bool = False
+    #: the tower's own mask hides some keys from some rows (DeepSeek-OCR 2's decoder: causal over its learned
+    #: queries), so the pattern is zero there; its family's test says where
+    masked: bool = False
 
 
 @dataclass(frozen=True)
