@@ -111,6 +111,6 @@ def test_the_video_and_audio_table_names_the_families_that_serve_them() -> None:
     video = {family.model_type for family in families() if "video" in family.media}
     own = {family.model_type for family in families() if family.media.video_tower is not None}
     absent = set(ABSENT)  # a family whose model the installed transformers lacks cannot be asked what it takes
-    assert listed(media, "| videos, the tower") - absent == video - own
+    assert listed(media, "| videos, on the image tower") - absent == video - own
     assert listed(media, "| videos, on a tower") - absent == own
     assert listed(media, "| audio") - absent == {family.model_type for family in families() if "audio" in family.media}
