@@ -1,10 +1,10 @@
 """``model.crops`` (`envoys.vision.crops`): the tower's second run in one forward, on the local crops, pinned as
 ``model.video`` pins the videos' run.
 
-Run on the first tiny checkpoint whose family runs its tower twice (``Family.crops``: Step-3.7's). Every expected
-value comes from outside the code under test: the stock processor's pixels and crop counts, the modules' own weights,
-and a stock nnsight model of the same checkpoint, whose own ``.source`` of ``get_image_features`` labels each call of
-the tower and the projector (``self_vision_model_0`` / ``_1``, ``self_multi_modal_projector_0`` / ``_1``).
+Run on the first tiny checkpoint whose family runs a tower of one stack twice (``Family.crops``: Step-3.7's). Every
+expected value comes from outside the code under test: the stock processor's pixels and crop counts, the modules' own
+weights, and a stock nnsight model of the same checkpoint, whose own ``.source`` of ``get_image_features`` labels each
+call of the tower and the projector (``self_vision_model_0`` / ``_1``, ``self_multi_modal_projector_0`` / ``_1``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ from envoys.testing import CONTRACTS, NAMES, chat_prompt, noise_image
 from envoys.vision.crops import CROPS_RUN_ORDER, CropsRun
 from envoys.vision.tower import NoTower
 
-#: The first checkpoint whose family runs its tower a second time, on the local crops.
-CHECKPOINT = next((family.model_type for family in families() if family.crops is not None and family.model_type in NAMES),
-                  None)
+#: The first checkpoint whose family runs a tower of one stack a second time, on the local crops (its patch embedding
+#: feeds its blocks: the row's patch_embeddings is the stream's). A tower of two stacks run twice (a SAM encoder, then
+#: another stack over its grid) is tested by its family's own file.
+CHECKPOINT = next((family.model_type for family in families() if family.crops is not None and family.model_type in NAMES
+                   and CONTRACTS[family.model_type].patch_embeddings is None), None)
 if CHECKPOINT is None:  # pragma: no cover - every release that builds Step-3.7 builds it
     pytest.skip("no tiny checkpoint of a family whose tower runs twice", allow_module_level=True)
 
