@@ -67,22 +67,10 @@ LEFT_OUT = {
     "fast_vlm": "its tower is timm's FastViT-HD (TimmWrapper, `fastvit_mci3`): convolutional RepMixer stages before "
                 "attention stages, not a stack of pre-norm attention + MLP blocks; it needs a layout for timm's "
                 "hierarchical stages (timm's attention rule serves PerceptionLM's plain ViT, not these)",
-    "unlimited_ocr": "a SAM encoder and a ViT, each run twice in one forward (global views, then local crops): it needs "
-                     "per-call tower values; its MoE text blocks are of a kind already served, their reference "
-                     "sliding-window caches untested",
     "granite4_vision": "no one scatter of the image features: a window Q-Former downsamples the tower's layers and "
                        "`Granite4VisionTextModel` adds them at several text layers inside its layer loop "
                        "(`hidden_states.masked_scatter` per tap, a DeepStack of its own), which the DeepStack envoy "
                        "does not read yet",
-    "deepseek_ocr2": "the tower runs twice in one forward whenever the processor crops (an image whose longer side is "
-                     "over its `tile_size`, 768 px): `get_image_features` calls `self.vision_tower` and "
-                     "`self.multi_modal_projector` on the 1024 px global view, then on the 768 px local crops, so each "
-                     "tower and projector value has two occurrences of different shapes to pin; the tower is itself two "
-                     "stacks (a SAM ViT with its neck, then a Qwen2-style decoder over the SAM patches and learned "
-                     "queries, of which only the query rows leave it), and each image's scattered rows are its crops', "
-                     "its global view's and a learned `view_separator`; the second run is what `model.crops` serves "
-                     "(`envoys.vision.crops`, as on Step-3.7), but it still needs a layout for a tower of two stacks "
-                     "and for the query rows, the two views and the separator",
     "glm5_next": "its text blocks use manifold-constrained hyper-connections: the stream is `hc_mult` copies "
                  "(`[batch, seq, hc_mult, hidden]`), each sublayer reads a learned collapse of them and its output is "
                  "expanded by `post` and added to `comb @ residual`, so layer_input + attention_output + mlp_output == "
