@@ -19,6 +19,8 @@ if ENVIRONMENT not in os.environ:
     os.environ[ENVIRONMENT] = tempfile.mkdtemp(prefix="vlm-instrument-cache-")
     atexit.register(shutil.rmtree, os.environ[ENVIRONMENT], True)
 
+from nnsight import TransformersModel
+
 from envoys import StandardizedTransformer, testing
 from envoys.core.bugs import BrokenLoad
 from envoys.testing import ABSENT, in_release
@@ -56,6 +58,15 @@ def model(request: pytest.FixtureRequest, tiny_checkpoint: Callable[..., Path]) 
                                 "checkpoint's name>' in it, or define its own model fixture")
     return StandardizedTransformer(tiny_checkpoint(name), task="image-text-to-text", device="cpu", attn_implementation="eager",
                                    dispatch=True)
+
+
+@pytest.fixture(scope="module")
+def stock(model: StandardizedTransformer) -> TransformersModel:
+    """The test module's checkpoint (the ``model`` fixture's folder) in a stock nnsight model: ``TransformersModel``,
+    eager, weights loaded; nnsight's own forward and labels, which no rule of this library rewrites, to compare the
+    standard values with."""
+    return TransformersModel(str(model._module.name_or_path), task="image-text-to-text", dispatch=True,
+                             attn_implementation="eager")
 
 
 def absent(model_type: str) -> str | None:

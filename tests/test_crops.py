@@ -45,12 +45,6 @@ def inputs(model, images) -> dict:
     return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
 
 
-@pytest.fixture(scope="module")
-def stock(tiny_checkpoint):
-    return TransformersModel(str(tiny_checkpoint(CHECKPOINT)), task="image-text-to-text", dispatch=True,
-                             attn_implementation="eager")
-
-
 def stock_calls(stock, model, images):
     """nnsight's own labels of the stock forward: each call of the tower and the projector in get_image_features."""
     with stock.trace(prompt(model, images), images=images) as tracer:

@@ -10,14 +10,16 @@ output, the cross-attention blocks, their reasons, and the tiles' grids.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import nnsight
 import pytest
 import torch
-from nnsight import TransformersModel
 from nnsight.intervention.source import compiled, decorator_chain
 from transformers.models.mllama.modeling_mllama import MllamaCrossAttentionDecoderLayer, MllamaVisionEncoderLayer
 
-from envoys import StandardizedTransformer, Unavailable
+from envoys import Unavailable
+from envoys.core.bindings import label_reason
 from envoys.image import recipes
 from envoys.testing import chat_prompt, noise_image
 from envoys.testing.mllama import CROSS_LAYERS, MAX_TILES, PADDED_TILE_ROWS, SELF_LAYERS, TILE_ROWS
@@ -33,13 +35,6 @@ def prompt(model, images) -> str:
 
 def processed(model, images):
     return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
-
-
-@pytest.fixture(scope="module")
-def stock(tiny_checkpoint):
-    """The same checkpoint in a stock nnsight model: nnsight's own forward and labels."""
-    return TransformersModel(str(tiny_checkpoint(CHECKPOINT)), task="image-text-to-text", dispatch=True,
-                             attn_implementation="eager")
 
 
 def tower_reads(model) -> list[dict]:
@@ -261,7 +256,16 @@ def test_invokes_with_images_are_refused_before_the_model_runs(model):
                 model.logits.save()
 
 
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return StandardizedTransformer(tiny_checkpoint(CHECKPOINT), task="image-text-to-text", device="cpu",
-                                   attn_implementation="eager")
+
+def test_a_gate_call_a_release_dropped_is_unavailable_naming_the_forward(model):
+    """A cross-attention block whose forward no longer calls a gate's tanh (a release that rewrote it): its gate and
+    the terms read through it say so, rather than wait for a call that never comes."""
+
+    class Rewritten(MllamaCrossAttentionDecoderLayer):
+        def forward(self, hidden_states, **kwargs):
+            return hidden_states
+
+    reason = label_reason(SimpleNamespace(_module=object.__new__(Rewritten)), "self_cross_attn_mlp_gate_tanh_0")
+    assert reason.startswith("test_a_gate_call_a_release_dropped_is_unavailable_naming_the_forward.<locals>.Rewritten"
+                             ".forward has no operation nnsight labels self_cross_attn_mlp_gate_tanh_0")
+    assert label_reason(model.layers[CROSS], "self_cross_attn_mlp_gate_tanh_0") is None

@@ -15,7 +15,6 @@ import nnsight
 import pytest
 import torch
 import torch.nn.functional as F
-from nnsight import TransformersModel
 
 from envoys.families import unlimited_ocr
 from envoys.image.grids import GridError
@@ -41,12 +40,6 @@ def prompt(model, images) -> str:
 
 def inputs(model, images) -> dict:
     return model.processor(text=[prompt(model, images)], images=images, return_tensors="pt")
-
-
-@pytest.fixture(scope="module")
-def stock(tiny_checkpoint):
-    return TransformersModel(str(tiny_checkpoint(CHECKPOINT)), task="image-text-to-text", dispatch=True,
-                             attn_implementation="eager")
 
 
 def test_the_clip_stack_is_vision_layers_and_the_sam_stack_vision_sam_layers(model):

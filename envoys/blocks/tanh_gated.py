@@ -37,7 +37,7 @@ from nnsight.intervention.interleaver import Mediator
 from instrument.calls import label_stem
 
 from ..core.backends import served_location
-from ..core.bindings import SourcedBlock, binding_reason, bound_label
+from ..core.bindings import SourcedBlock, binding_reason, bound_label, label_reason
 from ..core.layouts import Layout
 from ..core.standard import child
 from ..core.values import EProperty, First, _label, explained, read_only, value
@@ -150,8 +150,12 @@ class ProductTerm(EProperty):
 def product_term(name: str, layout: type, factor: Callable[[Any], str], gate: str, description: str,
                  reason: Callable[[Any], str | None] | None = None, doc: str = "") -> EProperty:
     """A `ProductTerm`: ``tanh(gate)`` times the value at ``factor(block)`` (a location)."""
+
+    def unavailable(block: Any) -> str | None:
+        return (reason(block) if reason is not None else None) or label_reason(block, tanh_label(gate))
+
     return value(
-        name, layout, description=description, key=factor, unavailable=reason, read_only=GATED_READ_ONLY,
+        name, layout, description=description, key=factor, unavailable=unavailable, read_only=GATED_READ_ONLY,
         kind=partial(ProductTerm, factor, gate), doc=doc or None,
     )
 
@@ -163,7 +167,7 @@ def gate_value(name: str, gate: str, what: str, reason: Callable[[Any], str | No
         found = reason(block) if reason is not None else None
         if found is None and not gated(block):
             return "this block's gates are off (is_gated is false): its sublayers join the stream ungated"
-        return found
+        return found or label_reason(block, tanh_label(gate))
 
     return value(
         name, GateValue, description=f"the factor {what} is multiplied by, tanh of its gate",

@@ -31,15 +31,10 @@ from .values import Unavailable
 
 
 @cache
-def bound_label(block_class: type, matcher: Callable[[], Any], what: str) -> str:
-    """nnsight's label of the one assignment in ``block_class.forward`` whose bound value ``matcher()`` matches (a
-    libcst matcher, built when first asked); ``what`` spells that value in messages.
-
-    `Unavailable` naming the class when the forward binds no such value, or
-    more than one (a release that rewrote the block).
-    """
+def named_operations(block_class: type) -> Any:
+    """nnsight's labels of every operation of ``block_class.forward`` (`instrument.name_operations`), read off its
+    syntax tree (libcst, loaded when first asked); `Unavailable` naming the class when its forward cannot be read."""
     import libcst as cst
-    from libcst import matchers as m
 
     try:
         forward = innermost(block_class.forward)  # under transformers' checkpointing wrapper, as nnsight peels it
@@ -47,8 +42,34 @@ def bound_label(block_class: type, matcher: Callable[[], Any], what: str) -> str
         raise Unavailable(f"{block_class.__qualname__}.forward cannot be read: {error}") from error
     source = textwrap.dedent(inspect.getsource(forward))
     function = next(node for node in cst.parse_module(source).body if isinstance(node, cst.FunctionDef))
+    return instrument.name_operations(function)
+
+
+def label_reason(envoy: Any, label: str) -> str | None:
+    """Why the block ``envoy``'s forward, as nnsight's instrumented body runs it, has no operation ``label``, or None
+    (a release that renamed or dropped the call it labels)."""
+    try:
+        labels = named_operations(type(envoy._module)).order
+    except Unavailable as error:
+        return str(error)
+    if label in labels:
+        return None
+    return (f"{type(envoy._module).__qualname__}.forward has no operation nnsight labels {label}: the block whose "
+            f"values are read there has changed in this transformers release")
+
+
+@cache
+def bound_label(block_class: type, matcher: Callable[[], Any], what: str) -> str:
+    """nnsight's label of the one assignment in ``block_class.forward`` whose bound value ``matcher()`` matches (a
+    libcst matcher, built when first asked); ``what`` spells that value in messages.
+
+    `Unavailable` naming the class when the forward binds no such value, or
+    more than one (a release that rewrote the block).
+    """
+    from libcst import matchers as m
+
     pattern = matcher()
-    found = [label for bound, label in instrument.name_operations(function).bindings if m.matches(bound, pattern)]
+    found = [label for bound, label in named_operations(block_class).bindings if m.matches(bound, pattern)]
     if len(found) != 1:
         raise Unavailable(
             f"{block_class.__qualname__}.forward binds {what} {len(found)} times (expected once): the block whose "
@@ -95,4 +116,4 @@ class SourcedBlock:
             install_source(self)
 
 
-__all__ = ["SourcedBlock", "bound_label", "binding_reason"]
+__all__ = ["SourcedBlock", "binding_reason", "bound_label", "label_reason", "named_operations"]

@@ -83,7 +83,8 @@ from ..core.layouts import Patches
 from ..core.standard import child
 from ..core.values import Field, Unavailable, value
 from ..image.grids import Grid, ImageInputs, check_image, raster, value_named
-from ..towers.sam import SAM_BLOCK_RENAME, SamTower, SamVisionAttention, SamVisionLayer, SamVisionMlp
+from ..towers.sam import SAM_BLOCK_RENAME, SamVisionAttention, SamVisionLayer, SamVisionMlp
+from ..towers.sam_stacks import SamStackedVision, folded_side
 from ..vision.crops import Crops
 from ..vision.tower import (
     Vision,
@@ -106,7 +107,7 @@ def sam_output(vision: Vision) -> str:
     return f"{child(vision, 'sam_encoder').path}.output"
 
 
-class DeepseekOcr2Vision(Vision):
+class DeepseekOcr2Vision(SamStackedVision):
     """DeepSeek-OCR 2's tower at ``model.vision_tower``: the SAM stack (``sam_layers``), its neck and folding
     convolutions, then the decoder over the SAM grid and the learned queries (``layers``, final norm ``norm``), one row
     per view.
@@ -118,8 +119,6 @@ class DeepseekOcr2Vision(Vision):
     ``sam_hidden_size``, ``sam_num_heads``, ``sam_intermediate_size``,
     ``window_size`` and ``global_attn_indexes`` the SAM stack's.
     """
-
-    patch_embeddings = SamTower.patch_embeddings
 
     sam_features = value(
         "sam_features", Patches, description="the SAM stack's folded grid, the decoder's patch rows",
@@ -136,73 +135,6 @@ class DeepseekOcr2Vision(Vision):
         doc="The decoder's final norm's output, ``[views, patches + queries, vision_hidden_size]``: the tower returns "
         "its query rows alone (``projector.input``).",
     )
-
-    @property
-    def encoder_config(self) -> Any:
-        """The decoder's config."""
-        return self._module.config.encoder_config
-
-    @property
-    def sam_config(self) -> Any:
-        """The SAM stack's config."""
-        return self._module.config.sam_config
-
-    @property
-    def vision_hidden_size(self) -> int:
-        return self.encoder_config.hidden_size
-
-    @property
-    def num_heads(self) -> int:
-        return self.encoder_config.num_attention_heads
-
-    @property
-    def intermediate_size(self) -> int:
-        return self.encoder_config.intermediate_size
-
-    @property
-    def patch_size(self) -> int:
-        """The SAM patch convolution's side in pixels (a decoder patch row covers four times it a side)."""
-        return self.sam_config.patch_size
-
-    @property
-    def image_size(self) -> int:
-        """The global view's side in pixels: the SAM stack's configured image size."""
-        return self.sam_config.image_size
-
-    @property
-    def num_sam_layers(self) -> int:
-        """How many SAM blocks run before the decoder."""
-        return len(self.sam_layers)
-
-    @property
-    def sam_hidden_size(self) -> int:
-        return self.sam_config.hidden_size
-
-    @property
-    def sam_num_heads(self) -> int:
-        return self.sam_config.num_attention_heads
-
-    @property
-    def sam_intermediate_size(self) -> int:
-        """A SAM block's MLP width: the SAM config's ``mlp_dim``."""
-        return self.sam_config.mlp_dim
-
-    @property
-    def window_size(self) -> int:
-        """The side, in SAM patches, of the windows the SAM blocks not in ``global_attn_indexes`` attend within."""
-        return self.sam_config.window_size
-
-    @property
-    def global_attn_indexes(self) -> tuple[int, ...]:
-        """The SAM blocks that attend over the whole grid."""
-        return tuple(self.sam_config.global_attn_indexes)
-
-
-def folded_side(pixels: int, sam_patch: int) -> int:
-    """The side of a view's (or crop's) folded grid: its SAM grid after two 3x3 convolutions of stride 2 and padding 1
-    (``sam_encoder.proj``), each ``ceil(n / 2)``."""
-    half = (pixels // sam_patch + 1) // 2
-    return (half + 1) // 2
 
 
 def queries(patches: int) -> int:

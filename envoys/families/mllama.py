@@ -72,7 +72,7 @@ from ..core.values import Field, Unavailable, standard_values, value
 from ..image.grids import Grid, ImageInputs, check_image, raster, stitch, value_named
 from ..text.blocks import Attention, Layer, either, interior_values, own_output
 from ..vision.media import scattered_features
-from ..vision.tower import NoTower, Vision, VisionAttention, VisionLayer, VisionMlp, never_an_image, no_images
+from ..vision.tower import NoTower, Vision, VisionAttention, VisionLayer, VisionMlp, never_an_image, no_image_in_trace, no_images
 from . import Batching, Family
 
 #: The native paths under the standard names (the tower's relative to it); a tower block's are already standard.
@@ -163,10 +163,13 @@ def cross_layers(block: Any) -> str:
 
 
 def skipped_without_image(block: Any) -> str | None:
-    """Why a cross layer's values are not computed in the running trace (no image: the forward skips the layer)."""
-    return no_images(block) and (
-        "a prompt without an image skips the cross-attention layers (the text model's forward does), so nothing of "
-        "this layer is computed; pass an image")
+    """Why a cross layer's values are not computed: no image reaches the model (a text-only load), or none reaches
+    the running trace, whose forward then skips the layer."""
+    never = never_an_image(block)
+    if never is not None or no_image_in_trace(block) is None:
+        return never
+    return ("a prompt without an image skips the cross-attention layers (the text model's forward does), so nothing of "
+            "this layer is computed; pass an image")
 
 
 class CrossAttention(Attention):

@@ -98,7 +98,8 @@ from ..core.standard import child
 from ..core.values import Argument, value
 from ..image.grids import Grid, ImageInputs, check_image, raster, value_named
 from ..towers.encoder_names import ENCODER_BLOCK_RENAME
-from ..towers.sam import SAM_BLOCK_RENAME, SamTower, SamVisionAttention, SamVisionLayer, SamVisionMlp
+from ..towers.sam import SAM_BLOCK_RENAME, SamVisionAttention, SamVisionLayer, SamVisionMlp
+from ..towers.sam_stacks import SamStackedVision, folded_side
 from ..vision.crops import Crops
 from ..vision.tower import Vision, VisionAttention, VisionLayer, VisionMlp, no_images, onto_patch_grid, patch_rows
 from . import Batching, Family
@@ -118,7 +119,7 @@ def clip_embeddings_input(vision: Vision) -> str:
     return f"{child(child(vision, 'vision_encoder'), 'embeddings').path}.input"
 
 
-class UnlimitedOcrVision(Vision):
+class UnlimitedOcrVision(SamStackedVision):
     """Unlimited-OCR's tower at ``model.vision_tower``: the SAM stack (``sam_layers``), its neck and folding
     convolutions, then the CLIP stack (``layers``), one row per view.
 
@@ -130,8 +131,6 @@ class UnlimitedOcrVision(Vision):
     ``sam_num_heads``, ``sam_intermediate_size``, ``window_size`` and
     ``global_attn_indexes`` are the SAM stack's.
     """
-
-    patch_embeddings = SamTower.patch_embeddings
 
     sam_features = value(
         "sam_features", Patches, description="the SAM stack's folded grid, the CLIP stack's patch embeddings",
@@ -149,75 +148,6 @@ class UnlimitedOcrVision(Vision):
         "final norm. The tower's own ``last_hidden_state`` drops the CLS and joins ``sam_features`` on the last axis "
         "(``projector.input``).",
     )
-
-    # -- sizes: the CLIP stack's, the SAM stack's under sam_ --------------------------------------------------------
-
-    @property
-    def encoder_config(self) -> Any:
-        """The CLIP stack's config."""
-        return self._module.config.encoder_config
-
-    @property
-    def sam_config(self) -> Any:
-        """The SAM stack's config."""
-        return self._module.config.sam_config
-
-    @property
-    def vision_hidden_size(self) -> int:
-        return self.encoder_config.hidden_size
-
-    @property
-    def num_heads(self) -> int:
-        return self.encoder_config.num_attention_heads
-
-    @property
-    def intermediate_size(self) -> int:
-        return self.encoder_config.intermediate_size
-
-    @property
-    def patch_size(self) -> int:
-        """The SAM patch convolution's side in pixels (a CLIP row covers four times it a side)."""
-        return self.sam_config.patch_size
-
-    @property
-    def image_size(self) -> int:
-        """The global view's side in pixels: the SAM stack's configured image size."""
-        return self.sam_config.image_size
-
-    @property
-    def num_sam_layers(self) -> int:
-        """How many SAM blocks run before the CLIP stack."""
-        return len(self.sam_layers)
-
-    @property
-    def sam_hidden_size(self) -> int:
-        return self.sam_config.hidden_size
-
-    @property
-    def sam_num_heads(self) -> int:
-        return self.sam_config.num_attention_heads
-
-    @property
-    def sam_intermediate_size(self) -> int:
-        """A SAM block's MLP width: the SAM config's ``mlp_dim``."""
-        return self.sam_config.mlp_dim
-
-    @property
-    def window_size(self) -> int:
-        """The side, in SAM patches, of the windows the SAM blocks not in ``global_attn_indexes`` attend within."""
-        return self.sam_config.window_size
-
-    @property
-    def global_attn_indexes(self) -> tuple[int, ...]:
-        """The SAM blocks that attend over the whole grid."""
-        return tuple(self.sam_config.global_attn_indexes)
-
-
-def token_side(pixels: int, sam_patch: int) -> int:
-    """The side of a view's (or crop's) token grid: its SAM grid folded by two 3x3 convolutions of stride 2 and
-    padding 1 (``sam_encoder.proj``), each ``ceil(n / 2)``."""
-    half = (pixels // sam_patch + 1) // 2
-    return (half + 1) // 2
 
 
 class UnlimitedOcrGrids:
@@ -258,7 +188,7 @@ class UnlimitedOcrGrids:
 def view_grid(views: int, pixels: int, sam_patch: int, view: int, of: str) -> Grid:
     """View (or crop) ``view``'s grid over a value of one row per view: the CLIP stream (CLS first), the SAM grid, or
     the folded grid without CLS."""
-    side = pixels // sam_patch if of == "sam" else token_side(pixels, sam_patch)
+    side = pixels // sam_patch if of == "sam" else folded_side(pixels, sam_patch)
     before = 1 if of == "stream" else 0
     per_view = before + side * side
     start = view * per_view

@@ -70,9 +70,9 @@ from .contract import (
     scatter,
     text_model,
 )
+from .deepseek import OCR_IMAGE_TOKEN, OCR_TEMPLATE, deepseek_ocr_tokenizer, randomise_sam_stack
 from .norms import randomise_norms
 from .sizes import text_sizes
-from .tokenizer import TokenizersBackend, word_level_tokenizer
 
 PATCH = 4
 #: The global view's side and a local crop's, in pixels.
@@ -81,49 +81,20 @@ GLOBAL, TILE = 256, 192
 SECOND = (256, 128)
 EXPERTS, TOP_K = 4, 2
 
-IMAGE_TOKEN = "<image>"
-BOS, EOS, PAD = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"
-
-#: A short chat format: ``<|User|>`` turns with each image written as ``<image>``, an ``<|Assistant|>`` turn.
-CHAT_TEMPLATE = (
-    BOS
-    + "{% for message in messages %}"
-    "{% if message['role'] == 'user' %}{{ '<|User|>' }}{% else %}{{ '<|Assistant|>' }}{% endif %}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for item in message['content'] %}"
-    "{% if item['type'] == 'image' %}{{ '" + IMAGE_TOKEN + "\n' }}"
-    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}"
-    "{% if message['role'] == 'assistant' %}{{ '" + EOS + "' }}{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|Assistant|>' }}{% endif %}"
-)
-
-
-def _tokenizer() -> TokenizersBackend:
-    return word_level_tokenizer(special_tokens=[BOS, EOS, PAD, "<|User|>", "<|Assistant|>"],
-                                named_tokens={"image_token": IMAGE_TOKEN}, chat_template=CHAT_TEMPLATE,
-                                eos_token=EOS, pad_token=PAD, bos_token=BOS)
-
 
 def randomise_weights(model: DeepseekOcr2ForConditionalGeneration) -> None:
     """The norms (`randomise_norms`); the host's view_separator and the SAM position grid from N(0, 1), the SAM
     attention's relative positions (zero at init) from N(0, 0.1)."""
     randomise_norms(model)
+    randomise_sam_stack(model, DeepseekOcr2SamVisionAttention)
     with torch.no_grad():
-        inner = model.model
-        inner.view_separator.normal_()
-        inner.vision_tower.sam_encoder.pos_embed.normal_()
-        for module in model.modules():
-            if isinstance(module, DeepseekOcr2SamVisionAttention):
-                module.rel_pos_h.normal_(0.0, 0.1)
-                module.rel_pos_w.normal_(0.0, 0.1)
+        model.model.view_separator.normal_()
 
 
 def build_deepseek_ocr2() -> tuple[DeepseekOcr2ForConditionalGeneration, DeepseekOcr2Processor]:
     """Imitates deepseek-community/DeepSeek-OCR-2 at a quarter of its sizes: the module docstring's towers, projector
     and text model, ``DeepseekOcr2Processor``."""
-    tokenizer = _tokenizer()
+    tokenizer = deepseek_ocr_tokenizer()
     text = text_sizes(
         tokenizer,
         num_key_value_heads=2,
@@ -145,13 +116,13 @@ def build_deepseek_ocr2() -> tuple[DeepseekOcr2ForConditionalGeneration, Deepsee
         },
     }
     config = DeepseekOcr2Config(text_config=text, vision_config=vision,
-                                image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN))
+                                image_token_id=tokenizer.convert_tokens_to_ids(OCR_IMAGE_TOKEN))
     # the SAM blocks pick their attention class when built: eager, as every load of the saved checkpoint gets
     model = DeepseekOcr2ForConditionalGeneration._from_config(config, attn_implementation="eager")
     randomise_weights(model)
     image_processor = DeepseekOcr2ImageProcessor(size={"height": GLOBAL, "width": GLOBAL}, tile_size=TILE)
     processor = DeepseekOcr2Processor(image_processor=image_processor, tokenizer=tokenizer,
-                                      chat_template=CHAT_TEMPLATE, patch_size=PATCH, downsample_ratio=4)
+                                      chat_template=OCR_TEMPLATE, patch_size=PATCH, downsample_ratio=4)
     return model, processor
 
 
