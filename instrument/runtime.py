@@ -13,6 +13,16 @@ bound to it work whichever body runs.
 Which trace is running is read, on every call, off the state nnsight keeps on
 the module (``module.__dict__["__nnsight__"]``, present once an envoy wraps
 it); the helper holds the module weakly, so it keeps nothing alive.
+
+A site costs nothing more than the call when nothing can ever ask for it: when
+no worker of the running trace is parked anywhere (``interleaver.parked`` is
+empty: every worker has finished, since a live one always waits on some
+location while the model runs) and no cache observes any location, the call
+runs as it is, with no visit to the interleaver. That is an empty trace, and the
+rest of a trace once its last read is served. While any worker waits, every
+fire is handed to nnsight and counted, even one at a location nobody waits on
+now: a worker parked elsewhere may ask for this location later, at an
+occurrence (``.next()``, ``tracer.iter``) that the count decides.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ def site_for(
         state = module_ref().__dict__.get(STATE)
         if state is not None:
             interleaver, path, _ = state.active()
-            if interleaver is not None:
+            if interleaver is not None and (interleaver.parked or interleaver.observers):
                 return run_op(interleaver, f"{path}.{prefix}.{label}", fn, args, kwargs)
         return fn(*args, **kwargs)
 

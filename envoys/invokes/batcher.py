@@ -158,6 +158,8 @@ class LocatingInterleaver(TurnTakingInterleaver):
             return super().handle(provider, value)
         if provider in layout.per_call:
             self._number_calls(layout, provider, value)
+        elif provider not in self.parked and not self.observers:  # nothing is served here: no location to tell
+            return super().handle(provider, value)
         outer, batcher.provider = batcher.provider, provider
         try:
             return super().handle(provider, value)
