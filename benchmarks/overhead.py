@@ -193,10 +193,10 @@ def per_read(run: Callable[[], None]) -> tuple[int, float, float]:
 def operations(function) -> int:
     """The operations nnsight's ``.source`` instruments in a function (a forward, decorators peeled)."""
     from instrument.decorators import peel
-    from instrument.rewriter import rewrite
+    from instrument.naming import source_names
 
     innermost, _ = peel(function)
-    return len(rewrite(textwrap.dedent(inspect.getsource(innermost)), set()).operations)
+    return len(source_names(textwrap.dedent(inspect.getsource(innermost))).order)
 
 
 def sites_installed(model) -> int:

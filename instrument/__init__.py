@@ -17,9 +17,11 @@ maintainer's tools (``maintain``: the snapshot check, the release checks);
 its one command, ``python -m instrument.show``, finds the rules through an
 entry point (`targets`). Besides the compiler it holds what a build needs at
 run time: the release check against the snapshot store's manifest
-(`checked`, `store`) and the texts it compares (`listing`). A
-compiled rule is kept on disk (`cache`), so libcst is imported only when one
-has to be rewritten. The compiler's names are loaded on first use: reading
+(`checked`, `store`) and the texts it compares (`listing`). A forward
+whose source the store records is compiled from the stored rewrite (`stored`,
+with `sources` reading the installed source), and a compiled rule is kept on
+disk (`cache`), so libcst is imported only when a forward the store does not
+record has to be rewritten. The compiler's names are loaded on first use: reading
 which rules a module holds (`installed`) or defining a rule loads neither the
 compiler nor libcst.
 """
@@ -39,6 +41,7 @@ _LAZY = {
     "Unchecked": "checked",
     "check": "checked",
     "name_operations": "naming",  # imports libcst
+    "source_names": "naming",  # imports libcst
     "rewrite": "rewriter",  # imports libcst
 }
 
@@ -61,6 +64,7 @@ __all__ = [
     "installed",
     "name_operations",
     "rewrite",
+    "source_names",
 ]
 
 

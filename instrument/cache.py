@@ -7,7 +7,7 @@ and where the function sits in it; the rule's sites; this library's version
 and the source of its compiler; libcst's, the target library's and Python's
 versions), so it is written to disk once and read back by every later process.
 
-An entry is the rewritten source, its sites and operations, the original
+An entry is the rewritten source, its sites, the original
 source and first line, and the compiled code object (``marshal``, as a pyc
 holds it), after `MAGIC` and a SHA-256 of that body. It is code that will run,
 so the cache is trusted exactly as far as the user's own private files are: a
@@ -85,7 +85,7 @@ ENVIRONMENT = "VLM_INSTRUMENT_CACHE"
 DISABLED = frozenset({"off", "0", "false", "no"})
 
 #: Bumped whenever the layout of an entry changes.
-FORMAT = 2
+FORMAT = 3
 
 #: First bytes of every entry file; the SHA-256 of the body follows, then the body.
 MAGIC = b"vlm-instrument build cache\n"
@@ -315,7 +315,7 @@ def entry_path(folder: Path, entry_key: tuple) -> Path:
 def _payload(compiled: Compiled) -> tuple:
     rewritten = compiled.rewritten
     sites = tuple((site.served_as, site.callee, site.line, site.label) for site in rewritten.sites)
-    return (rewritten.source, sites, rewritten.operations, compiled.source, compiled.first_line, compiled.code)
+    return (rewritten.source, sites, compiled.source, compiled.first_line, compiled.code)
 
 
 def _encode(entry_key: tuple, compiled: Compiled) -> bytes:
@@ -334,7 +334,7 @@ def _tuple_of(value: object, kinds: tuple[type, ...] | type) -> bool:
 
 
 _SITE_FIELDS = (str, str, int, str)  # name, callee, line, numbered
-_PAYLOAD_FIELDS = (str, tuple, tuple, str, int, CodeType)  # as `_payload` writes them
+_PAYLOAD_FIELDS = (str, tuple, str, int, CodeType)  # as `_payload` writes them
 
 
 def _fits(code: CodeType, original: CodeType) -> bool:
@@ -351,12 +351,12 @@ def _unpack(original: CodeType, payload: object) -> Compiled:
     """The entry's payload as a `Compiled`; ``ValueError`` when it is not exactly one (types checked, not converted)."""
     if not _tuple_of(payload, _PAYLOAD_FIELDS):
         raise ValueError("malformed payload")
-    source, sites, operations, original_source, first_line, code = payload  # type: ignore[misc]
-    if not (_tuple_of(operations, str) and all(_tuple_of(site, _SITE_FIELDS) for site in sites)):
-        raise ValueError("malformed sites or operations")
+    source, sites, original_source, first_line, code = payload  # type: ignore[misc]
+    if not all(_tuple_of(site, _SITE_FIELDS) for site in sites):
+        raise ValueError("malformed sites")
     if not _fits(code, original):
         raise ValueError(f"its code is not a rewrite of {original.co_name} in {original.co_filename}")
-    rewritten = Rewritten(source, tuple(Site(*site) for site in sites), operations)
+    rewritten = Rewritten(source, tuple(Site(*site) for site in sites))
     return Compiled(original, rewritten, original_source, first_line, code)
 
 

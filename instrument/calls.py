@@ -20,14 +20,12 @@ no nnsight.
 from __future__ import annotations
 
 import ast
-import inspect
-import linecache
-import textwrap
 from collections import Counter
 from functools import cache
 from types import CodeType, FunctionType
 
 from .decorators import UnknownDecorator, peel
+from .sources import NoSource, dedented_source
 
 
 def defining_class(cls: type, attribute: str = "forward") -> type | None:
@@ -57,24 +55,15 @@ def innermost(function: object) -> FunctionType | None:
 
 @cache
 def _tree(code: CodeType) -> ast.FunctionDef | None:
-    """The definition ``code`` was compiled from, or None when its source cannot be read.
-
-    Read from the file's lines at the code's first line (``linecache``, as
-    `inspect.getsourcelines` does, without its search of every loaded module
-    for the file's owner, which costs tens of milliseconds on a first call).
-    """
-    lines = linecache.getlines(code.co_filename)
-    if len(lines) < code.co_firstlineno:
-        return None
+    """The definition ``code`` was compiled from, or None when its source cannot be read (`sources`)."""
     try:
-        block = inspect.getblock(lines[code.co_firstlineno - 1 :])
-        definition = ast.parse(textwrap.dedent("".join(block))).body[0]
-    except (SyntaxError, IndexError):
+        definition = ast.parse(dedented_source(code)[0]).body[0]
+    except (NoSource, SyntaxError, IndexError):
         return None
     return definition if isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef) else None
 
 
-def _dotted(expression: ast.expr) -> str | None:
+def dotted_name(expression: ast.expr) -> str | None:
     """The callee as `instrument.naming` spells it: ``self.a[0].b`` -> ``"self.a.b"`` (subscripts skipped), the chain
     after the last call or other expression where it is not rooted in a name (``x.to(d).masked_scatter`` ->
     ``"masked_scatter"``); None when nothing names it."""
@@ -95,7 +84,7 @@ def _dotted(expression: ast.expr) -> str | None:
 @cache
 def _callees(code: CodeType) -> Counter[str]:
     tree = _tree(code)
-    dotted = (_dotted(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)) if tree is not None else ()
+    dotted = (dotted_name(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)) if tree is not None else ()
     return Counter(name for name in dotted if name is not None)
 
 
@@ -145,7 +134,7 @@ def assigned_call(function: FunctionType, name: str) -> str | None:
         return None
     for node in sorted(ast.walk(tree), key=lambda node: (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return _dotted(node.value.func) if isinstance(node.value, ast.Call) else None
+            return dotted_name(node.value.func) if isinstance(node.value, ast.Call) else None
     return None
 
 

@@ -21,9 +21,11 @@ import warnings
 from functools import cache
 from pathlib import Path
 
+from . import stored
 from .compiler import Instrumented
 from .listing import snapshot, snapshot_file_name
 from .store import REPOSITORY_STORE, Recorded, StoreError, nearest
+from .stored import recorded
 from .versions import distribution_version
 
 #: The snapshot store the installed release is judged against.
@@ -41,8 +43,9 @@ class Unchecked(Exception):
 
 @cache
 def _recorded(root: Path) -> Recorded:
+    """The store's manifest (`stored.recorded`), or, where it cannot be read, none, said once per process."""
     try:
-        return Recorded.load(root)
+        return recorded(root)
     except StoreError as error:
         warnings.warn(f"{error}: no transformers release counts as checked", UncheckedRelease, stacklevel=2)
         return Recorded((), {})
@@ -68,6 +71,7 @@ def _warn_once(installed: str, reference: str | None, newest: str | None, root: 
 
 def forget() -> None:
     """Forget what this process read of the store and that it warned: the next build reads ``STORE`` again."""
+    stored.forget()
     _recorded.cache_clear()
     _warn_once.cache_clear()
 

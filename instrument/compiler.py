@@ -3,7 +3,9 @@
 `compile_rule` resolves the rule's target, peels its decorators
 (`decorators.peel`) after choosing the rule's variant for the installed
 release (`versions.for_installed`), reads the innermost function's source from its code
-object, rewrites it (`rewriter.rewrite`), checks the sites against the rule
+object (`sources`), takes its rewrite from the snapshot store where the store
+records one of that very source (`stored`: no libcst), else rewrites it
+(`rewriter.rewrite`), checks the sites against the rule
 (`DriftError` otherwise) and compiles the result under the original file name
 and line numbers, inside a shell function whose parameters are the original's
 free variables plus the site helper, so that they compile as free variables
@@ -21,8 +23,6 @@ original defaults and names, and the peeled decorators rebuilt around it.
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CellType, CodeType, FunctionType
@@ -34,6 +34,9 @@ from .cache import Compiled as _Compiled
 from .decorators import Layer, UnknownDecorator, copy_function, peel, rebuild
 from .rewritten import SITE, RewriteError, Rewritten
 from .rule import Rule
+from .sources import NoSource, dedented_source
+from .store import forward_stem
+from .stored import stored_rewrite
 from .versions import for_installed, library_version
 
 #: Name of the function the rewritten definition is compiled inside.
@@ -125,14 +128,10 @@ _CACHE: dict[tuple[int, tuple], _Compiled] = {}
 
 def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
     try:
-        lines, first_line = inspect.getsourcelines(code)
-    except (OSError, TypeError) as error:
+        source, first_line = dedented_source(code)
+    except NoSource as error:
         raise DriftError(f"{_where(rule, code.co_filename)}: no source to rewrite ({error})") from error
-    source = textwrap.dedent("".join(lines))
-    try:
-        rewritten = instrument.rewrite(source, set(rule.sites), rule.serve_as)  # libcst loads only when nothing is cached
-    except RewriteError as error:
-        raise DriftError(f"{_where(rule, code.co_filename)}: {error}") from error
+    rewritten = _stored(rule, source) or _rewrite(rule, source, code)
     problem = _drift(rule, rewritten, code.co_filename)
     if problem:
         raise DriftError(
@@ -141,6 +140,31 @@ def _compile_code(rule: Rule, code: CodeType) -> _Compiled:
         )
     compiled = _compile(rewritten.source, code.co_filename, first_line, code.co_name, code.co_freevars)
     return _Compiled(code, rewritten, source, first_line, compiled)
+
+
+def _stored(rule: Rule, source: str) -> Rewritten | None:
+    """The snapshot store's rewrite of ``source`` (`stored`), where it has exactly the sites ``rule`` selects."""
+    found = stored_rewrite(forward_stem(rule.module_name, rule.qualname), source)
+    return found if found is not None and _selects(rule, found) else None
+
+
+def _selects(rule: Rule, rewritten: Rewritten) -> bool:
+    """Whether ``rewritten``'s sites are the ones rewriting its source with ``rule`` gives: every call of the rule's
+    callees, labelled as the rule expects, each served under the name the rule gives its label."""
+    labels: dict[str, tuple[str, ...]] = {}
+    for site in rewritten.sites:
+        labels[site.callee] = (*labels.get(site.callee, ()), site.label)
+        if site.served_as != rule.serve_as.get(site.label, site.label):
+            return False
+    return labels == {callee: tuple(expected) for callee, expected in rule.sites.items()}
+
+
+def _rewrite(rule: Rule, source: str, code: CodeType) -> Rewritten:
+    """``source`` rewritten with libcst (imported here, on the first rewrite of a process)."""
+    try:
+        return instrument.rewrite(source, set(rule.sites), rule.serve_as)
+    except RewriteError as error:
+        raise DriftError(f"{_where(rule, code.co_filename)}: {error}") from error
 
 
 def selection(rule: Rule) -> tuple:

@@ -14,6 +14,7 @@ from pathlib import Path
 from .compiler import Instrumented
 from .rule import Rule
 from .store import forward_stem
+from .stored import NUMBERED, SITES_LINE
 from .versions import library_version
 
 
@@ -37,7 +38,7 @@ def _header(instrumented: Instrumented, located: bool) -> str:
     rule = instrumented.rule
     sites = ", ".join(
         site.served_as
-        + (f" (numbered {site.label})" if site.label != site.served_as else "")
+        + (f"{NUMBERED}{site.label})" if site.label != site.served_as else "")
         + (f" (line {instrumented.first_line + site.line - 1})" if located else "")
         for site in instrumented.rewritten.sites
     )
@@ -45,7 +46,7 @@ def _header(instrumented: Instrumented, located: bool) -> str:
     if located:
         where += f":{instrumented.first_line} ({library_version(rule.module_name)})"
     variant = f"# variant: transformers{rule.variant}: {rule.variant_note}\n" if rule.variant else ""
-    return f"# rule {rule.name}: {rule.purpose}\n# {rule.target}\n# {where}\n{variant}# sites: {sites}\n"
+    return f"# rule {rule.name}: {rule.purpose}\n# {rule.target}\n# {where}\n{variant}{SITES_LINE}{sites}\n"
 
 
 def listing(instrumented: Instrumented) -> str:

@@ -183,6 +183,12 @@ def name_operations(function: cst.FunctionDef) -> Names:
     return namer.names
 
 
+def source_names(source: str) -> Names:
+    """Every label nnsight's ``.source`` gives in ``source``, the text of one function definition (dedented)."""
+    function = next(node for node in cst.parse_module(source).body if isinstance(node, cst.FunctionDef))
+    return name_operations(function)
+
+
 def _undecorated_view(function: cst.FunctionDef) -> cst.CSTNode:
     """The function's own node minus its decorators, keeping child identities.
 

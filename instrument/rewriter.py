@@ -106,4 +106,4 @@ def rewrite(source: str, callees: Collection[str], serve_as: Mapping[str, str] |
         for node, label in selected
     )
     rewritten = wrapper.module.visit(_WrapSelectedCalls({id(node): serve_as.get(label, label) for node, label in selected}))
-    return Rewritten(rewritten.code, sites, tuple(names.order))
+    return Rewritten(rewritten.code, sites)

@@ -35,4 +35,3 @@ class Rewritten:
 
     source: str  #: the whole source, rewritten; same number of lines as the input
     sites: tuple[Site, ...]  #: the inserted sites, in nnsight's order
-    operations: tuple[str, ...]  #: every label nnsight gives in this function, in its order

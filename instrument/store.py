@@ -12,12 +12,16 @@ the release lacks has no entry. The store under ``snapshots/`` holds them so:
 - ``manifest.toml``: every release recorded, in version order, and per
   forward the releases at which its entry changes, each naming the stored file
   it changes to, or ``"absent"``. A release resolves a forward to the latest
-  change at or before it; with none, the forward has no entry there.
+  change at or before it; with none, the forward has no entry there. Its
+  ``[sources]`` table gives, per stored rewrite (``.py``), the SHA-256 of the
+  original source it was rewritten from and of its own text, from which a
+  first build compiles it without libcst (`stored`).
 
 The library reads the manifest at build time (`instrument.checked`: a release
 the store records has been checked, and an unrecorded one is compared with the
-nearest recorded one, `nearest`): `Recorded` reads no stored text and this
-module writes nothing. The maintainer's tools read the texts and write the
+nearest recorded one, `nearest`; `instrument.stored`: the rewrite of a source
+the store records): `Recorded` reads no stored text and this module writes
+nothing. The maintainer's tools read the texts and write the
 store (`maintain.store`).
 """
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -36,6 +40,8 @@ MANIFEST = "manifest.toml"
 OLDER = "older"
 #: The manifest's value for a forward that has no entry from that release on.
 ABSENT = "absent"
+#: The manifest's table of the digests of each stored rewrite and of the original it was rewritten from.
+SOURCES = "sources"
 
 
 class StoreError(Exception):
@@ -90,11 +96,14 @@ def nearest(recorded: Iterable[str], release: str) -> str | None:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the manifest alone says of the releases: every release recorded, oldest first, and per forward (its
-    stem) the releases at which the file it resolves to changes. No text is read."""
+    """What the manifest alone says of the releases: every release recorded, oldest first, per forward (its stem)
+    the releases at which the file it resolves to changes, and per stored ``.py`` text the digests of the original
+    source it was rewritten from and of the text itself (`sources`). No text is read."""
 
     releases: tuple[str, ...]
     changes: Mapping[str, Mapping[str, str]]
+    #: stored path -> {"original": SHA-256 of the original forward's dedented source, "text": SHA-256 of the file}
+    sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, root: Path) -> Recorded:
@@ -103,7 +112,14 @@ class Recorded:
         if not manifest.is_file():
             return cls((), {})
         data = read_manifest(manifest)
-        return cls(tuple(sorted(data.get("releases", ()), key=release_key)), data.get("forwards", {}))
+        return cls(tuple(sorted(data.get("releases", ()), key=release_key)), data.get("forwards", {}),
+                   data.get(SOURCES, {}))
+
+    def rewrites_of(self, stem: str, original: str) -> list[str]:
+        """The stored texts (paths relative to the store) of forward ``stem`` recorded as rewritten from the
+        original source with digest ``original``."""
+        paths = dict.fromkeys(self.changes.get(stem, {}).values())
+        return [path for path in paths if self.sources.get(path, {}).get("original") == original]
 
     def path(self, release: str, stem: str) -> str | None:
         """The stored file (relative to the store) ``stem`` resolves to at the recorded ``release``: its latest

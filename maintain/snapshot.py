@@ -40,6 +40,7 @@ from instrument.commands import run
 from instrument.compiler import DriftError, TargetMissing, compile_rule
 from instrument.listing import snapshot, snapshot_file_name
 from instrument.rule import Rule
+from instrument.sources import digest
 from instrument.versions import for_installed, library_version
 
 from .store import MANIFEST, REPOSITORY_STORE, Store, Stored, StoreError, Written
@@ -79,6 +80,7 @@ class Current:
     text: str | None  #: the entry's text; None when the target is absent
     absent: str | None = None  #: why the target is absent
     kind: str = ""  #: MOVED or UNAVAILABLE when the rule is not built, else empty
+    original: str | None = None  #: the digest of the original source rewritten (`instrument.sources.digest`), if built
 
     @property
     def stem(self) -> str:
@@ -99,7 +101,7 @@ def current(rules: tuple[Rule, ...]) -> list[Current]:
             text = _portable(str(error), rule) + "\n"
             found.append(Current(rule.name, name.removesuffix(".py") + SUFFIXES[kind], text, kind=kind))
         else:
-            found.append(Current(rule.name, name, snapshot(instrumented)))
+            found.append(Current(rule.name, name, snapshot(instrumented), original=digest(instrumented.original_source)))
     return found
 
 
@@ -198,7 +200,8 @@ def update(root: Path = DEFAULT_ROOT, rules: tuple[Rule, ...] | None = None) -> 
     """Record the installed release in the store from the installed library; returns the files changed."""
     rules = catalog() if rules is None else rules
     entries = [entry for entry in current(rules) if entry.text is not None]  # built before the store is touched
-    store = Store.load(root).put(release_name(rules), {entry.stem: Stored(entry.file, entry.text) for entry in entries})
+    store = Store.load(root).put(release_name(rules), {entry.stem: Stored(entry.file, entry.text) for entry in entries},
+                                 {entry.stem: entry.original for entry in entries if entry.original is not None})
     return store.write(root)
 
 

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from instrument.store import ABSENT, MANIFEST, OLDER, REPOSITORY_STORE, StoreError, nearest, read_manifest, release_key, release_version
+from instrument.sources import digest
+from instrument.store import ABSENT, MANIFEST, OLDER, REPOSITORY_STORE, SOURCES, StoreError, nearest, read_manifest, release_key, release_version
 
 __all__ = ["ABSENT", "MANIFEST", "OLDER", "REPOSITORY_STORE", "Store", "StoreError", "Stored", "Written"]
 
@@ -30,6 +31,8 @@ _PREAMBLE = """\
 # `releases`: every release recorded. Under each forward: the releases at which what it
 # resolves to changes, and the stored file it changes to ("absent": no entry from there on).
 # A release resolves a forward to the latest change at or before it.
+# `sources`: per stored rewrite, the SHA-256 of the original forward it was rewritten from and
+# of its own text; a first build compiles it without libcst where the installed forward has that digest.
 """
 
 
@@ -54,9 +57,12 @@ class Written:
 
 
 class Store:
-    """Every release recorded and its entries (release -> stem -> `Stored`); immutable, written whole."""
+    """Every release recorded and its entries (release -> stem -> `Stored`), and the digest of the original source
+    each stored rewrite was made from (by the digest of its text); immutable, written whole."""
 
-    def __init__(self, releases: Mapping[str, Mapping[str, Stored]] | None = None):
+    def __init__(self, releases: Mapping[str, Mapping[str, Stored]] | None = None,
+                 originals: Mapping[str, str] | None = None):
+        self._originals = dict(originals or {})  # digest of a stored text -> digest of the original it rewrites
         releases = releases or {}
         for release, entries in releases.items():
             for stem, stored in entries.items():
@@ -73,10 +79,13 @@ class Store:
         """What ``release`` resolves each forward to (a forward it has no entry for is absent)."""
         return dict(self._releases[release])
 
-    def put(self, release: str, entries: Mapping[str, Stored]) -> Store:
-        """This store with ``release``'s entries set to ``entries`` (added, or replacing what it held)."""
+    def put(self, release: str, entries: Mapping[str, Stored], originals: Mapping[str, str] | None = None) -> Store:
+        """This store with ``release``'s entries set to ``entries`` (added, or replacing what it held), and
+        ``originals`` (an entry's stem -> the digest of the original source it rewrites) recorded for them."""
         release_version(release)
-        return Store({**self._releases, release: {stored.stem: stored for stored in entries.values()}})
+        recorded = {digest(entries[stem].text): original for stem, original in (originals or {}).items()}
+        return Store({**self._releases, release: {stored.stem: stored for stored in entries.values()}},
+                     {**self._originals, **recorded})
 
     def nearest(self, release: str) -> str | None:
         """``release`` when recorded, else the nearer of the recorded releases just before and just after it (of
@@ -112,6 +121,12 @@ class Store:
                 if now != before:
                     lines.append(f"{_quote(release)} = {_quote(now or ABSENT)}")
                 before = now
+        sources = sorted((path, digest(stored.text)) for entries in paths.values() for stored, path in entries.items())
+        recorded = [(path, text) for path, text in sources if text in self._originals]
+        if recorded:
+            lines += ["", f"[{SOURCES}]"]
+            lines += [f'{_quote(path)} = {{ original = "{self._originals[text]}", text = "{text}" }}'
+                      for path, text in recorded]
         return "\n".join(lines) + "\n"
 
     def files(self) -> dict[str, str]:
@@ -141,7 +156,9 @@ class Store:
                     if not file.is_file():
                         raise StoreError(f"{manifest} names {path}, which is not in {root}; restore it from git")
                     texts[path] = Stored(file.name, file.read_bytes().decode("utf-8"))
-        return cls(_resolve(data, texts, manifest))
+        originals = {record["text"]: record["original"] for path, record in data.get(SOURCES, {}).items()
+                     if path in texts and digest(texts[path].text) == record.get("text")}  # a record of another text: dropped
+        return cls(_resolve(data, texts, manifest), originals)
 
     def unreferenced(self, root: Path) -> tuple[str, ...]:
         """Files under ``root`` that are not this store's: texts no release resolves to (`write` removes them)."""

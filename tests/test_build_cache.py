@@ -24,9 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import transformers
 
 import instrument.rewriter
-from instrument import cache, compile_rule, compiler
+from instrument import cache, compile_rule, compiler, stored
 from instrument.rule import Rule
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -339,11 +340,13 @@ def test_the_default_folder_is_never_inside_the_installed_packages(monkeypatch):
 
 # -- across processes -----------------------------------------------------------------------------
 
-#: Compiles every rule of the families given, after a start signal, and prints what it got.
+#: Compiles every rule of the families given, after a start signal, and prints what it got. It reads no snapshot
+#: store, so that a build the cache does not serve is a rewrite with libcst, and what the cache saves shows.
 WORKER = textwrap.dedent(
     """
-    import hashlib, json, os, sys, time
-    from instrument import cache, compile_rule
+    import hashlib, json, os, pathlib, sys, time
+    from instrument import cache, compile_rule, stored
+    stored.STORE = pathlib.Path(os.devnull)  # no store: no manifest under it
     from instrument.compiler import selection
     from instrument.listing import snapshot
     from instrument.targets import select
@@ -374,6 +377,11 @@ WORKER = textwrap.dedent(
     }))
     """
 )
+
+
+def recorded_here() -> bool:
+    """Whether the snapshot store records the installed transformers: then it holds every rule's rewrite."""
+    return f"transformers-{transformers.__version__}" in stored.recorded(stored.STORE).releases
 
 
 def worker(cache_folder: Path, families: tuple[str, ...], start: str = "-") -> subprocess.Popen:
@@ -418,7 +426,7 @@ def test_two_processes_building_at_once(tmp_path):
         assert hashlib.sha256(data[len(cache.MAGIC) + 32 :]).digest() == data[len(cache.MAGIC) : len(cache.MAGIC) + 32]
 
 
-def test_show_works_from_the_cache_and_without_it(tmp_path):
+def test_show_works_from_the_cache_and_without_it_and_imports_no_libcst_on_a_recorded_release(tmp_path):
     def show(cache_value: str) -> tuple[str, bool]:
         code = (
             "import runpy, sys\n"
@@ -438,7 +446,8 @@ def test_show_works_from_the_cache_and_without_it(tmp_path):
     cold, libcst_cold = show(str(tmp_path / "cache"))
     warm, libcst_warm = show(str(tmp_path / "cache"))
     assert without == cold == warm and "__vlm_site__" in warm
-    assert libcst_without and libcst_cold and not libcst_warm
+    if recorded_here():  # the snapshot store's rewrites, else the cache's
+        assert not (libcst_without or libcst_cold or libcst_warm)
 
 
 def test_importing_envoys_does_not_import_libcst_nor_the_compiler():
@@ -453,7 +462,7 @@ def test_importing_envoys_does_not_import_libcst_nor_the_compiler():
     assert done.stdout.split("\n")[:2] == ["[]", "True False"]
 
 
-def test_a_model_builds_from_a_warm_cache_without_libcst(tmp_path, tiny_checkpoint):
+def test_a_model_builds_without_libcst_from_the_store_then_from_the_cache(tmp_path, tiny_checkpoint):
     path = tiny_checkpoint("llava-siglip")
     code = (
         "import sys\n"
@@ -469,5 +478,8 @@ def test_a_model_builds_from_a_warm_cache_without_libcst(tmp_path, tiny_checkpoi
         assert done.returncode == 0, done.stderr
         return done.stdout.split()[-1]
 
-    assert build() == "True"  # cold: rewritten with libcst
+    cold = build()
+    assert list((tmp_path / "cache").iterdir())
     assert build() == "False"  # warm: read back
+    if recorded_here():
+        assert cold == "False"  # the snapshot store's rewrites

@@ -70,7 +70,7 @@ def current() -> tuple[Path, tuple, tuple]:
 
 def tampered(payload: tuple) -> tuple:
     """``payload`` with its code replaced by a function of the same name and file that returns ``"tampered"``."""
-    return (*payload[:5], function_code("def scaled(x, factor=2.0):\n    return 'tampered'\n"))
+    return (*payload[:4], function_code("def scaled(x, factor=2.0):\n    return 'tampered'\n"))
 
 
 def plant_forgery() -> tuple[Path, tuple, bytes]:
@@ -291,12 +291,12 @@ MALFORMED = {
     "site line a bool": _site_line(True),
     "site line a float": _site_line(3.0),
     "site of three fields": lambda key, payload: (key, (payload[0], tuple(s[:3] for s in payload[1]), *payload[2:])),
-    "payload of five fields": lambda key, payload: (key, payload[:5]),
-    "payload of seven fields": lambda key, payload: (key, (*payload, None)),
-    "a string where the code belongs": lambda key, payload: (key, (*payload[:5], "print('hi')")),
-    "operations a list": lambda key, payload: (key, (payload[0], payload[1], list(payload[2]), *payload[3:])),
-    "code of another name": lambda key, payload: (key, (*payload[:5], function_code("def other(x):\n    return x\n", "other"))),
-    "code closing over a stranger": lambda key, payload: (key, (*payload[:5], function_code(STRANGER))),
+    "payload of four fields": lambda key, payload: (key, payload[:4]),
+    "payload of six fields": lambda key, payload: (key, (*payload, None)),
+    "a string where the code belongs": lambda key, payload: (key, (*payload[:4], "print('hi')")),
+    "sites a list": lambda key, payload: (key, (payload[0], list(payload[1]), *payload[2:])),
+    "code of another name": lambda key, payload: (key, (*payload[:4], function_code("def other(x):\n    return x\n", "other"))),
+    "code closing over a stranger": lambda key, payload: (key, (*payload[:4], function_code(STRANGER))),
     "body not a pair": lambda key, payload: (key, payload, None),
     "body a number": lambda key, payload: 42,
 }

@@ -30,6 +30,7 @@ from envoys.towers.per_image import BlockDiagonal
 from instrument import installed
 from instrument.install import ADDED
 from instrument.show import main
+from instrument.stored import site_labels
 from rewrites.attention import KERNEL_SITE
 
 IMAGES = [noise_image(32, 32, seed=0)]
@@ -231,8 +232,8 @@ def test_the_store_s_record_of_a_release_gives_nnsight_s_labels():
     stem = "modeling_qwen2_5_vl.Qwen2_5_VLVisionAttention.forward"
     labels = backends.recorded_labels(stem, backends.release())
     assert labels is not None and labels["torch_split_0"] == "torch_split_0"
-    assert backends._site_entry("attention_interface_1 (numbered attention_interface_2)") == (
-        "attention_interface_1", "attention_interface_2")
+    assert site_labels("# rule r\n# sites: torch_split_0, attention_interface_1 (numbered attention_interface_2)\n") == {
+        "torch_split_0": "torch_split_0", "attention_interface_1": "attention_interface_2"}
     assert backends.recorded_labels(stem, "transformers-0.0.1") is None
 
 

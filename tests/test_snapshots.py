@@ -46,6 +46,21 @@ def _lines(before: str, after: str) -> tuple[list[str], list[str]]:
     return [line[1:] for line in lines if line[0] == "-"], [line[1:] for line in lines if line[0] == "+"]
 
 
+def _source_records(lines: list[str]) -> list[str]:
+    """The stored paths of the manifest's ``[sources]`` records among ``lines`` (``"path" = { original = ..., text = ... }``)."""
+    return [line.partition(" = ")[0].strip('"') for line in lines if " = { original = " in line]
+
+
+def _forward_lines(lines: list[str]) -> list[str]:
+    """``lines`` without the ``[sources]`` table's (its records, its title, blank lines)."""
+    return [line for line in lines if " = { original = " not in line and line not in ("", "[sources]")]
+
+
+def _rewrites(entries: dict[str, Stored]) -> set[str]:
+    """The file names of a release's rewritten forwards (not its drift or unavailable entries)."""
+    return {stored.name for stored in entries.values() if stored.name.endswith(".py")}
+
+
 @pytest.fixture(scope="module")
 def installed_entries(tmp_path_factory) -> dict[str, Stored]:
     """What the installed release gives each forward, as the store holds it."""
@@ -234,8 +249,9 @@ def test_a_release_that_changes_one_forward_is_a_diff_of_that_forward(tmp_path, 
     assert len(renamed) == 2  # the header's sites line and the call
     assert _lines(before[LLAVA], after[LLAVA]) == (renamed, [r.replace("renamed_site_0", "inputs_embeds_masked_scatter_0") for r in renamed])
     removed, added = _lines(before[MANIFEST], after[MANIFEST])
-    assert removed == [f'"{previous}" = "{LLAVA}"']
-    assert added == [f'    "{INSTALLED}",', f'"{previous}" = "{kept}"', f'"{INSTALLED}" = "{LLAVA}"']
+    assert _forward_lines(removed) == [f'"{previous}" = "{LLAVA}"']
+    assert _forward_lines(added) == [f'    "{INSTALLED}",', f'"{previous}" = "{kept}"', f'"{INSTALLED}" = "{LLAVA}"']
+    assert set(_source_records(added)) == _rewrites(installed_entries)  # the installed release's originals
     store = Store.load(tmp_path)
     assert store.entries(previous)[LLAVA_STEM] == old and store.entries(INSTALLED) == installed_entries
     assert snapshot.check(tmp_path).diffs == ()
@@ -249,7 +265,9 @@ def test_a_release_whose_texts_equal_the_previous_adds_one_manifest_line(tmp_pat
     assert snapshot.update(tmp_path).written == (MANIFEST,)
     after = _files(tmp_path)
     assert _changed(before, after) == {MANIFEST: "modified"}
-    assert _lines(before[MANIFEST], after[MANIFEST]) == ([], [f'    "{INSTALLED}",'])
+    removed, added = _lines(before[MANIFEST], after[MANIFEST])
+    assert (_forward_lines(removed), _forward_lines(added)) == ([], [f'    "{INSTALLED}",'])
+    assert set(_source_records(added)) == _rewrites(installed_entries)
     assert Store.load(tmp_path).releases == (previous, INSTALLED)
 
 
@@ -272,7 +290,10 @@ def test_texts_no_release_resolves_to_are_deleted(tmp_path, installed_entries):
     assert (tmp_path / gone.name).is_file()
     written = snapshot.update(tmp_path)
     assert written.removed == (gone.name,) and LLAVA in written.written
-    assert _files(tmp_path) == Store({INSTALLED: installed_entries}).files()  # no trace of either text
+    files, expected = _files(tmp_path), Store({INSTALLED: installed_entries}).files()  # no trace of either text
+    manifest, expected_manifest = files.pop(MANIFEST).splitlines(), expected.pop(MANIFEST).splitlines()
+    assert files == expected and _forward_lines(manifest) == _forward_lines(expected_manifest)
+    assert set(_source_records(manifest)) == _rewrites(installed_entries)
     assert not (tmp_path / OLDER).exists()
 
 

@@ -33,6 +33,7 @@ from nnsight.intervention.source import STATE
 
 from instrument import installed
 from instrument.store import REPOSITORY_STORE, Recorded, StoreError, forward_stem
+from instrument.stored import recorded, site_labels
 
 #: A served label -> nnsight's label for the same call in the forward at hand.
 Labels = dict[str, str]
@@ -151,25 +152,18 @@ def recorded_labels(stem: str, release_name: str) -> Labels | None:
     stored = recorded.path(release_name, f"{stem}")
     if stored is None or not stored.endswith(".py"):
         return None
-    for line in (REPOSITORY_STORE / stored).read_text(encoding="utf-8").splitlines():
-        if line.startswith("# sites: "):
-            return dict(_site_entry(entry) for entry in line.removeprefix("# sites: ").split(", ") if entry)
-    return None
-
-
-@cache
-def _store() -> Recorded | None:
-    """The snapshot store's manifest, read once per process; None where it cannot be read."""
     try:
-        return Recorded.load(REPOSITORY_STORE)
-    except StoreError:
+        return site_labels((REPOSITORY_STORE / stored).read_text(encoding="utf-8"))
+    except ValueError:  # no sites line
         return None
 
 
-def _site_entry(entry: str) -> tuple[str, str]:
-    """``"attention_interface_1 (numbered attention_interface_2)"`` -> ``(served, nnsight's label)``."""
-    served, _, rest = entry.partition(" (numbered ")
-    return served.strip(), rest.rstrip(")").strip() or served.strip()
+def _store() -> Recorded | None:
+    """The snapshot store's manifest, read once per process; None where it cannot be read."""
+    try:
+        return recorded(REPOSITORY_STORE)
+    except StoreError:
+        return None
 
 
 def module_at(root: Any, path: str) -> torch.nn.Module | None:

@@ -32,17 +32,13 @@ from .values import Unavailable
 
 @cache
 def named_operations(block_class: type) -> Any:
-    """nnsight's labels of every operation of ``block_class.forward`` (`instrument.name_operations`), read off its
+    """nnsight's labels of every operation of ``block_class.forward`` (`instrument.source_names`), read off its
     syntax tree (libcst, loaded when first asked); `Unavailable` naming the class when its forward cannot be read."""
-    import libcst as cst
-
     try:
         forward = innermost(block_class.forward)  # under transformers' checkpointing wrapper, as nnsight peels it
     except UnknownDecorator as error:
         raise Unavailable(f"{block_class.__qualname__}.forward cannot be read: {error}") from error
-    source = textwrap.dedent(inspect.getsource(forward))
-    function = next(node for node in cst.parse_module(source).body if isinstance(node, cst.FunctionDef))
-    return instrument.name_operations(function)
+    return instrument.source_names(textwrap.dedent(inspect.getsource(forward)))
 
 
 def label_reason(envoy: Any, label: str) -> str | None:
