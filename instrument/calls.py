@@ -105,10 +105,20 @@ def bound_default(function: FunctionType, name: str) -> FunctionType | None:
     global function passed to the call it binds (``name = lookup(key, f)``,
     as transformers' ``ALL_ATTENTION_FUNCTIONS.get_interface(implementation,
     eager_attention_forward)``); None when the binding names none, or several.
+    The names are read once per code object; the globals they name, on every call.
     """
-    tree = _tree(function.__code__)
+    found = [function.__globals__.get(named) for named in _names_bound(function.__code__, name)]
+    functions = [f for f in found if isinstance(f, FunctionType)]
+    return functions[0] if len(functions) == 1 else None
+
+
+@cache
+def _names_bound(code: CodeType, name: str) -> tuple[str, ...]:
+    """The plain names the first binding of the local ``name`` in ``code``'s source names: its value, or its call's
+    arguments; empty when nothing binds ``name`` or the source cannot be read."""
+    tree = _tree(code)
     if tree is None:
-        return None
+        return ()
     for node in sorted(ast.walk(tree), key=lambda node: (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))):
         if isinstance(node, ast.AnnAssign):
             targets, value = [node.target], node.value
@@ -119,10 +129,8 @@ def bound_default(function: FunctionType, name: str) -> FunctionType | None:
         if not any(isinstance(target, ast.Name) and target.id == name for target in targets):
             continue
         named = [value] if isinstance(value, ast.Name) else [*value.args, *(k.value for k in value.keywords)] if isinstance(value, ast.Call) else []
-        found = [function.__globals__.get(n.id) for n in named if isinstance(n, ast.Name)]
-        functions = [f for f in found if isinstance(f, FunctionType)]
-        return functions[0] if len(functions) == 1 else None
-    return None
+        return tuple(n.id for n in named if isinstance(n, ast.Name))
+    return ()
 
 
 def assigned_call(function: FunctionType, name: str) -> str | None:
