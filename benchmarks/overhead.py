@@ -240,7 +240,25 @@ for _ in range({rounds}):
 print(json.dumps({{"first": first, **times}}))
 """
 
-IMPORT = "import time; start = time.perf_counter(); {statement}; print(time.perf_counter() - start)"
+#: Times ``statement`` in a fresh process, and the full (generation 2) collections of Python's cyclic garbage collector
+#: that ran during it: how many, and their time. A full collection walks every object the process holds (torch's
+#: millions), so whether one more runs during an import is a threshold's chance that dwarfs the import's own cost.
+IMPORT = """
+import gc, json, time
+full = {{"count": 0, "seconds": 0.0, "began": 0.0}}
+def timed(phase, info):
+    if info["generation"] == 2:
+        if phase == "start":
+            full["began"] = time.perf_counter()
+        else:
+            full["count"] += 1
+            full["seconds"] += time.perf_counter() - full["began"]
+gc.callbacks.append(timed)
+start = time.perf_counter()
+{statement}
+seconds = time.perf_counter() - start
+print(json.dumps({{"seconds": seconds, "full collections": full["count"], "in them": full["seconds"]}}))
+"""
 
 #: What a user of nnsight imports anyway: nnsight, and transformers' processors and auto classes.
 BASELINE = (
@@ -293,27 +311,37 @@ def imported(report: str) -> list[str]:
 
 def import_times(repeats: int = 5) -> dict[str, float | int | str]:
     """Import times in fresh processes, each the median of ``repeats`` runs interleaved (after one run that writes
-    the library's compiled modules), and what ``import envoys`` imports beyond the baseline, by ``-X importtime``."""
+    the library's compiled modules), the same net of the garbage collector's full collections, and what ``import
+    envoys`` imports beyond the baseline, by ``-X importtime``."""
     statements = {
         "`import envoys`": IMPORT.format(statement="import envoys"),
         "nnsight and transformers' processors alone": IMPORT.format(statement=BASELINE),
         "`import envoys` after those, in the same process": (
-            f"import time; {BASELINE}; start = time.perf_counter(); import envoys; print(time.perf_counter() - start)"
+            f"import json, time; {BASELINE}; start = time.perf_counter(); import envoys; "
+            "print(json.dumps({'seconds': time.perf_counter() - start}))"
         ),
     }
     fresh("import envoys", "off", bytecode=True)  # writes the library's compiled modules
-    times: dict[str, list[float]] = {name: [] for name in statements}
+    runs: dict[str, list[dict]] = {name: [] for name in statements}
     for _ in range(repeats):
         for name, code in statements.items():
-            times[name].append(float(fresh(code, "off", bytecode=True)))
-    result: dict[str, float | int | str] = {name: statistics.median(values) for name, values in times.items()}
-    ours_time, base_time = times["`import envoys`"], times["nnsight and transformers' processors alone"]
+            runs[name].append(json.loads(fresh(code, "off", bytecode=True)))
+    result: dict[str, float | int | str] = {
+        name: statistics.median(run["seconds"] for run in values) for name, values in runs.items()
+    }
+    ours, base = runs["`import envoys`"], runs["nnsight and transformers' processors alone"]
     result["`import envoys` − those alone, paired per round (median)"] = statistics.median(
-        a - b for a, b in zip(ours_time, base_time)
+        a["seconds"] - b["seconds"] for a, b in zip(ours, base)
     )
-    ours = imported(fresh("import envoys", "off", bytecode=True, flags=("-X", "importtime"), stderr=True))
-    base = set(imported(fresh(BASELINE, "off", bytecode=True, flags=("-X", "importtime"), stderr=True)))
-    beyond = [name for name in ours if name not in base]
+    result["the same, net of the garbage collector's full collections"] = statistics.median(
+        (a["seconds"] - a["in them"]) - (b["seconds"] - b["in them"]) for a, b in zip(ours, base)
+    )
+    result["full collections during `import envoys` / those alone (median)"] = (
+        f"{statistics.median(a['full collections'] for a in ours):g} / {statistics.median(b['full collections'] for b in base):g}"
+    )
+    imports = imported(fresh("import envoys", "off", bytecode=True, flags=("-X", "importtime"), stderr=True))
+    baseline = set(imported(fresh(BASELINE, "off", bytecode=True, flags=("-X", "importtime"), stderr=True)))
+    beyond = [name for name in imports if name not in baseline]
     others = [name for name in beyond if name.partition(".")[0] not in OURS]
     result["modules `import envoys` imports beyond those (`-X importtime`)"] = len(beyond)
     result["of which not the library's own"] = f"{len(others)}: {', '.join(f'`{name}`' for name in others)}"
