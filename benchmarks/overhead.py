@@ -478,6 +478,10 @@ def table(results: dict[str, dict], imports: dict[str, float | int | str], impor
             f"| {family} | standard names / empty trace (paired) | | "
             f"| {paired(r['times'], 'trace, standard names', 'empty trace'):.3f} | | |"
         )
+        out.append(
+            f"| {family} | empty trace, StandardizedTransformer / nnsight's (paired) | | "
+            f"| {paired(r['times'], 'empty trace, StandardizedTransformer', 'empty trace'):.3f} | | |"
+        )
     out += [
         "",
         "| checkpoint | sites installed | operations `.source` instruments (same reads) "

@@ -6,6 +6,7 @@ on both architectures' tiny checkpoints and that every ratio the table prints is
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -56,3 +57,19 @@ def test_the_real_sizes_are_the_checkpoints_parameter_counts():
         counts[checkpoint.name] = sum(parameter.numel() for parameter in model.parameters())
     assert counts["qwen2.5-vl-7b"] == 8_292_166_656
     assert 0.85e9 < counts["llava-interleave-qwen-0.5b"] < 0.95e9
+
+
+def test_a_site_visits_the_interleaver_only_while_a_worker_waits():
+    """benchmarks/sites.py times each path of a site; the visits it counts per call are exact: none outside a trace or
+    while no worker waits, and nnsight's three (input, skip, output) while one waits elsewhere."""
+    spec = importlib.util.spec_from_file_location("benchmark_sites", BENCHMARK.parent / "sites.py")
+    sites = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sites)
+    costs = sites.site_costs(calls=10)
+    assert {path: visits for path, (_, visits) in costs.items()} == {
+        "the plain call": 0,
+        "outside a trace": 0,
+        "in a trace, no worker waits and no cache observes": 0,
+        "in a trace, a worker waits elsewhere": 3,
+    }
+    assert all(nanoseconds > 0 for nanoseconds, _ in costs.values())

@@ -39,6 +39,8 @@ class InvokeBatcher(TurnTakingBatcher):
         if batch is None:
             return super().assemble(fn)
         args, kwargs, self.layout = batch(self.invokes, fn)
+        if self.layout is not None:  # several image invokes: only a LocatingInterleaver batches them
+            self.envoy.interleaver.locate()
         return args, {**kwargs, **self.extra_kwargs}
 
     def _kind(self) -> str:
@@ -149,9 +151,23 @@ class LocatingInterleaver(TurnTakingInterleaver):
     arrives with its per-image bounds (``cu_seqlens``), each invoke's count of
     the per-call site starts at the calls of the invokes before it, so that
     its call k (``tracer.iter[k]``) is its own k-th image's.
+
+    Only a run whose batch has a layout needs that: `locate` makes the
+    interleaver's ``handle`` the locating one for the run, and `cancel` (the
+    run's end) gives it nnsight's back, so every other run's visits cost
+    nnsight's handle alone.
     """
 
-    def handle(self, provider: str, value: Any) -> Any:
+    def locate(self) -> None:
+        """Serve this run's visits through `locating_handle` (its batch has a layout: several image invokes)."""
+        self.__dict__["handle"] = self.locating_handle
+
+    def cancel(self) -> None:
+        self.__dict__.pop("handle", None)
+        super().cancel()
+
+    def locating_handle(self, provider: str, value: Any) -> Any:
+        """nnsight's ``handle``, telling the batcher the location it serves, and numbering per-image kernel calls."""
         batcher = self.batcher
         layout = getattr(batcher, "layout", None)
         if layout is None:
