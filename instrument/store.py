@@ -12,10 +12,10 @@ the release lacks has no entry. The store under ``snapshots/`` holds them so:
 - ``manifest.toml``: every release recorded, in version order, and per
   forward the releases at which its entry changes, each naming the stored file
   it changes to, or ``"absent"``. A release resolves a forward to the latest
-  change at or before it; with none, the forward has no entry there. Its
-  ``[sources]`` table gives, per stored rewrite (``.py``), the SHA-256 of the
-  original source it was rewritten from and of its own text, from which a
-  first build compiles it without libcst (`stored`).
+  change at or before it; with none, the forward has no entry there;
+- ``sources.json``: per stored rewrite (``.py``), the SHA-256 of the original
+  source it was rewritten from and of its own text, from which a build the
+  build cache misses compiles it without libcst (`stored`, `read_sources`).
 
 The library reads the manifest at build time (`instrument.checked`: a release
 the store records has been checked, and an unrecorded one is compared with the
@@ -27,9 +27,10 @@ store (`maintain.store`).
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -40,8 +41,8 @@ MANIFEST = "manifest.toml"
 OLDER = "older"
 #: The manifest's value for a forward that has no entry from that release on.
 ABSENT = "absent"
-#: The manifest's table of the digests of each stored rewrite and of the original it was rewritten from.
-SOURCES = "sources"
+#: The file of the digests of each stored rewrite and of the original it was rewritten from.
+SOURCES = "sources.json"
 
 
 class StoreError(Exception):
@@ -96,14 +97,11 @@ def nearest(recorded: Iterable[str], release: str) -> str | None:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the manifest alone says of the releases: every release recorded, oldest first, per forward (its stem)
-    the releases at which the file it resolves to changes, and per stored ``.py`` text the digests of the original
-    source it was rewritten from and of the text itself (`sources`). No text is read."""
+    """What the manifest alone says of the releases: every release recorded, oldest first, and per forward (its
+    stem) the releases at which the file it resolves to changes. No text is read."""
 
     releases: tuple[str, ...]
     changes: Mapping[str, Mapping[str, str]]
-    #: stored path -> {"original": SHA-256 of the original forward's dedented source, "text": SHA-256 of the file}
-    sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, root: Path) -> Recorded:
@@ -112,14 +110,7 @@ class Recorded:
         if not manifest.is_file():
             return cls((), {})
         data = read_manifest(manifest)
-        return cls(tuple(sorted(data.get("releases", ()), key=release_key)), data.get("forwards", {}),
-                   data.get(SOURCES, {}))
-
-    def rewrites_of(self, stem: str, original: str) -> list[str]:
-        """The stored texts (paths relative to the store) of forward ``stem`` recorded as rewritten from the
-        original source with digest ``original``."""
-        paths = dict.fromkeys(self.changes.get(stem, {}).values())
-        return [path for path in paths if self.sources.get(path, {}).get("original") == original]
+        return cls(tuple(sorted(data.get("releases", ()), key=release_key)), data.get("forwards", {}))
 
     def path(self, release: str, stem: str) -> str | None:
         """The stored file (relative to the store) ``stem`` resolves to at the recorded ``release``: its latest
@@ -129,6 +120,30 @@ class Recorded:
                   if name in index and index[name] <= index[release]]
         latest = max(before, default=None)
         return None if latest is None or latest[1] == ABSENT else latest[1]
+
+
+def read_sources(root: Path) -> dict[str, dict[str, str]]:
+    """The store's ``sources.json``: stored path -> ``{"original": SHA-256 of the original forward's dedented source,
+    "text": SHA-256 of the file}``; empty when there is none. A `StoreError` when it cannot be read as that."""
+    path = root / SOURCES
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise StoreError(f"{path} cannot be read: {error}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(record, dict) and isinstance(record.get("original"), str) and isinstance(record.get("text"), str)
+        for record in data.values()
+    ):
+        raise StoreError(f"{path} is not a table of stored paths to their original and text digests")
+    return data
+
+
+def write_sources(records: Mapping[str, Mapping[str, str]]) -> str:
+    """``sources.json``'s text: one record per line, by path, so that a release's records show as lines in a diff."""
+    lines = [f"  {json.dumps(path)}: {json.dumps(dict(records[path]))}" for path in sorted(records)]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def read_manifest(manifest: Path) -> dict:

@@ -2,9 +2,10 @@
 
 The store (`store`) holds every rewritten forward as text (`listing.snapshot`:
 comment lines naming the rule and its sites, a blank line, the rewritten
-source), and its manifest records, per stored ``.py`` text, the SHA-256 of the
-original source it was rewritten from and of the text itself (``[sources]``,
-written by ``python -m maintain.snapshot --update``). When the installed
+source), and records, per stored ``.py`` text, the SHA-256 of the original
+source it was rewritten from and of the text itself (``sources.json``, written
+by ``python -m maintain.snapshot --update``, read only by a build the build
+cache misses). When the installed
 forward's source has the digest a stored text records, that text is the rewrite
 the rewriter would make of it with the same sites, and `stored_rewrite` gives it
 back as a `Rewritten`: the source after the header, and its sites, read off
@@ -14,7 +15,7 @@ header's ``# sites:`` line, which also gives nnsight's label where the site is
 served under another.
 
 The store is code the package ships, trusted as the build cache is (`cache`):
-a text is used only when its bytes have the digest the manifest records, and
+a text is used only when its bytes have the digest ``sources.json`` records, and
 whatever does not read as expected (no record, another digest, a header or a
 site call of another shape) gives None, and the compiler rewrites the source
 with libcst as if the store held nothing. The compiler then checks the sites
@@ -31,7 +32,7 @@ from pathlib import Path
 from .calls import dotted_name
 from .rewritten import SITE, Rewritten, Site
 from .sources import digest
-from .store import REPOSITORY_STORE, Recorded, StoreError
+from .store import REPOSITORY_STORE, Recorded, StoreError, read_sources
 
 #: The snapshot store rewrites are read from (a test may point it elsewhere).
 STORE = REPOSITORY_STORE
@@ -52,9 +53,24 @@ def recorded(root: Path) -> Recorded:
     return Recorded.load(root)
 
 
+@cache
+def sources(root: Path) -> dict[str, dict[str, str]]:
+    """The store's digests (`store.read_sources`), read once per process (`forget` clears them)."""
+    return read_sources(root)
+
+
 def forget() -> None:
-    """Forget the manifests read: the next build reads them again."""
+    """Forget the manifests and digests read: the next build reads them again."""
     recorded.cache_clear()
+    sources.cache_clear()
+
+
+def rewrites_of(root: Path, stem: str, original: str) -> list[str]:
+    """The stored texts (paths relative to the store at ``root``) of forward ``stem`` recorded as rewritten from the
+    original source with digest ``original``."""
+    records = sources(root)
+    paths = dict.fromkeys(recorded(root).changes.get(stem, {}).values())
+    return [path for path in paths if records.get(path, {}).get("original") == original]
 
 
 def site_labels(text: str) -> dict[str, str]:
@@ -101,16 +117,15 @@ def stored_rewrite(stem: str, source: str, root: Path | None = None) -> Rewritte
     ``root`` (`STORE`) holds none it can vouch for (see the module docstring). Never raises."""
     root = STORE if root is None else root
     try:
-        store = recorded(root)
+        candidates = rewrites_of(root, stem, digest(source))
     except StoreError as error:
         log.debug("snapshot store not read: %s", error)
         return None
-    original = digest(source)
-    for path in store.rewrites_of(stem, original):
+    for path in candidates:
         try:
             data = (root / path).read_bytes().decode("utf-8")
-            if digest(data) != store.sources[path]["text"]:
-                raise ValueError("its text is not the one the manifest records")
+            if digest(data) != sources(root)[path]["text"]:
+                raise ValueError("its text is not the one sources.json records")
             return read_rewrite(data)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
             log.debug("stored rewrite %s not used: %s", path, error)

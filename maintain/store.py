@@ -6,10 +6,13 @@ form (`Store.write`): a text no release resolves to is deleted, a new release
 whose entries equal its predecessor's adds one line to the manifest, and one
 that changes a forward rewrites that forward's head file (the previous text
 moving under ``older/`` while an older release still resolves to it), so
-``git diff`` shows the change as a diff of that file. Reading checks the store
-(`Store.load`): every file the manifest names exists, and files it names
-nowhere are listed (`unreferenced`). It handles text only and compiles
-nothing: `maintain.snapshot` makes the entries.
+``git diff`` shows the change as a diff of that file. ``sources.json`` holds,
+per stored rewrite whose original the recording release gave (`Store.put`),
+the digests of that original and of the text; a record of a text that changed
+since is dropped. Reading checks the store (`Store.load`): every file the
+manifest names exists, and files it names nowhere are listed
+(`unreferenced`). It handles text only and compiles nothing:
+`maintain.snapshot` makes the entries.
 """
 
 from __future__ import annotations
@@ -22,17 +25,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from instrument.sources import digest
-from instrument.store import ABSENT, MANIFEST, OLDER, REPOSITORY_STORE, SOURCES, StoreError, nearest, read_manifest, release_key, release_version
+from instrument.store import (
+    ABSENT,
+    MANIFEST,
+    OLDER,
+    REPOSITORY_STORE,
+    SOURCES,
+    StoreError,
+    nearest,
+    read_manifest,
+    read_sources,
+    release_key,
+    release_version,
+    write_sources,
+)
 
-__all__ = ["ABSENT", "MANIFEST", "OLDER", "REPOSITORY_STORE", "Store", "StoreError", "Stored", "Written"]
+__all__ = ["ABSENT", "MANIFEST", "OLDER", "REPOSITORY_STORE", "SOURCES", "Store", "StoreError", "Stored", "Written"]
 
 _PREAMBLE = """\
 # Written by `python -m maintain.snapshot --update` (maintain/store.py); not edited by hand.
 # `releases`: every release recorded. Under each forward: the releases at which what it
 # resolves to changes, and the stored file it changes to ("absent": no entry from there on).
 # A release resolves a forward to the latest change at or before it.
-# `sources`: per stored rewrite, the SHA-256 of the original forward it was rewritten from and
-# of its own text; a first build compiles it without libcst where the installed forward has that digest.
 """
 
 
@@ -121,18 +135,21 @@ class Store:
                 if now != before:
                     lines.append(f"{_quote(release)} = {_quote(now or ABSENT)}")
                 before = now
-        sources = sorted((path, digest(stored.text)) for entries in paths.values() for stored, path in entries.items())
-        recorded = [(path, text) for path, text in sources if text in self._originals]
-        if recorded:
-            lines += ["", f"[{SOURCES}]"]
-            lines += [f'{_quote(path)} = {{ original = "{self._originals[text]}", text = "{text}" }}'
-                      for path, text in recorded]
         return "\n".join(lines) + "\n"
+
+    def sources(self) -> dict[str, dict[str, str]]:
+        """``sources.json``'s records: per stored rewrite whose original is known, the digests of that original
+        and of the text."""
+        texts = ((path, digest(stored.text)) for entries in self.paths().values() for stored, path in entries.items())
+        return {path: {"original": self._originals[text], "text": text} for path, text in texts if text in self._originals}
 
     def files(self) -> dict[str, str]:
         """Every file of the store, path (relative to it) -> text: the stored texts and the manifest."""
         files = {path: stored.text for entries in self.paths().values() for stored, path in entries.items()}
         files[MANIFEST] = self.manifest()
+        records = self.sources()
+        if records:
+            files[SOURCES] = write_sources(records)
         return files
 
     @classmethod
@@ -156,8 +173,8 @@ class Store:
                     if not file.is_file():
                         raise StoreError(f"{manifest} names {path}, which is not in {root}; restore it from git")
                     texts[path] = Stored(file.name, file.read_bytes().decode("utf-8"))
-        originals = {record["text"]: record["original"] for path, record in data.get(SOURCES, {}).items()
-                     if path in texts and digest(texts[path].text) == record.get("text")}  # a record of another text: dropped
+        originals = {record["text"]: record["original"] for path, record in read_sources(root).items()
+                     if path in texts and digest(texts[path].text) == record["text"]}  # a record of another text: dropped
         return cls(_resolve(data, texts, manifest), originals)
 
     def unreferenced(self, root: Path) -> tuple[str, ...]:

@@ -253,7 +253,7 @@ def test_checking_a_release_compares_with_the_nearest_recorded_and_records_it(tm
 
     from maintain import snapshot
     from maintain.releases import check_release
-    from maintain.store import MANIFEST, Store
+    from maintain.store import MANIFEST, SOURCES, Store
 
     installed = f"transformers-{transformers.__version__}"
     recorded = Store.load(snapshot.DEFAULT_ROOT)
@@ -272,7 +272,8 @@ def test_checking_a_release_compares_with_the_nearest_recorded_and_records_it(tm
     store = Store.load(root)
     assert store.releases == ("transformers-0.0.1", installed) and store.entries(installed) == entries
     after = {p.name: p.read_text() for p in root.iterdir()}
-    assert {name for name in after if after[name] != before.get(name)} == {MANIFEST}  # the same texts: a manifest line
+    # the same texts: a manifest line, and the digests of the originals they were rewritten from
+    assert {name for name in after if after[name] != before.get(name)} == {MANIFEST, SOURCES}
     again = check_release(Path(sys.executable), transformers.__version__, work, work / "log.txt", False, root)
     assert not again.failed and again.stored == "kept" and again.reference == installed
 

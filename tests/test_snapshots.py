@@ -13,6 +13,8 @@ from packaging.version import Version
 
 from envoys.catalog import catalog, rule_named
 from instrument import Rule, Variant
+from instrument.sources import digest
+from instrument.store import SOURCES, read_sources
 from maintain import snapshot
 from maintain.store import MANIFEST, OLDER, Store, Stored, StoreError
 
@@ -46,21 +48,6 @@ def _lines(before: str, after: str) -> tuple[list[str], list[str]]:
     return [line[1:] for line in lines if line[0] == "-"], [line[1:] for line in lines if line[0] == "+"]
 
 
-def _source_records(lines: list[str]) -> list[str]:
-    """The stored paths of the manifest's ``[sources]`` records among ``lines`` (``"path" = { original = ..., text = ... }``)."""
-    return [line.partition(" = ")[0].strip('"') for line in lines if " = { original = " in line]
-
-
-def _forward_lines(lines: list[str]) -> list[str]:
-    """``lines`` without the ``[sources]`` table's (its records, its title, blank lines)."""
-    return [line for line in lines if " = { original = " not in line and line not in ("", "[sources]")]
-
-
-def _rewrites(entries: dict[str, Stored]) -> set[str]:
-    """The file names of a release's rewritten forwards (not its drift or unavailable entries)."""
-    return {stored.name for stored in entries.values() if stored.name.endswith(".py")}
-
-
 @pytest.fixture(scope="module")
 def installed_entries(tmp_path_factory) -> dict[str, Stored]:
     """What the installed release gives each forward, as the store holds it."""
@@ -91,7 +78,7 @@ def test_every_recorded_release_resolves_each_forward_to_one_stored_text():
     assert _files(root) == store.files()  # the canonical form: --update of any release rewrites nothing else
     paths = store.paths()
     stored_files = [path for entries in paths.values() for path in entries.values()]
-    assert len(stored_files) == len(set(stored_files)) == len(_files(root)) - 1  # one file per distinct text
+    assert len(stored_files) == len(set(stored_files)) == len(_files(root)) - 2  # one file per distinct text
     first, newest = {}, {}
     for release in store.releases:
         entries = store.entries(release)
@@ -102,6 +89,8 @@ def test_every_recorded_release_resolves_each_forward_to_one_stored_text():
             newest[stem] = stored
     for (stem, stored), release in first.items():  # the newest text in the head file, the others under their first release
         assert paths[stem][stored] == (stored.name if newest[stem] == stored else f"{OLDER}/{release}/{stored.name}")
+    for path, record in read_sources(root).items():  # each digest recorded of a text is that text's
+        assert record["text"] == digest((root / path).read_text())
 
 
 def test_every_recorded_release_is_checkable(monkeypatch):
@@ -196,7 +185,7 @@ def test_a_moved_site_and_an_absent_target_have_their_verdicts(tmp_path):
     assert moved_verdict.file == "modeling_llava.LlavaModel.forward.drift" and moved_verdict.diff
     assert "the target is missing" in absent_verdict.detail and absent_verdict.diff == ""
     written = snapshot.update(tmp_path, (moved, absent))
-    assert written.written == (MANIFEST, "modeling_llava.LlavaModel.forward.drift") and written.removed == (LLAVA,)
+    assert written.written == (MANIFEST, "modeling_llava.LlavaModel.forward.drift") and written.removed == (LLAVA, SOURCES)
     again = snapshot.check(tmp_path, (moved, absent))
     assert again.diffs == () and again.verdicts[0].verdict == snapshot.MOVED  # recorded for the release: no diff
     assert again.regressions == ("llava.image-scatter",)  # but still a value the release does not serve
@@ -220,7 +209,9 @@ def test_update_records_the_installed_release(tmp_path, capsys):
     assert f"wrote {tmp_path / LLAVA}\n" in out and f"wrote {tmp_path / MANIFEST}\n" in out
     store = Store.load(tmp_path)
     assert store.releases == (INSTALLED,) and store.unreferenced(tmp_path) == ()
-    assert sorted(_files(tmp_path)) == sorted([MANIFEST, *(s.name for s in store.entries(INSTALLED).values())])
+    assert sorted(_files(tmp_path)) == sorted([MANIFEST, SOURCES, *(s.name for s in store.entries(INSTALLED).values())])
+    rewrites = {s.name for s in store.entries(INSTALLED).values() if s.name.endswith(".py")}
+    assert set(read_sources(tmp_path)) == rewrites  # the digests of every rewrite's original and text
     assert snapshot.check(tmp_path).diffs == ()
     assert snapshot.main(["--root", str(tmp_path), "--update", "--quiet"]) == 0
     assert "already records the installed release as it is" in capsys.readouterr().out
@@ -242,16 +233,16 @@ def test_a_release_that_changes_one_forward_is_a_diff_of_that_forward(tmp_path, 
     written = snapshot.update(tmp_path)
     after = _files(tmp_path)
     kept = f"{OLDER}/{previous}/{LLAVA}"
-    assert _changed(before, after) == {LLAVA: "modified", MANIFEST: "modified", kept: "added"}
-    assert written.written == tuple(sorted((LLAVA, MANIFEST, kept))) and written.removed == ()
+    assert _changed(before, after) == {LLAVA: "modified", MANIFEST: "modified", kept: "added", SOURCES: "added"}
+    assert written.written == tuple(sorted((LLAVA, MANIFEST, kept, SOURCES))) and written.removed == ()
+    assert kept not in read_sources(tmp_path)  # the previous release's original was never recorded
     assert after[kept] == old.text and after[LLAVA] == llava.text  # the head's diff is the forward's change
     renamed = [line for line in old.text.splitlines() if "renamed_site_0" in line]
     assert len(renamed) == 2  # the header's sites line and the call
     assert _lines(before[LLAVA], after[LLAVA]) == (renamed, [r.replace("renamed_site_0", "inputs_embeds_masked_scatter_0") for r in renamed])
     removed, added = _lines(before[MANIFEST], after[MANIFEST])
-    assert _forward_lines(removed) == [f'"{previous}" = "{LLAVA}"']
-    assert _forward_lines(added) == [f'    "{INSTALLED}",', f'"{previous}" = "{kept}"', f'"{INSTALLED}" = "{LLAVA}"']
-    assert set(_source_records(added)) == _rewrites(installed_entries)  # the installed release's originals
+    assert removed == [f'"{previous}" = "{LLAVA}"']
+    assert added == [f'    "{INSTALLED}",', f'"{previous}" = "{kept}"', f'"{INSTALLED}" = "{LLAVA}"']
     store = Store.load(tmp_path)
     assert store.entries(previous)[LLAVA_STEM] == old and store.entries(INSTALLED) == installed_entries
     assert snapshot.check(tmp_path).diffs == ()
@@ -262,12 +253,10 @@ def test_a_release_whose_texts_equal_the_previous_adds_one_manifest_line(tmp_pat
     Store({previous: installed_entries}).write(tmp_path)
     before = _files(tmp_path)
     assert snapshot.check(tmp_path).reference == previous
-    assert snapshot.update(tmp_path).written == (MANIFEST,)
+    assert snapshot.update(tmp_path).written == (MANIFEST, SOURCES)
     after = _files(tmp_path)
-    assert _changed(before, after) == {MANIFEST: "modified"}
-    removed, added = _lines(before[MANIFEST], after[MANIFEST])
-    assert (_forward_lines(removed), _forward_lines(added)) == ([], [f'    "{INSTALLED}",'])
-    assert set(_source_records(added)) == _rewrites(installed_entries)
+    assert _changed(before, after) == {MANIFEST: "modified", SOURCES: "added"}
+    assert _lines(before[MANIFEST], after[MANIFEST]) == ([], [f'    "{INSTALLED}",'])
     assert Store.load(tmp_path).releases == (previous, INSTALLED)
 
 
@@ -290,10 +279,10 @@ def test_texts_no_release_resolves_to_are_deleted(tmp_path, installed_entries):
     assert (tmp_path / gone.name).is_file()
     written = snapshot.update(tmp_path)
     assert written.removed == (gone.name,) and LLAVA in written.written
-    files, expected = _files(tmp_path), Store({INSTALLED: installed_entries}).files()  # no trace of either text
-    manifest, expected_manifest = files.pop(MANIFEST).splitlines(), expected.pop(MANIFEST).splitlines()
-    assert files == expected and _forward_lines(manifest) == _forward_lines(expected_manifest)
-    assert set(_source_records(manifest)) == _rewrites(installed_entries)
+    files = _files(tmp_path)
+    files.pop(SOURCES)
+    assert files == Store({INSTALLED: installed_entries}).files()  # no trace of either text
+    assert set(read_sources(tmp_path)) == {s.name for s in installed_entries.values() if s.name.endswith(".py")}
     assert not (tmp_path / OLDER).exists()
 
 

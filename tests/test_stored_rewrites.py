@@ -18,7 +18,7 @@ from conftest import compiled_or_skip
 from envoys.catalog import catalog, rule_named
 from instrument import compile_rule, compiler, rewrite, stored
 from instrument.sources import digest
-from instrument.store import MANIFEST, forward_stem
+from instrument.store import SOURCES, StoreError, forward_stem, read_sources
 from instrument.stored import read_rewrite, stored_rewrite
 from maintain.store import Store, Stored
 
@@ -115,10 +115,10 @@ def test_a_stored_text_edited_since_it_was_recorded_is_not_used(copied_store, mo
 
 def test_a_forward_whose_source_the_store_does_not_record_is_rewritten(copied_store, monkeypatch, recorded_release):
     rule = rule_named(RULE)
-    manifest = copied_store / MANIFEST
+    records = copied_store / SOURCES
     path = stored_path(copied_store, rule).relative_to(copied_store).as_posix()
-    recorded_digest = stored.recorded(copied_store).sources[path]["original"]
-    manifest.write_text(manifest.read_text().replace(recorded_digest, "0" * 64))
+    recorded_digest = read_sources(copied_store)[path]["original"]
+    records.write_text(records.read_text().replace(recorded_digest, "0" * 64))
     stored.forget()
     made = rewrites_made(monkeypatch)
     compile_rule(rule)
@@ -150,9 +150,20 @@ def test_the_store_keeps_each_texts_original_digest_across_releases_and_drops_on
     entry = Stored("m.C.forward.py", text)
     Store().put("transformers-5.1.0", {"m.C.forward": entry}, {"m.C.forward": "a" * 64}).write(tmp_path)
     Store.load(tmp_path).put("transformers-5.2.0", {"m.C.forward": entry}).write(tmp_path)
-    manifest = stored.Recorded.load(tmp_path)
-    assert manifest.sources == {"m.C.forward.py": {"original": "a" * 64, "text": digest(text)}}
-    assert manifest.rewrites_of("m.C.forward", "a" * 64) == ["m.C.forward.py"]
+    assert read_sources(tmp_path) == {"m.C.forward.py": {"original": "a" * 64, "text": digest(text)}}
+    stored.forget()
+    assert stored.rewrites_of(tmp_path, "m.C.forward", "a" * 64) == ["m.C.forward.py"]
     (tmp_path / "m.C.forward.py").write_text(text + "# edited\n")
     Store.load(tmp_path).write(tmp_path)
-    assert stored.Recorded.load(tmp_path).sources == {}
+    assert read_sources(tmp_path) == {} and not (tmp_path / SOURCES).exists()
+    stored.forget()
+
+
+@pytest.mark.parametrize("content, why", [("[1, 2]", "not a table"), ('{"a.py": {"original": 1}}', "not a table"),
+                                           ("{", "cannot be read")])
+def test_digests_that_do_not_read_as_a_table_are_refused_and_the_build_rewrites(tmp_path, content, why):
+    (tmp_path / SOURCES).write_text(content)
+    with pytest.raises(StoreError, match=why):
+        read_sources(tmp_path)
+    assert stored_rewrite("m.C.forward", "def forward(self):\n    pass\n", tmp_path) is None
+    stored.forget()
