@@ -5,10 +5,9 @@ comment lines naming the rule and its sites, a blank line, the rewritten
 source), and records, per stored ``.py`` text, the SHA-256 of the original
 source it was rewritten from and of the text itself (``sources.json``, written
 by ``python -m maintain.snapshot --update``, read only by a build the build
-cache misses). When the installed
-forward's source has the digest a stored text records, that text is the rewrite
-the rewriter would make of it with the same sites, and `stored_rewrite` gives it
-back as a `Rewritten`: the source after the header, and its sites, read off
+cache misses). When the installed forward's source has the digest a stored
+text records, that text is the rewrite the rewriter would make of it with the
+same sites, and `stored_rewrite` gives it back as a `Rewritten`: the source after the header, and its sites, read off
 Python's own syntax tree of it (each ``__vlm_site__("label", callee, ...)``: its
 label, the callee as the rewriter spells it, its line) in the order of the
 header's ``# sites:`` line, which also gives nnsight's label where the site is
