@@ -53,6 +53,7 @@ REPOSITORY = HERE.parent
 sys.path[:0] = [str(REPOSITORY), str(HERE)]
 
 import torch  # noqa: E402
+import transformers  # noqa: E402
 from medium import build_medium  # noqa: E402
 from memory import resident_mib  # noqa: E402
 from nnsight import TransformersModel  # noqa: E402
@@ -457,7 +458,8 @@ def measure(family: str, folder: Path, rounds: int, traces: int, steps: int) -> 
 def table(results: dict[str, dict], imports: dict[str, float | int | str], imports_repeats: int, rounds: int, traces: int,
           steps: int) -> str:
     out = [
-        f"Medium random checkpoints, CPU (`torch.get_num_threads()` = {torch.get_num_threads()}), "
+        f"Medium random checkpoints, transformers {transformers.__version__}, CPU (`torch.get_num_threads()` = "
+        f"{torch.get_num_threads()}), "
         f"{rounds} rounds round-robin after warm-up, `torch.no_grad()`; times in ms.\n",
         "| checkpoint | variant | median | min | × plain forward (paired) | interleaver visits "
         "| site or `.source` op fires |",
