@@ -31,7 +31,7 @@ def source_lines(code: CodeType) -> tuple[list[str], int]:
         raise NoSource(f"{code.co_filename} has no line {first}: the source of {code.co_name} cannot be read")
     try:
         block = inspect.getblock(lines[first - 1 :])
-    except (SyntaxError, IndexError, inspect.EndOfBlock) as error:
+    except (SyntaxError, IndexError) as error:
         raise NoSource(f"{code.co_filename}:{first}: no definition of {code.co_name} to read ({error})") from None
     return block, first
 

@@ -94,13 +94,21 @@ def test_a_cache_keeps_what_plain_nnsights_cache_keeps(pair):
     """A cache observes locations, so with one in the trace every site is handed to nnsight; the values it keeps are
     the stock model's."""
     ours, stock, prompt = pair
-
     path = ours.layers[0].path
+    kept = {}
 
     def cached(model):
-        with torch.no_grad(), model.trace(prompt, images=IMAGES) as tracer:
-            cache = tracer.cache()
-        output = cache[path].output
-        return output[0] if isinstance(output, tuple) else output
+        def run():
+            with torch.no_grad(), model.trace(prompt, images=IMAGES) as tracer:
+                kept[model] = tracer.cache()
+        return run
 
-    assert torch.equal(cached(ours), cached(stock))
+    fired = [location for location in visits(ours, cached(ours)) if ".source." in location]
+    assert [location for location in fired if location.startswith(path)]  # sites after every worker finished
+    cached(stock)()
+
+    def output(model):
+        value = kept[model][path].output
+        return value[0] if isinstance(value, tuple) else value
+
+    assert torch.equal(output(ours), output(stock))

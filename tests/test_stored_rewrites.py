@@ -45,7 +45,7 @@ def test_the_store_gives_every_rule_the_rewrite_libcst_makes(rule, recorded_rele
     assert from_store == rewrite(instrumented.original_source, set(chosen.sites), chosen.serve_as)
 
 
-def test_a_first_build_in_a_fresh_process_imports_no_libcst_and_takes_its_time_from_the_store(tmp_path):
+def test_a_first_build_in_a_fresh_process_imports_no_libcst_and_takes_its_time_from_the_store(tmp_path, recorded_release):
     code = """
 import json, sys
 from instrument import compile_rule
